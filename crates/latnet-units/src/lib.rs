@@ -121,9 +121,9 @@ macro_rules! common_impls {
                         Ok($t(v))
                     }
                     fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<$t, E> {
-                        u64::try_from(v).map($t).map_err(|_| {
-                            E::invalid_value(serde::de::Unexpected::Signed(v), &Self)
-                        })
+                        u64::try_from(v)
+                            .map($t)
+                            .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &Self))
                     }
                     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<$t, E> {
                         v.parse().map_err(|e: ParseUnitError| E::custom(e))

@@ -24,8 +24,12 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reason::Empty => f.write_str("empty string"),
-            Reason::BadNumber => f.write_str("expected a non-negative decimal number before the unit"),
-            Reason::UnknownUnit(u, expected) => write!(f, "unknown unit {u:?}, expected one of {expected}"),
+            Reason::BadNumber => {
+                f.write_str("expected a non-negative decimal number before the unit")
+            }
+            Reason::UnknownUnit(u, expected) => {
+                write!(f, "unknown unit {u:?}, expected one of {expected}")
+            }
             Reason::TooPrecise => f.write_str("more decimal places than the base unit resolves"),
             Reason::Overflow => f.write_str("value too large"),
         }
@@ -55,7 +59,8 @@ fn scaled(num: &str, scale: u64) -> Result<u64, Reason> {
     if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
         return Err(Reason::BadNumber);
     }
-    let int_v: u128 = if int.is_empty() { 0 } else { int.parse().map_err(|_| Reason::BadNumber)? };
+    let int_v: u128 =
+        if int.is_empty() { 0 } else { int.parse().map_err(|_| Reason::BadNumber)? };
     let mut v = int_v.checked_mul(u128::from(scale)).ok_or(Reason::Overflow)?;
     // Fractional digits: each must be representable in the base unit.
     let mut place = u128::from(scale);

@@ -10,7 +10,10 @@ fn tx_time_rounds_up_to_whole_ns() {
     // 300 B at 55 Mbps = 43,636.36.. ns: rounded up, down, nearest.
     let r = Rate::from_mbps(55);
     assert_eq!(r.tx_time(Bytes::new(300)), Some(Duration::from_nanos(43_637)));
-    assert_eq!(r.tx_time_rounded(Bytes::new(300), Rounding::Down), Some(Duration::from_nanos(43_636)));
+    assert_eq!(
+        r.tx_time_rounded(Bytes::new(300), Rounding::Down),
+        Some(Duration::from_nanos(43_636))
+    );
     assert_eq!(
         r.tx_time_rounded(Bytes::new(300), Rounding::Nearest),
         Some(Duration::from_nanos(43_636))
@@ -76,7 +79,11 @@ fn parse_errors_say_what_is_wrong() {
     assert!("10".parse::<Duration>().is_err(), "a bare number string needs a unit");
     assert!("1.2.3ms".parse::<Duration>().is_err());
     assert!("-1ms".parse::<Duration>().is_err());
-    assert!("99999999999999999999s".parse::<Duration>().unwrap_err().to_string().contains("too large"));
+    assert!("99999999999999999999s"
+        .parse::<Duration>()
+        .unwrap_err()
+        .to_string()
+        .contains("too large"));
 }
 
 #[test]

@@ -1,0 +1,294 @@
+//! Queues and schedulers: one trait, a closed set of implementations behind [`AnyQueue`].
+//!
+//! # Contract of [`Queue`]
+//!
+//! The runner (simulator or real-time switch) owns time and calls, for each egress port:
+//!
+//! 1. [`Queue::enqueue`]`(now, pkt)` for each packet classified to the port. The verdict says
+//!    whether the packet was taken or dropped (and gives the dropped packet back).
+//! 2. When the transmitter is idle: [`Queue::dequeue`]`(now)`. `None` means nothing is eligible
+//!    *now*; then [`Queue::next_ready`]`(now)` says when to ask again (`None`: the queue is empty;
+//!    a time `<= now` would mean a packet is eligible, which `dequeue` would have returned).
+//!    Work-conserving queues are ready whenever they are non-empty; non-work-conserving ones
+//!    (LBF, shapers, dampers) return a future instant and the runner schedules a wake-up.
+//! 3. After any call, [`Queue::poll_drop`] until `None`: packets the queue dropped on its own
+//!    (expired at dequeue, pushed out), each with its reason, so the runner can record them.
+//!
+//! Every queue is bounded in packets and bytes ([`QueueLimits`]) and counts what it does in
+//! [`QueueStats`], drops by [`DropReason`].
+
+mod fifo;
+mod prio;
+
+pub use fifo::Fifo;
+pub use prio::StrictPriority;
+
+use crate::drop::{DropCounters, DropReason};
+use crate::packet::Packet;
+use latnet_units::{Bytes, Time};
+use serde::Deserialize;
+
+/// A packet the element dropped, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// The dropped packet.
+    pub pkt: Packet,
+    /// Why.
+    pub reason: DropReason,
+}
+
+/// Outcome of [`Queue::enqueue`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Verdict {
+    /// The queue took the packet.
+    Enqueued,
+    /// The queue refused the packet.
+    Dropped(Dropped),
+}
+
+impl Verdict {
+    /// A drop verdict.
+    pub fn drop(pkt: Packet, reason: DropReason) -> Verdict {
+        Verdict::Dropped(Dropped { pkt, reason })
+    }
+}
+
+/// A queue or scheduler. See the module documentation for the call order.
+pub trait Queue {
+    /// Offer a packet at `now`.
+    fn enqueue(&mut self, now: Time, pkt: Packet) -> Verdict;
+    /// Take the next packet eligible at `now`, if any.
+    fn dequeue(&mut self, now: Time) -> Option<Packet>;
+    /// When a packet will next be eligible; `None` if the queue is empty.
+    fn next_ready(&self, now: Time) -> Option<Time>;
+    /// A packet the queue dropped on its own since the last call, if any.
+    fn poll_drop(&mut self) -> Option<Dropped> {
+        None
+    }
+    /// Packets held.
+    fn len(&self) -> usize;
+    /// Bytes held (wire length).
+    fn byte_len(&self) -> Bytes;
+    /// True if no packet is held.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Counters.
+    fn stats(&self) -> &QueueStats;
+}
+
+/// Packet and byte limits of a queue. Both always apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueLimits {
+    /// At most this many packets.
+    #[serde(default = "QueueLimits::default_packets")]
+    pub limit_packets: u32,
+    /// At most this many bytes (wire length).
+    #[serde(default = "QueueLimits::default_bytes")]
+    pub limit_bytes: Bytes,
+}
+
+impl QueueLimits {
+    fn default_packets() -> u32 {
+        1000
+    }
+    fn default_bytes() -> Bytes {
+        Bytes::new(1_500_000)
+    }
+
+    /// The reason `pkt` may not join a queue holding `len` packets / `bytes`, if any.
+    #[inline]
+    pub fn check(&self, len: usize, bytes: Bytes, pkt: &Packet) -> Option<DropReason> {
+        if len >= self.limit_packets as usize {
+            Some(DropReason::QueueFullPackets)
+        } else if bytes.get() + pkt.wire_len().get() > self.limit_bytes.get() {
+            Some(DropReason::QueueFullBytes)
+        } else {
+            None
+        }
+    }
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        QueueLimits { limit_packets: Self::default_packets(), limit_bytes: Self::default_bytes() }
+    }
+}
+
+/// What a queue has done. Updated by the queue itself on every operation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Packets accepted.
+    pub enqueued_packets: u64,
+    /// Bytes accepted.
+    pub enqueued_bytes: u64,
+    /// Packets handed out by `dequeue`.
+    pub dequeued_packets: u64,
+    /// Bytes handed out by `dequeue`.
+    pub dequeued_bytes: u64,
+    /// Packets ECN-marked (CE) by the queue.
+    pub ce_marks: u64,
+    /// Largest number of packets held at once.
+    pub peak_packets: u64,
+    /// Largest number of bytes held at once.
+    pub peak_bytes: u64,
+    /// Drops by reason.
+    pub drops: DropCounters,
+}
+
+impl QueueStats {
+    /// Account an accepted packet; `len`/`bytes` are the queue's size after it joined.
+    #[inline]
+    pub fn on_enqueue(&mut self, pkt: &Packet, len: usize, bytes: Bytes) {
+        self.enqueued_packets += 1;
+        self.enqueued_bytes += pkt.wire_len().get();
+        self.peak_packets = self.peak_packets.max(len as u64);
+        self.peak_bytes = self.peak_bytes.max(bytes.get());
+    }
+    /// Account a packet handed out.
+    #[inline]
+    pub fn on_dequeue(&mut self, pkt: &Packet) {
+        self.dequeued_packets += 1;
+        self.dequeued_bytes += pkt.wire_len().get();
+    }
+    /// Account a drop.
+    #[inline]
+    pub fn on_drop(&mut self, reason: DropReason) {
+        self.drops.count(reason);
+    }
+}
+
+/// Errors in a queue specification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// A field is out of its range.
+    #[error("field `{field}`: {expected}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// What was expected.
+        expected: &'static str,
+    },
+}
+
+/// Configuration of a queue, as written in scenario files (`kind = "fifo"`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum QueueSpec {
+    /// A bounded FIFO (tail drop).
+    Fifo {
+        /// Limits.
+        #[serde(flatten)]
+        limits: QueueLimits,
+    },
+    /// Strict priority over `classes` FIFOs (priority 0 first; priorities beyond the last
+    /// class go to the last class), each with the given limits.
+    Priority {
+        /// Number of classes, 1..=8.
+        classes: u8,
+        /// Limits of each class.
+        #[serde(flatten)]
+        limits: QueueLimits,
+    },
+}
+
+impl Default for QueueSpec {
+    fn default() -> Self {
+        QueueSpec::Fifo { limits: QueueLimits::default() }
+    }
+}
+
+impl QueueSpec {
+    /// Build the queue this spec describes.
+    pub fn build(&self) -> Result<AnyQueue, SpecError> {
+        match self {
+            QueueSpec::Fifo { limits } => Ok(AnyQueue::Fifo(Fifo::new(check_limits(*limits)?))),
+            QueueSpec::Priority { classes, limits } => {
+                if !(1..=8).contains(classes) {
+                    return Err(SpecError::OutOfRange {
+                        field: "classes",
+                        expected: "between 1 and 8",
+                    });
+                }
+                let limits = check_limits(*limits)?;
+                let children =
+                    (0..*classes).map(|_| AnyQueue::Fifo(Fifo::new(limits))).collect::<Vec<_>>();
+                Ok(AnyQueue::Priority(StrictPriority::new(children)))
+            }
+        }
+    }
+}
+
+fn check_limits(l: QueueLimits) -> Result<QueueLimits, SpecError> {
+    if l.limit_packets == 0 {
+        return Err(SpecError::OutOfRange { field: "limit_packets", expected: "at least 1" });
+    }
+    if l.limit_bytes.is_zero() {
+        return Err(SpecError::OutOfRange { field: "limit_bytes", expected: "at least 1 byte" });
+    }
+    Ok(l)
+}
+
+/// The closed set of queues, dispatched by `match`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum AnyQueue {
+    /// See [`Fifo`].
+    Fifo(Fifo),
+    /// See [`StrictPriority`].
+    Priority(StrictPriority),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $q:ident => $e:expr) => {
+        match $self {
+            AnyQueue::Fifo($q) => $e,
+            AnyQueue::Priority($q) => $e,
+        }
+    };
+}
+
+impl Queue for AnyQueue {
+    #[inline]
+    fn enqueue(&mut self, now: Time, pkt: Packet) -> Verdict {
+        dispatch!(self, q => q.enqueue(now, pkt))
+    }
+    #[inline]
+    fn dequeue(&mut self, now: Time) -> Option<Packet> {
+        dispatch!(self, q => q.dequeue(now))
+    }
+    #[inline]
+    fn next_ready(&self, now: Time) -> Option<Time> {
+        dispatch!(self, q => q.next_ready(now))
+    }
+    #[inline]
+    fn poll_drop(&mut self) -> Option<Dropped> {
+        dispatch!(self, q => q.poll_drop())
+    }
+    fn len(&self) -> usize {
+        dispatch!(self, q => q.len())
+    }
+    fn byte_len(&self) -> Bytes {
+        dispatch!(self, q => q.byte_len())
+    }
+    fn stats(&self) -> &QueueStats {
+        dispatch!(self, q => q.stats())
+    }
+}
+
+impl AnyQueue {
+    /// Per-class statistics for schedulers with classes (empty for a single queue).
+    pub fn class_stats(&self) -> Vec<&QueueStats> {
+        match self {
+            AnyQueue::Priority(p) => p.classes().iter().map(|c| c.stats()).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::packet::{Meta, Packet};
+use proptest::prelude::*;
+
+fn pkt(id: u64, size: u32, priority: u8) -> Packet {
+    Packet::new(vec![0; 20], size.saturating_sub(20), Meta { id, priority, ..Meta::default() })
+}
+
+fn t(ns: u64) -> Time {
+    Time::from_nanos(ns)
+}
+
+fn limits(p: u32, b: u64) -> QueueLimits {
+    QueueLimits { limit_packets: p, limit_bytes: Bytes::new(b) }
+}
+
+#[test]
+fn fifo_keeps_order_and_counts() {
+    let mut q = Fifo::new(limits(10, 10_000));
+    for i in 0..3 {
+        assert_eq!(q.enqueue(t(i), pkt(i, 100, 7)), Verdict::Enqueued);
+    }
+    assert_eq!(q.len(), 3);
+    assert_eq!(q.byte_len(), Bytes::new(300));
+    assert_eq!(q.next_ready(t(5)), Some(t(0)));
+    let ids: Vec<_> = std::iter::from_fn(|| q.dequeue(t(9))).map(|p| p.meta.id).collect();
+    assert_eq!(ids, vec![0, 1, 2]);
+    assert_eq!(q.next_ready(t(9)), None);
+    assert_eq!(q.stats().enqueued_packets, 3);
+    assert_eq!(q.stats().dequeued_bytes, 300);
+    assert_eq!(q.stats().peak_packets, 3);
+}
+
+#[test]
+fn fifo_drops_at_packet_and_byte_limits_with_reasons() {
+    let mut q = Fifo::new(limits(2, 250));
+    assert_eq!(q.enqueue(t(0), pkt(0, 100, 7)), Verdict::Enqueued);
+    match q.enqueue(t(0), pkt(1, 200, 7)) {
+        Verdict::Dropped(d) => {
+            assert_eq!(d.reason, DropReason::QueueFullBytes);
+            assert_eq!(d.pkt.meta.id, 1, "the refused packet is handed back");
+        }
+        v => panic!("expected a drop, got {v:?}"),
+    }
+    assert_eq!(q.enqueue(t(0), pkt(2, 100, 7)), Verdict::Enqueued);
+    assert!(matches!(
+        q.enqueue(t(0), pkt(3, 10, 7)),
+        Verdict::Dropped(Dropped { reason: DropReason::QueueFullPackets, .. })
+    ));
+    assert_eq!(q.stats().drops.get(DropReason::QueueFullBytes), 1);
+    assert_eq!(q.stats().drops.get(DropReason::QueueFullPackets), 1);
+}
+
+#[test]
+fn strict_priority_serves_highest_first_and_clamps_priorities() {
+    let spec = QueueSpec::Priority { classes: 3, limits: limits(10, 100_000) };
+    let mut q = spec.build().unwrap();
+    // priorities 7 and 5 both land in the last class (2).
+    for (id, p) in [(0, 7), (1, 1), (2, 0), (3, 5), (4, 1)] {
+        assert_eq!(q.enqueue(t(0), pkt(id, 100, p)), Verdict::Enqueued);
+    }
+    assert_eq!(q.len(), 5);
+    let ids: Vec<_> = std::iter::from_fn(|| q.dequeue(t(1))).map(|p| p.meta.id).collect();
+    assert_eq!(ids, vec![2, 1, 4, 0, 3]);
+    let per_class: Vec<_> = q.class_stats().iter().map(|s| s.enqueued_packets).collect();
+    assert_eq!(per_class, vec![1, 2, 2]);
+    assert_eq!(q.stats().dequeued_packets, 5);
+}
+
+#[test]
+fn strict_priority_limits_apply_per_class() {
+    let mut q = QueueSpec::Priority { classes: 2, limits: limits(1, 10_000) }.build().unwrap();
+    assert_eq!(q.enqueue(t(0), pkt(0, 100, 0)), Verdict::Enqueued);
+    assert!(matches!(q.enqueue(t(0), pkt(1, 100, 0)), Verdict::Dropped(_)));
+    assert_eq!(q.enqueue(t(0), pkt(2, 100, 1)), Verdict::Enqueued);
+    assert_eq!(q.stats().drops.get(DropReason::QueueFullPackets), 1);
+}
+
+#[test]
+fn spec_parses_from_toml_and_rejects_mistakes() {
+    let s: QueueSpec =
+        toml::from_str("kind = \"priority\"\nclasses = 4\nlimit_packets = 64").unwrap();
+    assert_eq!(
+        s,
+        QueueSpec::Priority {
+            classes: 4,
+            limits: QueueLimits { limit_packets: 64, limit_bytes: Bytes::new(1_500_000) }
+        }
+    );
+    let s: QueueSpec = toml::from_str("kind = \"fifo\"\nlimit_bytes = \"64KiB\"").unwrap();
+    assert_eq!(s, QueueSpec::Fifo { limits: limits(1000, 65_536) });
+    let e = toml::from_str::<QueueSpec>("kind = \"fifo\"\nlimit_pakets = 3").unwrap_err();
+    assert!(e.to_string().contains("limit_pakets"), "{e}");
+    let e = toml::from_str::<QueueSpec>("kind = \"lifo\"").unwrap_err();
+    assert!(e.to_string().contains("lifo"), "{e}");
+    let e = QueueSpec::Priority { classes: 9, limits: QueueLimits::default() }.build().unwrap_err();
+    assert_eq!(e.to_string(), "field `classes`: between 1 and 8");
+    let e = QueueSpec::Fifo { limits: limits(0, 10) }.build().unwrap_err();
+    assert!(e.to_string().contains("limit_packets"));
+}
+
+proptest! {
+    /// Conservation: every offered packet is either dequeued, dropped with a counted reason, or
+    /// still held; held bytes never exceed the limit; priority order is never inverted.
+    #[test]
+    fn priority_conserves_and_never_inverts(
+        ops in proptest::collection::vec((any::<bool>(), 0u8..8, 40u32..1600), 1..400),
+        classes in 1u8..=8,
+    ) {
+        let lim = limits(16, 8_000);
+        let mut q = QueueSpec::Priority { classes, limits: lim }.build().unwrap();
+        let (mut offered, mut out, mut dropped) = (0u64, 0u64, 0u64);
+        for (i, (is_enq, prio, size)) in ops.into_iter().enumerate() {
+            let now = t(i as u64);
+            if is_enq {
+                offered += 1;
+                if let Verdict::Dropped(_) = q.enqueue(now, pkt(i as u64, size, prio)) {
+                    dropped += 1;
+                }
+            } else if let Some(p) = q.dequeue(now) {
+                out += 1;
+                let served = usize::from(p.meta.priority).min(usize::from(classes) - 1);
+                for higher in q.class_stats().iter().take(served) {
+                    // nothing of a higher class may still be waiting
+                    prop_assert_eq!(higher.enqueued_packets, higher.dequeued_packets);
+                }
+            }
+            for s in q.class_stats() {
+                prop_assert!(s.enqueued_bytes - s.dequeued_bytes <= lim.limit_bytes.get());
+            }
+        }
+        prop_assert_eq!(offered, out + dropped + q.len() as u64);
+        prop_assert_eq!(dropped, q.stats().drops.total());
+    }
+}
