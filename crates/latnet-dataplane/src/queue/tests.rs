@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used)]
-
 use super::*;
 use crate::packet::{Meta, Packet};
 use proptest::prelude::*;
