@@ -47,7 +47,10 @@ impl fmt::Display for Layer {
 
 /// Why bytes could not be read as (or written as) a header.
 ///
-/// `Copy` and two words wide, so returning it on the hot path costs nothing.
+/// `Copy` and a few words wide, so returning it on the hot path costs nothing. In `Truncated`,
+/// `need` and `have` count bytes from the start of the buffer the failing call was given (the
+/// header for a view, the frame for [`crate::parse_headers`] and the tag-stack functions, the
+/// IPv6 header for the extension-header walk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum WireError {
@@ -56,9 +59,9 @@ pub enum WireError {
     Truncated {
         /// Layer whose header is cut short.
         layer: Layer,
-        /// Bytes needed from the start of that header.
+        /// Bytes needed.
         need: usize,
-        /// Bytes present from the start of that header.
+        /// Bytes present.
         have: usize,
     },
     /// A field holds a value that makes the header inconsistent.
