@@ -1,0 +1,64 @@
+# latnet: two commands on a fresh machine.
+#   make demo   install everything (apt, .venv with pip packages, Rust build) and run the demo
+#   make test   the same set-up, then lint, Rust tests and Python tests
+# Other targets: setup, build, lint, fuzz, bench, reproduce, clean.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+LATNET := $(VENV)/bin/latnet
+CARGO ?= cargo
+FUZZ_SECONDS ?= 60
+
+.PHONY: demo test setup apt venv build lint rust-test py-test fuzz bench reproduce clean
+
+demo: setup
+	$(LATNET) run experiments/demo.toml --out out/demo --plot
+
+test: setup lint rust-test py-test
+
+setup: apt venv build
+
+apt:
+	@scripts/apt-deps.sh
+
+venv: $(VENV)/.deps-stamp
+
+$(VENV)/.deps-stamp: requirements-dev.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+# maturin builds the Rust core (release) and installs the package in development mode,
+# with the `latnet` command in .venv/bin.
+build: venv
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
+	  $(VENV)/bin/maturin develop --release --quiet
+
+lint: venv
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+	$(VENV)/bin/ruff check python bench
+	$(VENV)/bin/ruff format --check python bench
+
+rust-test:
+	$(CARGO) test --workspace --quiet
+
+py-test: build
+	$(VENV)/bin/pytest -q
+
+fuzz:
+	fuzz/run.sh $(FUZZ_SECONDS)
+
+bench: setup
+	$(CARGO) bench --workspace
+	$(PY) bench/ns3_cbr_chain.py
+
+reproduce: setup
+	@for s in lbf l4s ffp pacing chameleon; do \
+	  $(LATNET) reproduce $$s --out out/reproduce || echo "reproduce $$s: not available"; done
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV) out

@@ -1,0 +1,191 @@
+//! Python bindings: the private `latnet._latnet` module. Thin by design: it converts
+//! arguments, releases nothing the core does not own, and maps each Rust error to a named
+//! Python exception. Everything user-facing (CLI, tables, plots, DataFrames) is in the Python
+//! package `latnet`.
+//!
+//! Exceptions: `latnet.ScenarioError` (a scenario file that cannot be used; the message names
+//! the file, line, key and expectation) and `latnet.LatnetError` (its base class).
+
+// PyO3's macros expand to code that trips these workspace lints.
+#![allow(unsafe_code, missing_debug_implementations)]
+
+use latnet_sim::{Results, Scenario, Simulator};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use std::path::PathBuf;
+
+create_exception!(_latnet, LatnetError, PyException, "Base class of latnet errors.");
+create_exception!(
+    _latnet,
+    ScenarioError,
+    LatnetError,
+    "A scenario that cannot be used; the message names the file, line, key and expectation."
+);
+
+fn scenario_err(e: latnet_sim::ScenarioError) -> PyErr {
+    ScenarioError::new_err(e.to_string())
+}
+
+/// The results of one simulation run.
+#[pyclass(module = "latnet._latnet", frozen)]
+struct SimResults {
+    inner: Results,
+}
+
+fn le_bytes<'py, T: Copy, const N: usize>(
+    py: Python<'py>,
+    rows: &[T],
+    f: impl Fn(&T) -> [u8; N],
+) -> Bound<'py, PyBytes> {
+    let mut v = Vec::with_capacity(rows.len() * N);
+    for r in rows {
+        v.extend_from_slice(&f(r));
+    }
+    PyBytes::new(py, &v)
+}
+
+#[pymethods]
+impl SimResults {
+    /// The JSON summary (what `results.json` holds).
+    fn json(&self) -> String {
+        self.inner.to_json()
+    }
+
+    /// The per-flow table as CSV text.
+    fn flows_csv(&self) -> String {
+        self.inner.flows_csv()
+    }
+
+    /// Write results.json, flows.csv (and packets.csv, hops.csv if recorded) into `dir`.
+    fn write_dir(&self, dir: PathBuf) -> PyResult<Vec<String>> {
+        let paths = self
+            .inner
+            .write_dir(&dir)
+            .map_err(|e| LatnetError::new_err(format!("{}: {e}", dir.display())))?;
+        Ok(paths.into_iter().map(|p| p.display().to_string()).collect())
+    }
+
+    /// Per-packet columns as little-endian arrays (`id`, `seq`, `created_ns`, `end_ns`,
+    /// `latency_ns` as u64 with `u64::MAX` for "not received"; `flow` and `drop_node` as u32
+    /// with `u32::MAX` for none) plus `drop_reason` as a list of str; `None` if the run did not
+    /// record packets.
+    fn packet_columns<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(log) = &self.inner.log else { return Ok(None) };
+        let p = &log.packets;
+        let d = PyDict::new(py);
+        d.set_item("id", le_bytes(py, p, |r| r.id.to_le_bytes()))?;
+        d.set_item("flow", le_bytes(py, p, |r| r.flow.to_le_bytes()))?;
+        d.set_item("seq", le_bytes(py, p, |r| r.seq.to_le_bytes()))?;
+        d.set_item("created_ns", le_bytes(py, p, |r| r.created_ns.to_le_bytes()))?;
+        d.set_item("end_ns", le_bytes(py, p, |r| r.end_ns.to_le_bytes()))?;
+        d.set_item(
+            "latency_ns",
+            le_bytes(py, p, |r| r.latency_ns.unwrap_or(u64::MAX).to_le_bytes()),
+        )?;
+        d.set_item(
+            "drop_node",
+            le_bytes(py, p, |r| r.drop_node.unwrap_or(u32::MAX).to_le_bytes()),
+        )?;
+        let reasons: Vec<&str> = p.iter().map(|r| r.drop.map_or("", |d| d.as_str())).collect();
+        d.set_item("drop_reason", PyList::new(py, reasons)?)?;
+        Ok(Some(d))
+    }
+
+    /// Per-hop columns (`id`, `enqueue_ns`, `start_tx_ns` u64; `flow`, `node`, `port` u32;
+    /// `hop` u8), or `None` if not recorded.
+    fn hop_columns<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(log) = &self.inner.log else { return Ok(None) };
+        let h = &log.hops;
+        let d = PyDict::new(py);
+        d.set_item("id", le_bytes(py, h, |r| r.id.to_le_bytes()))?;
+        d.set_item("flow", le_bytes(py, h, |r| r.flow.to_le_bytes()))?;
+        d.set_item("hop", le_bytes(py, h, |r| [r.hop]))?;
+        d.set_item("node", le_bytes(py, h, |r| r.node.to_le_bytes()))?;
+        d.set_item("port", le_bytes(py, h, |r| r.port.to_le_bytes()))?;
+        d.set_item("enqueue_ns", le_bytes(py, h, |r| r.enqueue_ns.to_le_bytes()))?;
+        d.set_item("start_tx_ns", le_bytes(py, h, |r| r.start_tx_ns.to_le_bytes()))?;
+        Ok(Some(d))
+    }
+}
+
+fn load(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<Scenario> {
+    match (path, text) {
+        (Some(p), None) => Scenario::from_file(&p).map_err(scenario_err),
+        (None, Some(t)) => Scenario::from_str_named(name, t).map_err(scenario_err),
+        _ => Err(LatnetError::new_err("give exactly one of `path` and `text`")),
+    }
+}
+
+/// Check a scenario without running it; returns a short description.
+#[pyfunction]
+#[pyo3(signature = (path=None, text=None, name="<string>"))]
+fn check(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<String> {
+    let sc = load(path, text, name)?;
+    Ok(format!(
+        "{}: {} nodes, {} links, {} flows, {} of sending, seed {}",
+        sc.name,
+        sc.nodes.len(),
+        sc.links.len(),
+        sc.flows.len(),
+        sc.sim.duration,
+        sc.sim.seed
+    ))
+}
+
+/// Run a scenario given as a file `path` or as TOML `text`.
+///
+/// `seed` overrides the scenario's seed; `packets` forces per-packet records on or off;
+/// `progress(now_ns, end_ns, events)` is called about every 1 % of virtual time and may return
+/// False (or raise) to stop early.
+#[pyfunction]
+#[pyo3(signature = (path=None, text=None, name="<string>", seed=None, packets=None, progress=None))]
+fn run(
+    py: Python<'_>,
+    path: Option<PathBuf>,
+    text: Option<&str>,
+    name: &str,
+    seed: Option<u64>,
+    packets: Option<bool>,
+    progress: Option<PyObject>,
+) -> PyResult<SimResults> {
+    let mut sc = load(path, text, name)?;
+    if let Some(s) = seed {
+        sc.sim.seed = s;
+    }
+    if let Some(p) = packets {
+        sc.output.packets = p;
+    }
+    let mut err: Option<PyErr> = None;
+    let results = Simulator::new(sc).run_with_progress(|p| {
+        if let Err(e) = py.check_signals() {
+            err = Some(e);
+            return false;
+        }
+        let Some(cb) = &progress else { return true };
+        match cb.call1(py, (p.now.as_nanos(), p.end.as_nanos(), p.events)) {
+            Ok(v) => !v.bind(py).is(&*pyo3::types::PyBool::new(py, false)),
+            Err(e) => {
+                err = Some(e);
+                false
+            }
+        }
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(SimResults { inner: results }),
+    }
+}
+
+/// The private extension module behind `latnet`.
+#[pymodule]
+fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("LatnetError", m.py().get_type::<LatnetError>())?;
+    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add_class::<SimResults>()?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    Ok(())
+}

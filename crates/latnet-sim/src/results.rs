@@ -1,0 +1,381 @@
+//! Results of a run: a JSON summary, a per-flow table, and optional per-packet / per-hop
+//! tables. Output is a pure function of the scenario and seed (no wall-clock time, no
+//! hash-map order), so two runs with the same seed write byte-identical files.
+
+use crate::net::PortTopo;
+use crate::stats::Summary;
+use latnet_dataplane::{AnyQueue, DropCounters, DropReason, Meta, Queue};
+use latnet_units::{Duration, Time};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+/// Everything a run reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Sending duration (ns).
+    pub duration_ns: u64,
+    /// Virtual time at which the run ended (ns).
+    pub end_ns: u64,
+    /// What reported latencies include.
+    pub latency_convention: String,
+    /// Ordering rule of simultaneous events.
+    pub tie_break: String,
+    /// Events executed.
+    pub events: u64,
+    /// Per flow, in scenario order.
+    pub flows: Vec<FlowResult>,
+    /// Per egress port, in link order (a to b, then b to a).
+    pub ports: Vec<PortResult>,
+    /// Every node in scenario order, with its drops outside queues (malformed, no route, TTL,
+    /// not for host).
+    pub nodes: Vec<NodeResult>,
+    /// Per-packet and per-hop records, when `[output] packets = true`.
+    #[serde(skip)]
+    pub log: Option<PacketLog>,
+}
+
+/// One flow.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowResult {
+    /// Name.
+    pub name: String,
+    /// Source host.
+    pub src: String,
+    /// Destination host.
+    pub dst: String,
+    /// Priority (0 highest).
+    pub priority: u8,
+    /// Frame length (bytes).
+    pub size: u32,
+    /// Packets created.
+    pub sent: u64,
+    /// Packets received.
+    pub received: u64,
+    /// Packets dropped (all reasons but end-of-run).
+    pub dropped: u64,
+    /// Packets still queued or on a link when the run ended.
+    pub in_flight_at_end: u64,
+    /// Drops by reason (including end-of-run).
+    pub drops: BTreeMap<String, u64>,
+    /// Received bits per second, from the flow's start to its last reception.
+    pub throughput_bps: f64,
+    /// End-to-end latency of received packets.
+    pub latency_ns: Option<Summary>,
+    /// Mean absolute delay variation between consecutive packets.
+    pub jitter_ns: Option<f64>,
+    /// Latency at the start of transmission from each hop (hop 0: the source's NIC).
+    pub hops: Vec<HopResult>,
+}
+
+impl FlowResult {
+    /// Fraction of packets lost (end-of-run packets excluded from both sides).
+    pub fn loss_rate(&self) -> f64 {
+        let settled = self.sent.saturating_sub(self.in_flight_at_end);
+        if settled == 0 {
+            0.0
+        } else {
+            self.dropped as f64 / settled as f64
+        }
+    }
+}
+
+/// Latency of a flow at the start of transmission from one hop.
+#[derive(Debug, Clone, Serialize)]
+pub struct HopResult {
+    /// Hop index (0: source host).
+    pub hop: u32,
+    /// The transmitting node.
+    pub node: String,
+    /// The node the port leads to.
+    pub toward: String,
+    /// Latency from creation to the start of transmission here.
+    pub latency_ns: Option<Summary>,
+}
+
+/// One egress port.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortResult {
+    /// Owning node.
+    pub node: String,
+    /// Peer node.
+    pub peer: String,
+    /// Rate (bit/s).
+    pub rate_bps: u64,
+    /// Frames transmitted.
+    pub tx_packets: u64,
+    /// Bytes transmitted (frame lengths).
+    pub tx_bytes: u64,
+    /// Fraction of the run the transmitter was busy.
+    pub utilisation: f64,
+    /// Queue counters.
+    pub queue: QueueResult,
+    /// Per-class queue counters for schedulers with classes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<QueueResult>,
+}
+
+/// Queue counters.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueResult {
+    /// Packets accepted.
+    pub enqueued: u64,
+    /// Packets handed to the transmitter.
+    pub dequeued: u64,
+    /// Largest backlog (packets).
+    pub peak_packets: u64,
+    /// Largest backlog (bytes).
+    pub peak_bytes: u64,
+    /// CE marks.
+    pub ce_marks: u64,
+    /// Drops by reason (queue drops and link loss).
+    pub drops: BTreeMap<String, u64>,
+}
+
+impl QueueResult {
+    fn from_stats(s: &latnet_dataplane::QueueStats, extra: Option<&DropCounters>) -> Self {
+        let mut drops = s.drops.clone();
+        if let Some(e) = extra {
+            drops.merge(e);
+        }
+        QueueResult {
+            enqueued: s.enqueued_packets,
+            dequeued: s.dequeued_packets,
+            peak_packets: s.peak_packets,
+            peak_bytes: s.peak_bytes,
+            ce_marks: s.ce_marks,
+            drops: drops.nonzero().map(|(r, n)| (r.as_str().to_owned(), n)).collect(),
+        }
+    }
+}
+
+impl PortResult {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        node: &str,
+        peer: &str,
+        t: &PortTopo,
+        tx_packets: u64,
+        tx_bytes: u64,
+        busy: Duration,
+        end: Time,
+        q: &AnyQueue,
+        link_drops: &DropCounters,
+    ) -> Self {
+        PortResult {
+            node: node.to_owned(),
+            peer: peer.to_owned(),
+            rate_bps: t.rate.bps(),
+            tx_packets,
+            tx_bytes,
+            utilisation: if end == Time::ZERO {
+                0.0
+            } else {
+                busy.as_nanos() as f64 / end.as_nanos() as f64
+            },
+            queue: QueueResult::from_stats(q.stats(), Some(link_drops)),
+            classes: q.class_stats().into_iter().map(|s| QueueResult::from_stats(s, None)).collect(),
+        }
+    }
+}
+
+/// Drops at one node outside its queues.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeResult {
+    /// Node name.
+    pub name: String,
+    /// Drops by reason.
+    pub drops: BTreeMap<String, u64>,
+}
+
+/// Per-packet and per-hop records.
+#[derive(Debug, Clone, Default)]
+pub struct PacketLog {
+    /// One record per packet, by id.
+    pub packets: Vec<PacketRecord>,
+    /// One record per transmission (in time order).
+    pub hops: Vec<HopRecord>,
+}
+
+/// What happened to one packet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacketRecord {
+    /// Packet id.
+    pub id: u64,
+    /// Flow index.
+    pub flow: u32,
+    /// Sequence number within the flow.
+    pub seq: u64,
+    /// Creation time (ns).
+    pub created_ns: u64,
+    /// When it was received or dropped (ns).
+    pub end_ns: u64,
+    /// Latency if received (ns, per the run's convention).
+    pub latency_ns: Option<u64>,
+    /// Drop reason if dropped.
+    pub drop: Option<DropReason>,
+    /// Node where it was dropped.
+    pub drop_node: Option<u32>,
+}
+
+impl PacketRecord {
+    pub(crate) fn received(m: &Meta, now: Time, latency: u64) -> Self {
+        PacketRecord {
+            id: m.id,
+            flow: m.flow,
+            seq: m.seq,
+            created_ns: m.created.as_nanos(),
+            end_ns: now.as_nanos(),
+            latency_ns: Some(latency),
+            drop: None,
+            drop_node: None,
+        }
+    }
+    pub(crate) fn dropped(m: &Meta, now: Time, reason: DropReason, node: u32) -> Self {
+        PacketRecord {
+            id: m.id,
+            flow: m.flow,
+            seq: m.seq,
+            created_ns: m.created.as_nanos(),
+            end_ns: now.as_nanos(),
+            latency_ns: None,
+            drop: Some(reason),
+            drop_node: Some(node),
+        }
+    }
+}
+
+/// One transmission of one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopRecord {
+    /// Packet id.
+    pub id: u64,
+    /// Flow index.
+    pub flow: u32,
+    /// Hop index (0: source host).
+    pub hop: u8,
+    /// Transmitting node.
+    pub node: u32,
+    /// Egress port (global index).
+    pub port: u32,
+    /// When it joined the queue (ns).
+    pub enqueue_ns: u64,
+    /// When its transmission started (ns).
+    pub start_tx_ns: u64,
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(String::new, |v| v.to_string())
+}
+
+impl Results {
+    /// The JSON summary (pretty, stable field order).
+    pub fn to_json(&self) -> String {
+        // Serializing plain data with string keys cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// The per-flow table as CSV.
+    pub fn flows_csv(&self) -> String {
+        let mut s = String::from(
+            "flow,src,dst,priority,size,sent,received,dropped,in_flight_at_end,loss_rate,throughput_bps,\
+             latency_min_ns,latency_mean_ns,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,jitter_ns\n",
+        );
+        for f in &self.flows {
+            let l = f.latency_ns;
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                f.name,
+                f.src,
+                f.dst,
+                f.priority,
+                f.size,
+                f.sent,
+                f.received,
+                f.dropped,
+                f.in_flight_at_end,
+                f.loss_rate(),
+                f.throughput_bps,
+                opt(l.map(|l| l.min)),
+                opt(l.map(|l| l.mean)),
+                opt(l.map(|l| l.p50)),
+                opt(l.map(|l| l.p90)),
+                opt(l.map(|l| l.p99)),
+                opt(l.map(|l| l.p999)),
+                opt(l.map(|l| l.max)),
+                opt(f.jitter_ns),
+            );
+        }
+        s
+    }
+
+    /// The per-packet table as CSV, if recorded.
+    pub fn packets_csv(&self) -> Option<String> {
+        let log = self.log.as_ref()?;
+        let mut s = String::from("id,flow,seq,created_ns,end_ns,latency_ns,drop_reason,drop_node\n");
+        for r in &log.packets {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{}",
+                r.id,
+                self.flows.get(r.flow as usize).map_or("", |f| f.name.as_str()),
+                r.seq,
+                r.created_ns,
+                r.end_ns,
+                opt(r.latency_ns),
+                r.drop.map_or("", DropReason::as_str),
+                r.drop_node.and_then(|n| self.nodes.get(n as usize)).map_or("", |n| n.name.as_str()),
+            );
+        }
+        Some(s)
+    }
+
+    /// The per-hop table as CSV, if recorded.
+    pub fn hops_csv(&self) -> Option<String> {
+        let log = self.log.as_ref()?;
+        let mut s = String::from("id,flow,hop,node,port,enqueue_ns,start_tx_ns\n");
+        for r in &log.hops {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{}",
+                r.id,
+                self.flows.get(r.flow as usize).map_or("", |f| f.name.as_str()),
+                r.hop,
+                self.nodes.get(r.node as usize).map_or("", |n| n.name.as_str()),
+                r.port,
+                r.enqueue_ns,
+                r.start_tx_ns,
+            );
+        }
+        Some(s)
+    }
+
+    /// Write `results.json`, `flows.csv` and, if recorded, `packets.csv` and `hops.csv` into
+    /// `dir` (created if missing). Returns the paths written.
+    pub fn write_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let mut written = Vec::new();
+        let mut put = |name: &str, body: String| -> io::Result<()> {
+            let p = dir.join(name);
+            std::fs::write(&p, body)?;
+            written.push(p);
+            Ok(())
+        };
+        put("results.json", self.to_json() + "\n")?;
+        put("flows.csv", self.flows_csv())?;
+        if let Some(p) = self.packets_csv() {
+            put("packets.csv", p)?;
+        }
+        if let Some(h) = self.hops_csv() {
+            put("hops.csv", h)?;
+        }
+        Ok(written)
+    }
+}

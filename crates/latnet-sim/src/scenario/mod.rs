@@ -1,0 +1,547 @@
+//! Scenario files (TOML): nodes, links, per-port queues, routes, flows, run settings, outputs.
+//!
+//! [`Scenario::from_file`] / [`Scenario::from_str`] parse and validate. Every error names the
+//! file, the line, the key and what was expected (see [`ScenarioError`]). The validated
+//! [`Scenario`] holds indices instead of names and is what the simulator (and later the
+//! emulator) builds a network from. The format is documented in `docs/scenario.md`.
+
+mod error;
+
+pub use error::ScenarioError;
+
+use crate::traffic::TrafficSpec;
+use error::ErrCtx;
+use latnet_dataplane::packet::{Priority, BEST_EFFORT};
+use latnet_dataplane::QueueSpec;
+use latnet_units::{Duration, Rate, Time};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use toml::Spanned;
+
+/// Smallest frame a flow may send: Ethernet (14) + IPv4 (20) + UDP (8).
+pub const MIN_FRAME: u32 = 42;
+/// Largest frame a flow may send (jumbo frames included).
+pub const MAX_FRAME: u32 = 65_535;
+
+/// How events at the same instant are ordered (the seed LBF tables depend on it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TieBreak {
+    /// In the order they were scheduled (like ns-3 and OMNeT++).
+    #[default]
+    Fifo,
+    /// Packet events of the lower flow index first (earlier `[[flows]]` entry wins ties).
+    FlowAsc,
+    /// Packet events of the higher flow index first (later `[[flows]]` entry wins ties).
+    FlowDesc,
+}
+
+impl TieBreak {
+    /// Stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TieBreak::Fifo => "fifo",
+            TieBreak::FlowAsc => "flow-asc",
+            TieBreak::FlowDesc => "flow-desc",
+        }
+    }
+}
+
+/// What a reported latency includes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LatencyConvention {
+    /// Creation at the source to the last bit at the receiver: queueing, serialization and
+    /// propagation on every link.
+    #[default]
+    Physical,
+    /// As the LBF seed and its proof of concept count it: waiting time until start of
+    /// transmission plus propagation, without the packet's own serialization times.
+    ExcludeSerialization,
+}
+
+impl LatencyConvention {
+    /// Stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LatencyConvention::Physical => "physical",
+            LatencyConvention::ExcludeSerialization => "exclude-serialization",
+        }
+    }
+}
+
+/// Metric of computed shortest-path routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoutingMetric {
+    /// Fewest hops.
+    #[default]
+    Hops,
+    /// Least propagation delay.
+    Delay,
+}
+
+/// Node kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeKind {
+    /// An end host: runs sources, receives flows, does not forward.
+    Host,
+    /// A switch/router: forwards by its FIB.
+    Switch,
+}
+
+/// Run settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Sources stop at this time.
+    pub duration: Duration,
+    /// Extra time after `duration` for packets in flight to arrive.
+    pub drain: Duration,
+    /// Seed of the run's random number generator.
+    pub seed: u64,
+    /// Ordering of simultaneous events.
+    pub tie_break: TieBreak,
+    /// Latency convention of every reported latency.
+    pub latency: LatencyConvention,
+    /// Metric of computed routes.
+    pub routing: RoutingMetric,
+}
+
+/// A validated node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSpec {
+    /// Unique name.
+    pub name: String,
+    /// Host or switch.
+    pub kind: NodeKind,
+    /// IPv4 address (hosts; switches get one too, unused for forwarding).
+    pub address: Ipv4Addr,
+}
+
+/// A validated bidirectional link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkSpec {
+    /// One end (node index).
+    pub a: usize,
+    /// The other end (node index).
+    pub b: usize,
+    /// Rate of each direction.
+    pub rate: Rate,
+    /// Propagation delay of each direction.
+    pub delay: Duration,
+    /// Probability that a frame is lost, in [0, 1).
+    pub loss: f64,
+    /// Bytes per frame added for serialization (preamble, FCS, inter-frame gap: 24 on Ethernet).
+    pub overhead: u32,
+    /// Egress queue of `a` toward `b`.
+    pub queue_ab: QueueSpec,
+    /// Egress queue of `b` toward `a`.
+    pub queue_ba: QueueSpec,
+}
+
+/// An explicit route: at `node`, packets for host `dst` go to neighbour `next`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// Node index.
+    pub node: usize,
+    /// Destination host index.
+    pub dst: usize,
+    /// Next-hop node index (a neighbour of `node`).
+    pub next: usize,
+}
+
+/// A validated flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSpec {
+    /// Unique name.
+    pub name: String,
+    /// Source host index.
+    pub src: usize,
+    /// Destination host index.
+    pub dst: usize,
+    /// Priority (0 highest, 7 best effort).
+    pub priority: Priority,
+    /// Frame length in bytes (headers included).
+    pub size: u32,
+    /// First packet no earlier than this.
+    pub start: Time,
+    /// No packet at or after this.
+    pub stop: Time,
+    /// At most this many packets.
+    pub count: Option<u64>,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// The sending pattern.
+    pub traffic: TrafficSpec,
+}
+
+/// What to write besides the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    /// Keep a record per packet (and per hop) for `packets.csv` / `hops.csv`.
+    #[serde(default)]
+    pub packets: bool,
+}
+
+/// A validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Name (defaults to the file stem).
+    pub name: String,
+    /// Free text.
+    pub description: String,
+    /// Run settings.
+    pub sim: SimConfig,
+    /// Nodes.
+    pub nodes: Vec<NodeSpec>,
+    /// Links.
+    pub links: Vec<LinkSpec>,
+    /// Explicit routes (override computed ones).
+    pub routes: Vec<RouteSpec>,
+    /// Flows.
+    pub flows: Vec<FlowSpec>,
+    /// Outputs.
+    pub output: OutputSpec,
+}
+
+// ---------------- raw (as written) ----------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    name: Option<String>,
+    #[serde(default)]
+    description: String,
+    sim: RawSim,
+    #[serde(default)]
+    defaults: RawDefaults,
+    nodes: Vec<RawNode>,
+    #[serde(default)]
+    links: Vec<RawLink>,
+    #[serde(default)]
+    routes: Vec<RawRoute>,
+    #[serde(default)]
+    flows: Vec<RawFlow>,
+    #[serde(default)]
+    output: OutputSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSim {
+    duration: Spanned<Duration>,
+    drain: Option<Duration>,
+    #[serde(default = "default_seed")]
+    seed: u64,
+    #[serde(default)]
+    tie_break: TieBreak,
+    #[serde(default)]
+    latency: LatencyConvention,
+    #[serde(default)]
+    routing: RoutingMetric,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    queue: Option<Spanned<QueueSpec>>,
+    link: Option<RawLinkDefaults>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLinkDefaults {
+    rate: Option<Spanned<Rate>>,
+    delay: Option<Duration>,
+    loss: Option<Spanned<f64>>,
+    overhead: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    name: Spanned<String>,
+    kind: NodeKind,
+    address: Option<Spanned<String>>,
+    queue: Option<Spanned<QueueSpec>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    a: Spanned<String>,
+    b: Spanned<String>,
+    rate: Option<Spanned<Rate>>,
+    delay: Option<Duration>,
+    loss: Option<Spanned<f64>>,
+    overhead: Option<u32>,
+    queue: Option<Spanned<QueueSpec>>,
+    queue_a: Option<Spanned<QueueSpec>>,
+    queue_b: Option<Spanned<QueueSpec>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    node: Spanned<String>,
+    dst: Spanned<String>,
+    next: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlow {
+    name: Option<Spanned<String>>,
+    src: Spanned<String>,
+    dst: Spanned<String>,
+    priority: Option<Spanned<u8>>,
+    size: Spanned<u32>,
+    start: Option<Time>,
+    stop: Option<Spanned<Time>>,
+    count: Option<u64>,
+    src_port: Option<u16>,
+    dst_port: Option<u16>,
+    traffic: Spanned<TrafficSpec>,
+}
+
+// ---------------- validation ----------------
+
+impl Scenario {
+    /// Read and validate a scenario file.
+    pub fn from_file(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line_col: None,
+            key: None,
+            message: format!("cannot read the file: {e}"),
+        })?;
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        Self::parse(&file, &src, stem)
+    }
+
+    /// Parse and validate scenario text; `file` names it in errors.
+    pub fn from_str_named(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
+        Self::parse(file, src, None)
+    }
+
+    fn parse(file: &str, src: &str, stem: Option<String>) -> Result<Scenario, ScenarioError> {
+        let cx = ErrCtx { file, src };
+        let raw: Raw = toml::from_str(src).map_err(|e| cx.from_toml(&e))?;
+        validate(cx, raw, stem)
+    }
+
+    /// Index of the node with this name.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+}
+
+fn build_check(cx: ErrCtx<'_>, q: &Spanned<QueueSpec>, key: String) -> Result<QueueSpec, ScenarioError> {
+    q.get_ref().build().map_err(|e| cx.at(Some(q.span()), key, e.to_string()))?;
+    Ok(q.get_ref().clone())
+}
+
+fn check_loss(cx: ErrCtx<'_>, l: &Spanned<f64>, key: String) -> Result<f64, ScenarioError> {
+    let v = *l.get_ref();
+    if !(0.0..1.0).contains(&v) {
+        return Err(cx.at(Some(l.span()), key, format!("expected a probability in [0, 1), got {v}")));
+    }
+    Ok(v)
+}
+
+fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, ScenarioError> {
+    let duration = *raw.sim.duration.get_ref();
+    if duration.is_zero() {
+        return Err(cx.at(Some(raw.sim.duration.span()), "sim.duration", "expected a duration above zero"));
+    }
+    let sim = SimConfig {
+        duration,
+        drain: raw.sim.drain.unwrap_or(Duration::from_secs(1)),
+        seed: raw.sim.seed,
+        tie_break: raw.sim.tie_break,
+        latency: raw.sim.latency,
+        routing: raw.sim.routing,
+    };
+    let default_queue = match &raw.defaults.queue {
+        Some(q) => build_check(cx, q, "defaults.queue".into())?,
+        None => QueueSpec::default(),
+    };
+    let link_defaults = raw.defaults.link.unwrap_or_default();
+
+    // nodes
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut nodes = Vec::with_capacity(raw.nodes.len());
+    let mut node_queue = Vec::with_capacity(raw.nodes.len());
+    let mut addrs: HashMap<Ipv4Addr, usize> = HashMap::new();
+    if raw.nodes.is_empty() {
+        return Err(cx.at(None, "nodes", "expected at least one [[nodes]] entry"));
+    }
+    for (i, n) in raw.nodes.iter().enumerate() {
+        let name = n.name.get_ref().trim().to_owned();
+        if name.is_empty() {
+            return Err(cx.at(Some(n.name.span()), format!("nodes[{i}].name"), "expected a non-empty name"));
+        }
+        if index.insert(name.clone(), i).is_some() {
+            return Err(cx.at(Some(n.name.span()), format!("nodes[{i}].name"), format!("duplicate node name {name:?}")));
+        }
+        let address = match &n.address {
+            Some(a) => a.get_ref().parse::<Ipv4Addr>().map_err(|_| {
+                cx.at(Some(a.span()), format!("nodes[{i}].address"), format!("expected an IPv4 address such as \"10.0.0.1\", got {:?}", a.get_ref()))
+            })?,
+            None => default_address(i),
+        };
+        if let Some(prev) = addrs.insert(address, i) {
+            let span = n.address.as_ref().map(Spanned::span).unwrap_or(n.name.span());
+            return Err(cx.at(Some(span), format!("nodes[{i}].address"), format!("address {address} is already used by node {:?}", raw.nodes[prev].name.get_ref())));
+        }
+        node_queue.push(match &n.queue {
+            Some(q) => Some(build_check(cx, q, format!("nodes[{i}].queue"))?),
+            None => None,
+        });
+        nodes.push(NodeSpec { name, kind: n.kind, address });
+    }
+    let lookup = |s: &Spanned<String>, key: String| -> Result<usize, ScenarioError> {
+        index.get(s.get_ref().trim()).copied().ok_or_else(|| {
+            let mut known: Vec<_> = nodes.iter().map(|n| n.name.as_str()).collect();
+            known.truncate(12);
+            cx.at(Some(s.span()), key, format!("unknown node {:?} (nodes: {})", s.get_ref(), known.join(", ")))
+        })
+    };
+
+    // links
+    let mut links = Vec::with_capacity(raw.links.len());
+    for (i, l) in raw.links.iter().enumerate() {
+        let a = lookup(&l.a, format!("links[{i}].a"))?;
+        let b = lookup(&l.b, format!("links[{i}].b"))?;
+        if a == b {
+            return Err(cx.at(Some(l.b.span()), format!("links[{i}].b"), "a link must join two different nodes"));
+        }
+        let rate_s = l.rate.as_ref().or(link_defaults.rate.as_ref()).ok_or_else(|| {
+            cx.at(Some(l.a.span()), format!("links[{i}].rate"), "missing rate (set it here or in [defaults.link])")
+        })?;
+        let rate = *rate_s.get_ref();
+        if rate.is_zero() {
+            return Err(cx.at(Some(rate_s.span()), format!("links[{i}].rate"), "expected a rate above zero"));
+        }
+        let loss = match l.loss.as_ref().or(link_defaults.loss.as_ref()) {
+            Some(v) => check_loss(cx, v, format!("links[{i}].loss"))?,
+            None => 0.0,
+        };
+        let side = |q: &Option<Spanned<QueueSpec>>, node: usize, key: &str| -> Result<QueueSpec, ScenarioError> {
+            match q.as_ref().or(l.queue.as_ref()) {
+                Some(q) => build_check(cx, q, format!("links[{i}].{key}")),
+                None => Ok(node_queue[node].clone().unwrap_or_else(|| default_queue.clone())),
+            }
+        };
+        links.push(LinkSpec {
+            a,
+            b,
+            rate,
+            delay: l.delay.or(link_defaults.delay).unwrap_or(Duration::ZERO),
+            loss,
+            overhead: l.overhead.or(link_defaults.overhead).unwrap_or(0),
+            queue_ab: side(&l.queue_a, a, "queue_a")?,
+            queue_ba: side(&l.queue_b, b, "queue_b")?,
+        });
+    }
+
+    // routes
+    let adjacent = |x: usize, y: usize| links.iter().any(|l| (l.a == x && l.b == y) || (l.a == y && l.b == x));
+    let mut routes = Vec::with_capacity(raw.routes.len());
+    for (i, r) in raw.routes.iter().enumerate() {
+        let node = lookup(&r.node, format!("routes[{i}].node"))?;
+        let dst = lookup(&r.dst, format!("routes[{i}].dst"))?;
+        let next = lookup(&r.next, format!("routes[{i}].next"))?;
+        if nodes[dst].kind != NodeKind::Host {
+            return Err(cx.at(Some(r.dst.span()), format!("routes[{i}].dst"), "expected a host"));
+        }
+        if !adjacent(node, next) {
+            return Err(cx.at(Some(r.next.span()), format!("routes[{i}].next"), format!("{:?} is not a neighbour of {:?}", nodes[next].name, nodes[node].name)));
+        }
+        routes.push(RouteSpec { node, dst, next });
+    }
+
+    // flows
+    let mut flows = Vec::with_capacity(raw.flows.len());
+    let mut flow_names: HashMap<String, usize> = HashMap::new();
+    for (i, f) in raw.flows.iter().enumerate() {
+        let key = |k: &str| format!("flows[{i}].{k}");
+        let name = f.name.as_ref().map_or_else(|| format!("f{i}"), |n| n.get_ref().trim().to_owned());
+        if flow_names.insert(name.clone(), i).is_some() {
+            let span = f.name.as_ref().map(Spanned::span);
+            return Err(cx.at(span, key("name"), format!("duplicate flow name {name:?}")));
+        }
+        let src = lookup(&f.src, key("src"))?;
+        let dst = lookup(&f.dst, key("dst"))?;
+        for (idx, s, k) in [(src, &f.src, "src"), (dst, &f.dst, "dst")] {
+            if nodes[idx].kind != NodeKind::Host {
+                return Err(cx.at(Some(s.span()), key(k), format!("{:?} is a switch; flows start and end at hosts", nodes[idx].name)));
+            }
+        }
+        if src == dst {
+            return Err(cx.at(Some(f.dst.span()), key("dst"), "source and destination are the same host"));
+        }
+        let priority = match &f.priority {
+            Some(p) if *p.get_ref() > 7 => {
+                return Err(cx.at(Some(p.span()), key("priority"), "expected 0 (highest) to 7 (best effort)"))
+            }
+            Some(p) => *p.get_ref(),
+            None => BEST_EFFORT,
+        };
+        let size = *f.size.get_ref();
+        if !(MIN_FRAME..=MAX_FRAME).contains(&size) {
+            return Err(cx.at(Some(f.size.span()), key("size"), format!("expected a frame length in bytes from {MIN_FRAME} (Ethernet + IPv4 + UDP headers) to {MAX_FRAME}, got {size}")));
+        }
+        let start = f.start.unwrap_or(Time::ZERO);
+        let stop_limit = Time::from_duration(duration);
+        let stop = f.stop.as_ref().map_or(stop_limit, |s| (*s.get_ref()).min(stop_limit));
+        if stop <= start {
+            let span = f.stop.as_ref().map(Spanned::span);
+            return Err(cx.at(span, key("stop"), format!("expected stop after start ({start}), within sim.duration ({duration})")));
+        }
+        f.traffic.get_ref().validate(size).map_err(|m| cx.at(Some(f.traffic.span()), key("traffic"), m))?;
+        flows.push(FlowSpec {
+            name,
+            src,
+            dst,
+            priority,
+            size,
+            start,
+            stop,
+            count: f.count,
+            src_port: f.src_port.unwrap_or(10_000u16.wrapping_add(i as u16)),
+            dst_port: f.dst_port.unwrap_or(20_000u16.wrapping_add(i as u16)),
+            traffic: f.traffic.get_ref().clone(),
+        });
+    }
+
+    Ok(Scenario {
+        name: raw.name.or(stem).unwrap_or_else(|| "scenario".to_owned()),
+        description: raw.description,
+        sim,
+        nodes,
+        links,
+        routes,
+        flows,
+        output: raw.output,
+    })
+}
+
+/// The default address of node `i`: 10.0.0.0 + i + 1.
+pub fn default_address(i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(0x0a00_0000u32.wrapping_add(i as u32 + 1))
+}
+
+#[cfg(test)]
+mod tests;

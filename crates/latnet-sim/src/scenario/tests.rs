@@ -1,0 +1,135 @@
+use super::*;
+
+const GOOD: &str = r#"
+name = "two hosts"
+[sim]
+duration = "1s"
+seed = 7
+
+[defaults.link]
+rate = "100Mbps"
+delay = "1ms"
+
+[[nodes]]
+name = "h1"
+kind = "host"
+[[nodes]]
+name = "s1"
+kind = "switch"
+[[nodes]]
+name = "h2"
+kind = "host"
+address = "192.168.1.2"
+
+[[links]]
+a = "h1"
+b = "s1"
+[[links]]
+a = "s1"
+b = "h2"
+rate = "10Mbps"
+queue_a = { kind = "priority", classes = 4, limit_packets = 50 }
+
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 1000
+priority = 1
+traffic = { kind = "cbr", rate = "1Mbps" }
+"#;
+
+fn err(src: &str) -> ScenarioError {
+    Scenario::from_str_named("t.toml", src).expect_err("must be rejected")
+}
+
+/// Replace the first occurrence of `from` in the good scenario.
+fn edit(from: &str, to: &str) -> String {
+    assert!(GOOD.contains(from), "test bug: {from:?} not in GOOD");
+    GOOD.replacen(from, to, 1)
+}
+
+#[test]
+fn good_scenario_validates() {
+    let sc = Scenario::from_str_named("t.toml", GOOD).unwrap();
+    assert_eq!(sc.name, "two hosts");
+    assert_eq!(sc.sim.seed, 7);
+    assert_eq!(sc.nodes.len(), 3);
+    assert_eq!(sc.nodes[0].address, Ipv4Addr::new(10, 0, 0, 1));
+    assert_eq!(sc.nodes[2].address, Ipv4Addr::new(192, 168, 1, 2));
+    assert_eq!(sc.links[0].rate, Rate::from_mbps(100));
+    assert_eq!(sc.links[1].rate, Rate::from_mbps(10));
+    assert_eq!(sc.links[1].delay, Duration::from_millis(1));
+    assert!(matches!(sc.links[1].queue_ab, QueueSpec::Priority { classes: 4, .. }));
+    assert_eq!(sc.links[1].queue_ba, QueueSpec::default());
+    let f = &sc.flows[0];
+    assert_eq!((f.name.as_str(), f.src, f.dst, f.priority, f.size), ("f0", 0, 2, 1, 1000));
+    assert_eq!(f.stop, Time::from_nanos(1_000_000_000));
+}
+
+#[test]
+fn unknown_field_names_line_and_field() {
+    let e = err(&edit("seed = 7", "sed = 7"));
+    assert_eq!(e.line_col.map(|l| l.0), Some(5));
+    assert!(e.message.contains("unknown field `sed`"), "{e}");
+    assert!(e.message.contains("seed"), "lists the expected fields: {e}");
+    assert!(e.to_string().starts_with("t.toml:5:"), "{e}");
+}
+
+#[test]
+fn bad_value_names_what_was_expected() {
+    let e = err(&edit("rate = \"10Mbps\"", "rate = \"10 Mbs\""));
+    assert!(e.message.contains("unknown unit \"Mbs\""), "{e}");
+    assert_eq!(e.line_col.map(|l| l.0), Some(28));
+    let e = err(&edit("duration = \"1s\"", "duration = 1.5"));
+    assert!(e.message.contains("duration"), "{e}");
+}
+
+#[test]
+fn unknown_node_names_key_and_line() {
+    let e = err(&edit("dst = \"h2\"", "dst = \"h9\""));
+    assert_eq!(e.key.as_deref(), Some("flows[0].dst"));
+    assert!(e.message.contains("unknown node \"h9\""), "{e}");
+    assert!(e.message.contains("h1, s1, h2"), "{e}");
+    assert_eq!(e.line_col.map(|l| l.0), Some(33));
+}
+
+#[test]
+fn semantic_errors() {
+    let cases = [
+        (edit("size = 1000", "size = 20"), "flows[0].size", "from 42"),
+        (edit("src = \"h1\"", "src = \"s1\""), "flows[0].src", "is a switch"),
+        (edit("dst = \"h2\"", "dst = \"h1\""), "flows[0].dst", "same host"),
+        (edit("priority = 1", "priority = 9"), "flows[0].priority", "0 (highest) to 7"),
+        (edit("name = \"h2\"", "name = \"h1\""), "nodes[2].name", "duplicate node name"),
+        (edit("address = \"192.168.1.2\"", "address = \"192.168.1\""), "nodes[2].address", "IPv4"),
+        (edit("address = \"192.168.1.2\"", "address = \"10.0.0.1\""), "nodes[2].address", "already used"),
+        (edit("b = \"s1\"", "b = \"h1\""), "links[0].b", "two different nodes"),
+        (edit("classes = 4", "classes = 12"), "links[1].queue_a", "between 1 and 8"),
+        (edit("rate = \"1Mbps\"", "rate = 0"), "flows[0].traffic", "above zero"),
+        (edit("duration = \"1s\"", "duration = 0"), "sim.duration", "above zero"),
+        (edit("rate = \"100Mbps\"", "loss = 1.5"), "links[0].rate", "missing rate"),
+        (edit("delay = \"1ms\"", "delay = \"1ms\"\nloss = 1.0"), "links[0].loss", "[0, 1)"),
+    ];
+    for (src, key, msg) in cases {
+        let e = err(&src);
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert!(e.message.contains(msg), "expected {msg:?} in: {e}");
+        assert!(e.to_string().starts_with("t.toml:"), "{e}");
+    }
+}
+
+#[test]
+fn routes_must_point_to_neighbours() {
+    let src = format!("{GOOD}\n[[routes]]\nnode = \"h1\"\ndst = \"h2\"\nnext = \"h2\"\n");
+    let e = err(&src);
+    assert_eq!(e.key.as_deref(), Some("routes[0].next"));
+    assert!(e.message.contains("not a neighbour"), "{e}");
+}
+
+#[test]
+fn syntax_error_has_a_line() {
+    let e = err("[sim\nduration = 1");
+    assert_eq!(e.line_col.map(|l| l.0), Some(1));
+    let e = Scenario::from_file(Path::new("/nonexistent/x.toml")).unwrap_err();
+    assert!(e.message.contains("cannot read"), "{e}");
+}

@@ -1,0 +1,568 @@
+//! The simulator: drives hosts, switches, queues and links in virtual time.
+//!
+//! # Model
+//!
+//! * A **link** is two directed ports. A port has a queue (any [`AnyQueue`]) and a
+//!   transmitter: a frame of `L` bytes occupies it for `(L + overhead) * 8 / rate` (rounded up
+//!   to whole ns) and arrives whole at the peer `delay` later (store and forward). Random loss,
+//!   if configured, is decided when transmission starts.
+//! * A **switch** parses each arriving frame through `latnet-wire`, looks the destination up in
+//!   its FIB, decrements the TTL, sets the packet's priority from the DSCP, and enqueues it at
+//!   the egress port. What it cannot parse or route it drops with a counted reason.
+//! * A **host** runs the sources of the flows it sends and receives the flows addressed to it.
+//!
+//! # Measurement points
+//!
+//! For every packet: creation, enqueue and start of transmission at each hop (hop 0 is the
+//! source host's NIC), reception or drop with reason. Per-hop latency is measured at the start
+//! of transmission. All latencies follow the scenario's [`LatencyConvention`].
+//!
+//! At the end of the run, packets still queued or on a link are counted as `end-of-run`, so
+//! every packet sent is accounted for: `sent = received + dropped (all reasons)`.
+
+use crate::engine::EventQueue;
+use crate::hdr;
+use crate::net::{Topology, NO_PORT};
+use crate::results::{
+    FlowResult, HopRecord, HopResult, NodeResult, PacketLog, PacketRecord, PortResult, Results,
+};
+use crate::scenario::{LatencyConvention, NodeKind, Scenario, TieBreak};
+use crate::stats::{Jitter, LatencyStats};
+use crate::traffic::Source;
+use latnet_dataplane::packet::{dscp_from_priority, priority_from_dscp};
+use latnet_dataplane::{AnyQueue, DropCounters, DropReason, Meta, Packet, Queue, Verdict};
+use latnet_units::{Duration, Time};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+/// Progress report passed to the callback of [`Simulator::run_with_progress`].
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Virtual time reached.
+    pub now: Time,
+    /// Virtual time at which the run ends.
+    pub end: Time,
+    /// Events executed so far.
+    pub events: u64,
+}
+
+#[derive(Debug)]
+enum Event {
+    /// A frame sent on `port` arrives at the peer.
+    Arrive { port: u32, pkt: Packet },
+    /// The transmitter of `port` is free.
+    TxDone { port: u32 },
+    /// A non-work-conserving queue asked to be woken.
+    Wake { port: u32 },
+    /// The source of `flow` creates a packet.
+    Emit { flow: u32 },
+}
+
+#[derive(Debug)]
+struct PortState {
+    queue: AnyQueue,
+    busy: bool,
+    wake_at: Option<Time>,
+    loss_threshold: u64,
+    rng: ChaCha8Rng,
+    tx_packets: u64,
+    tx_bytes: u64,
+    busy_time: Duration,
+    drops: DropCounters,
+}
+
+#[derive(Debug)]
+struct HopStat {
+    node: usize,
+    port: usize,
+    lat: LatencyStats,
+}
+
+#[derive(Debug)]
+struct FlowState {
+    source: Source,
+    rng: ChaCha8Rng,
+    template: Vec<u8>,
+    sent: u64,
+    received: u64,
+    rx_bytes: u64,
+    last_rx: Time,
+    drops: DropCounters,
+    lat: LatencyStats,
+    jitter: Jitter,
+    hops: Vec<HopStat>,
+}
+
+/// Stream ids of the run's random generators (one ChaCha stream per consumer).
+const STREAM_FLOW: u64 = 1 << 32;
+const STREAM_PORT: u64 = 2 << 32;
+
+/// A simulation of one scenario.
+#[derive(Debug)]
+pub struct Simulator {
+    sc: Scenario,
+    topo: Topology,
+    events: EventQueue<Event>,
+    ports: Vec<PortState>,
+    flows: Vec<FlowState>,
+    node_drops: Vec<DropCounters>,
+    host_by_addr: HashMap<IpAddr, usize>,
+    now: Time,
+    end: Time,
+    next_id: u64,
+    log: Option<PacketLog>,
+}
+
+impl Simulator {
+    /// Build the network of a validated scenario.
+    pub fn new(sc: Scenario) -> Simulator {
+        let topo = Topology::build(&sc);
+        let seed = sc.sim.seed;
+        let rng_for = |stream: u64| {
+            let mut r = ChaCha8Rng::seed_from_u64(seed);
+            r.set_stream(stream);
+            r
+        };
+        let ports = topo
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let l = &sc.links[p.link];
+                let spec = if p.node == l.a { &l.queue_ab } else { &l.queue_ba };
+                PortState {
+                    // Specs were validated when the scenario was; a failure here is a bug.
+                    queue: spec.build().unwrap_or_else(|e| panic!("validated queue spec: {e}")),
+                    busy: false,
+                    wake_at: None,
+                    loss_threshold: (l.loss * 2f64.powi(64)) as u64,
+                    rng: rng_for(STREAM_PORT + i as u64),
+                    tx_packets: 0,
+                    tx_bytes: 0,
+                    busy_time: Duration::ZERO,
+                    drops: DropCounters::default(),
+                }
+            })
+            .collect();
+        let flows = sc
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FlowState {
+                source: Source::new(f.traffic.clone(), f.size, f.start),
+                rng: rng_for(STREAM_FLOW + i as u64),
+                // Sizes and priorities were validated with the scenario: building cannot fail.
+                template: hdr::udp_template(
+                    f.src,
+                    f.dst,
+                    sc.nodes[f.src].address,
+                    sc.nodes[f.dst].address,
+                    dscp_from_priority(f.priority),
+                    f.src_port,
+                    f.dst_port,
+                    f.size as usize,
+                )
+                .unwrap_or_else(|e| panic!("validated flow {}: {e}", f.name)),
+                sent: 0,
+                received: 0,
+                rx_bytes: 0,
+                last_rx: Time::ZERO,
+                drops: DropCounters::default(),
+                lat: LatencyStats::new(),
+                jitter: Jitter::default(),
+                hops: Vec::new(),
+            })
+            .collect();
+        let host_by_addr = sc
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Host)
+            .map(|(i, n)| (IpAddr::V4(n.address), i))
+            .collect();
+        let end = Time::from_duration(sc.sim.duration + sc.sim.drain);
+        let log = sc.output.packets.then(PacketLog::default);
+        let node_drops = vec![DropCounters::default(); sc.nodes.len()];
+        let mut sim = Simulator {
+            sc,
+            topo,
+            events: EventQueue::new(),
+            ports,
+            flows,
+            node_drops,
+            host_by_addr,
+            now: Time::ZERO,
+            end,
+            next_id: 0,
+            log,
+        };
+        for i in 0..sim.flows.len() {
+            sim.schedule_next_emission(i);
+        }
+        sim
+    }
+
+    /// The scenario being run.
+    pub fn scenario(&self) -> &Scenario {
+        &self.sc
+    }
+
+    /// The built topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Deliver `pkt` to `node` as if it had arrived on the link of `port` at time `at`
+    /// (for tests and fault injection: malformed frames, foreign traffic).
+    pub fn inject(&mut self, at: Time, port: usize, pkt: Packet) {
+        self.events.schedule(at, 0, Event::Arrive { port: port as u32, pkt });
+    }
+
+    /// Run to the end.
+    pub fn run(self) -> Results {
+        self.run_with_progress(|_| true)
+    }
+
+    /// Run to the end, calling `progress` about every 1 % of virtual time; if it returns
+    /// `false` the run stops there (the results then cover the time reached).
+    pub fn run_with_progress(mut self, mut progress: impl FnMut(Progress) -> bool) -> Results {
+        let step = Duration::from_nanos((self.end.as_nanos() / 100).max(1));
+        let mut next_report = Time::ZERO + step;
+        while let Some(t) = self.events.peek_time() {
+            if t > self.end {
+                break;
+            }
+            let Some((t, ev)) = self.events.pop() else { break };
+            self.now = t;
+            self.handle(ev);
+            if t >= next_report {
+                next_report = t + step;
+                let p = Progress { now: t, end: self.end, events: self.events.executed() };
+                if !progress(p) {
+                    self.end = t;
+                    break;
+                }
+            }
+        }
+        progress(Progress { now: self.end, end: self.end, events: self.events.executed() });
+        self.finish()
+    }
+
+    fn tie(&self, flow: u32) -> u32 {
+        match self.sc.sim.tie_break {
+            TieBreak::Fifo => 0,
+            TieBreak::FlowAsc => flow,
+            TieBreak::FlowDesc => u32::MAX - flow,
+        }
+    }
+
+    #[inline]
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Emit { flow } => self.emit(flow as usize),
+            Event::Arrive { port, pkt } => self.arrive(port as usize, pkt),
+            Event::TxDone { port } => {
+                self.ports[port as usize].busy = false;
+                self.try_transmit(port as usize);
+            }
+            Event::Wake { port } => {
+                let p = &mut self.ports[port as usize];
+                if p.wake_at == Some(self.now) {
+                    p.wake_at = None;
+                }
+                if !p.busy {
+                    self.try_transmit(port as usize);
+                }
+            }
+        }
+    }
+
+    fn schedule_next_emission(&mut self, i: usize) {
+        let spec = &self.sc.flows[i];
+        let f = &mut self.flows[i];
+        if spec.count.is_some_and(|c| f.sent >= c) {
+            return;
+        }
+        if let Some(t) = f.source.next_emission(&mut f.rng) {
+            if t < spec.stop {
+                let tie = self.tie(i as u32);
+                self.events.schedule(t.max(self.now), tie, Event::Emit { flow: i as u32 });
+            }
+        }
+    }
+
+    fn emit(&mut self, i: usize) {
+        let spec = &self.sc.flows[i];
+        let (src, dst, size, priority) = (spec.src, spec.dst, spec.size, spec.priority);
+        let f = &mut self.flows[i];
+        let data = f.template.clone();
+        let virtual_len = size.saturating_sub(data.len() as u32);
+        let meta = Meta {
+            id: self.next_id,
+            flow: i as u32,
+            seq: f.sent,
+            created: self.now,
+            arrival: self.now,
+            priority,
+            ..Meta::default()
+        };
+        self.next_id += 1;
+        f.sent += 1;
+        let pkt = Packet::new(data, virtual_len, meta);
+        match self.topo.fib[src][dst] {
+            NO_PORT => self.drop_at_node(src, pkt, DropReason::NoRoute),
+            p => self.enqueue(p as usize, pkt),
+        }
+        self.schedule_next_emission(i);
+    }
+
+    fn arrive(&mut self, from: usize, mut pkt: Packet) {
+        let node = self.topo.ports[from].peer;
+        let ingress = self.topo.ports[self.topo.ports[from].reverse].local;
+        let info = match hdr::route_info(&pkt.data) {
+            Ok(i) => i,
+            Err(_) => return self.drop_at_node(node, pkt, DropReason::Malformed),
+        };
+        if self.sc.nodes[node].kind == NodeKind::Host {
+            if self.host_by_addr.get(&info.dst) == Some(&node) {
+                self.deliver(pkt);
+            } else {
+                self.drop_at_node(node, pkt, DropReason::NotForHost);
+            }
+            return;
+        }
+        let Some(&dst) = self.host_by_addr.get(&info.dst) else {
+            return self.drop_at_node(node, pkt, DropReason::NoRoute);
+        };
+        let port = self.topo.fib[node][dst];
+        if port == NO_PORT {
+            return self.drop_at_node(node, pkt, DropReason::NoRoute);
+        }
+        if !hdr::decrement_ttl(&mut pkt.data, info.l3) {
+            return self.drop_at_node(node, pkt, DropReason::TtlExpired);
+        }
+        pkt.meta.priority = priority_from_dscp(info.dscp);
+        pkt.meta.ingress_port = ingress;
+        self.enqueue(port as usize, pkt);
+    }
+
+    fn enqueue(&mut self, port: usize, mut pkt: Packet) {
+        pkt.meta.arrival = self.now;
+        let p = &mut self.ports[port];
+        if let Verdict::Dropped(d) = p.queue.enqueue(self.now, pkt) {
+            self.record_drop(d.pkt, d.reason, self.topo.ports[port].node);
+        }
+        self.collect_queue_drops(port);
+        if !self.ports[port].busy {
+            self.try_transmit(port);
+        }
+    }
+
+    fn collect_queue_drops(&mut self, port: usize) {
+        while let Some(d) = self.ports[port].queue.poll_drop() {
+            self.record_drop(d.pkt, d.reason, self.topo.ports[port].node);
+        }
+    }
+
+    fn try_transmit(&mut self, port: usize) {
+        let now = self.now;
+        let next = self.ports[port].queue.dequeue(now);
+        self.collect_queue_drops(port);
+        match next {
+            Some(pkt) => self.start_tx(port, pkt),
+            None => {
+                let p = &mut self.ports[port];
+                if let Some(t) = p.queue.next_ready(now) {
+                    if t > now && p.wake_at.is_none_or(|w| t < w) {
+                        p.wake_at = Some(t);
+                        self.events.schedule(t, 0, Event::Wake { port: port as u32 });
+                    }
+                }
+            }
+        }
+    }
+
+    fn latency(&self, meta: &Meta) -> u64 {
+        let d = self.now - meta.created;
+        match self.sc.sim.latency {
+            LatencyConvention::Physical => d.as_nanos(),
+            LatencyConvention::ExcludeSerialization => (d - meta.ser_so_far).as_nanos(),
+        }
+    }
+
+    fn start_tx(&mut self, port: usize, mut pkt: Packet) {
+        let topo = &self.topo.ports[port];
+        let size = pkt.wire_len();
+        let tx = topo
+            .rate
+            .tx_time(size + latnet_units::Bytes::new(u64::from(topo.overhead)))
+            .unwrap_or(Duration::ZERO);
+        // measurement at start of transmission
+        let lat = self.latency(&pkt.meta);
+        let hop = usize::from(pkt.meta.hops);
+        let f = &mut self.flows[pkt.meta.flow as usize];
+        if f.hops.len() <= hop {
+            f.hops.resize_with(hop + 1, || HopStat { node: topo.node, port, lat: LatencyStats::new() });
+        }
+        f.hops[hop].lat.record(lat);
+        if let Some(log) = &mut self.log {
+            log.hops.push(HopRecord {
+                id: pkt.meta.id,
+                flow: pkt.meta.flow,
+                hop: pkt.meta.hops,
+                node: topo.node as u32,
+                port: port as u32,
+                enqueue_ns: pkt.meta.arrival.as_nanos(),
+                start_tx_ns: self.now.as_nanos(),
+            });
+        }
+        let delay = topo.delay;
+        let p = &mut self.ports[port];
+        p.busy = true;
+        p.tx_packets += 1;
+        p.tx_bytes += size.get();
+        p.busy_time += tx;
+        let lost = p.loss_threshold > 0 && p.rng.gen::<u64>() < p.loss_threshold;
+        self.events.schedule(self.now + tx, 0, Event::TxDone { port: port as u32 });
+        if lost {
+            self.ports[port].drops.count(DropReason::LinkLoss);
+            let node = self.topo.ports[port].node;
+            self.record_drop(pkt, DropReason::LinkLoss, node);
+            return;
+        }
+        pkt.meta.hops = pkt.meta.hops.saturating_add(1);
+        pkt.meta.ser_so_far += tx;
+        let tie = self.tie(pkt.meta.flow);
+        self.events.schedule(self.now + tx + delay, tie, Event::Arrive { port: port as u32, pkt });
+    }
+
+    fn deliver(&mut self, pkt: Packet) {
+        let lat = self.latency(&pkt.meta);
+        let f = &mut self.flows[pkt.meta.flow as usize];
+        f.received += 1;
+        f.rx_bytes += pkt.wire_len().get();
+        f.last_rx = self.now;
+        f.lat.record(lat);
+        f.jitter.record(lat);
+        if let Some(log) = &mut self.log {
+            log.packets.push(PacketRecord::received(&pkt.meta, self.now, lat));
+        }
+    }
+
+    fn drop_at_node(&mut self, node: usize, pkt: Packet, reason: DropReason) {
+        self.node_drops[node].count(reason);
+        self.record_drop(pkt, reason, node);
+    }
+
+    fn record_drop(&mut self, pkt: Packet, reason: DropReason, node: usize) {
+        if let Some(f) = self.flows.get_mut(pkt.meta.flow as usize) {
+            f.drops.count(reason);
+        }
+        if let Some(log) = &mut self.log {
+            log.packets.push(PacketRecord::dropped(&pkt.meta, self.now, reason, node as u32));
+        }
+    }
+
+    /// Account for what is still in queues and on links, then summarize.
+    fn finish(mut self) -> Results {
+        let events = self.events.executed();
+        let end = self.end;
+        self.now = end;
+        let mut leftovers = Vec::new();
+        while let Some((_, ev)) = self.events.pop() {
+            if let Event::Arrive { pkt, port } = ev {
+                leftovers.push((pkt, self.topo.ports[port as usize].node));
+            }
+        }
+        for port in 0..self.ports.len() {
+            let node = self.topo.ports[port].node;
+            while let Some(pkt) = self.ports[port].queue.dequeue(Time::MAX) {
+                leftovers.push((pkt, node));
+            }
+            self.collect_queue_drops(port);
+        }
+        for (pkt, node) in leftovers {
+            self.record_drop(pkt, DropReason::EndOfRun, node);
+        }
+        if let Some(log) = &mut self.log {
+            log.packets.sort_by_key(|r| r.id);
+        }
+        self.summarize(events)
+    }
+
+    fn summarize(self, events: u64) -> Results {
+        let sc = &self.sc;
+        let node_name = |i: usize| sc.nodes[i].name.clone();
+        let end = self.end;
+        let flows = self
+            .flows
+            .iter()
+            .zip(&sc.flows)
+            .map(|(f, spec)| {
+                // Over the time from the flow's start to its last reception: what the receiver
+                // saw, including delivery after the sources stopped.
+                let active = f.last_rx - spec.start;
+                FlowResult {
+                    name: spec.name.clone(),
+                    src: node_name(spec.src),
+                    dst: node_name(spec.dst),
+                    priority: spec.priority,
+                    size: spec.size,
+                    sent: f.sent,
+                    received: f.received,
+                    dropped: f.drops.total() - f.drops.get(DropReason::EndOfRun),
+                    in_flight_at_end: f.drops.get(DropReason::EndOfRun),
+                    drops: f.drops.nonzero().map(|(r, n)| (r.as_str().to_owned(), n)).collect(),
+                    throughput_bps: if active.is_zero() {
+                        0.0
+                    } else {
+                        f.rx_bytes as f64 * 8.0 / active.as_secs_f64()
+                    },
+                    latency_ns: f.lat.summary(),
+                    jitter_ns: f.jitter.mean(),
+                    hops: f
+                        .hops
+                        .iter()
+                        .enumerate()
+                        .map(|(k, h)| HopResult {
+                            hop: k as u32,
+                            node: node_name(h.node),
+                            toward: node_name(self.topo.ports[h.port].peer),
+                            latency_ns: h.lat.summary(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let ports = self
+            .ports
+            .iter()
+            .zip(&self.topo.ports)
+            .map(|(p, t)| PortResult::new(&node_name(t.node), &node_name(t.peer), t, p.tx_packets, p.tx_bytes, p.busy_time, end, &p.queue, &p.drops))
+            .collect();
+        let nodes = self
+            .node_drops
+            .iter()
+            .enumerate()
+            .map(|(i, d)| NodeResult {
+                name: node_name(i),
+                drops: d.nonzero().map(|(r, n)| (r.as_str().to_owned(), n)).collect(),
+            })
+            .collect();
+        Results {
+            scenario: sc.name.clone(),
+            seed: sc.sim.seed,
+            duration_ns: sc.sim.duration.as_nanos(),
+            end_ns: end.as_nanos(),
+            latency_convention: sc.sim.latency.as_str().to_owned(),
+            tie_break: sc.sim.tie_break.as_str().to_owned(),
+            events,
+            flows,
+            ports,
+            nodes,
+            log: self.log,
+        }
+    }
+}

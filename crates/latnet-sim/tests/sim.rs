@@ -1,0 +1,372 @@
+//! Integration tests of the simulator: exact latencies on small networks, conservation,
+//! priority isolation, drops by reason, determinism.
+
+use latnet_dataplane::{Meta, Packet};
+use latnet_sim::{Results, Scenario, Simulator};
+use latnet_units::Time;
+use proptest::prelude::*;
+
+fn scenario(src: &str) -> Scenario {
+    Scenario::from_str_named("test.toml", src).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(src: &str) -> Results {
+    Simulator::new(scenario(src)).run()
+}
+
+/// h1 -- s1 -- h2, 100 Mbps, 100 us per link.
+fn line(extra_sim: &str, flows: &str) -> String {
+    format!(
+        r#"
+[sim]
+duration = "1s"
+drain = "100ms"
+{extra_sim}
+[defaults.link]
+rate = "100Mbps"
+delay = "100us"
+[[nodes]]
+name = "h1"
+kind = "host"
+[[nodes]]
+name = "s1"
+kind = "switch"
+[[nodes]]
+name = "h2"
+kind = "host"
+[[links]]
+a = "h1"
+b = "s1"
+[[links]]
+a = "s1"
+b = "h2"
+{flows}
+"#
+    )
+}
+
+const ONE_PACKET: &str = r#"
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 300
+count = 1
+traffic = { kind = "cbr", rate = "1Mbps" }
+"#;
+
+#[test]
+fn a_single_packet_takes_exactly_serialization_plus_propagation() {
+    let r = run(&line("", ONE_PACKET));
+    let f = &r.flows[0];
+    assert_eq!((f.sent, f.received, f.dropped), (1, 1, 0));
+    let l = f.latency_ns.expect("received");
+    // 2 x (24 us serialization of 300 B at 100 Mbps + 100 us propagation)
+    assert_eq!((l.min, l.max), (248_000, 248_000));
+    assert_eq!(r.latency_convention, "physical");
+    // per hop, at start of transmission: the host at 0, the switch after one link.
+    let hops: Vec<_> = f.hops.iter().map(|h| (h.node.as_str(), h.latency_ns.map(|l| l.max))).collect();
+    assert_eq!(hops, vec![("h1", Some(0)), ("s1", Some(124_000))]);
+}
+
+#[test]
+fn the_seed_convention_leaves_out_serialization() {
+    let r = run(&line("latency = \"exclude-serialization\"", ONE_PACKET));
+    let f = &r.flows[0];
+    assert_eq!(f.latency_ns.map(|l| l.max), Some(200_000));
+    assert_eq!(f.hops[1].latency_ns.map(|l| l.max), Some(100_000));
+    assert_eq!(r.latency_convention, "exclude-serialization");
+}
+
+#[test]
+fn overload_drops_are_counted_and_every_packet_is_accounted_for() {
+    let flows = r#"
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 1000
+traffic = { kind = "cbr", rate = "100Mbps" }
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 1000
+traffic = { kind = "cbr", rate = "50Mbps" }
+"#;
+    // h1's NIC is the bottleneck: 150 Mbps offered into 100 Mbps, 1000-packet FIFO.
+    let r = run(&line("", flows));
+    let mut rx_bits = 0u64;
+    for f in &r.flows {
+        assert_eq!(f.sent, f.received + f.dropped + f.in_flight_at_end, "{}", f.name);
+        rx_bits += f.received * u64::from(f.size) * 8;
+    }
+    // Periodic sources phase-lock: which flow loses is a matter of phase, the total is not.
+    let full: u64 = r.flows.iter().filter_map(|f| f.drops.get("queue-full-packets")).sum();
+    assert!(full > 5_000, "a third of 18,750 packets must be dropped: {full}");
+    let port = &r.ports[0];
+    // The bottleneck carries exactly what was received, and never more than its rate allows.
+    assert_eq!(port.tx_bytes * 8, rx_bits);
+    assert!(rx_bits <= 100_000_000 * r.end_ns / 1_000_000_000);
+    assert_eq!((port.node.as_str(), port.peer.as_str()), ("h1", "s1"));
+    assert!(port.utilisation > 0.9, "{}", port.utilisation);
+    assert_eq!(port.queue.peak_packets, 1000);
+    let q_drops: u64 = port.queue.drops.values().sum();
+    let f_drops: u64 = r.flows.iter().map(|f| f.dropped).sum();
+    assert_eq!(q_drops, f_drops);
+}
+
+#[test]
+fn strict_priority_isolates_the_high_class() {
+    let src = r#"
+[sim]
+duration = "2s"
+[defaults.link]
+rate = "100Mbps"
+delay = "10us"
+[defaults]
+queue = { kind = "priority", classes = 2, limit_packets = 200 }
+[[nodes]]
+name = "a"
+kind = "host"
+[[nodes]]
+name = "b"
+kind = "host"
+[[nodes]]
+name = "s"
+kind = "switch"
+[[nodes]]
+name = "c"
+kind = "host"
+[[links]]
+a = "a"
+b = "s"
+[[links]]
+a = "b"
+b = "s"
+[[links]]
+a = "s"
+b = "c"
+[[flows]]
+name = "urgent"
+src = "a"
+dst = "c"
+priority = 0
+size = 200
+traffic = { kind = "cbr", rate = "2Mbps" }
+[[flows]]
+name = "bulk"
+src = "b"
+dst = "c"
+size = 1500
+traffic = { kind = "cbr", rate = "99Mbps" }
+[[flows]]
+name = "burst"
+src = "a"
+dst = "c"
+size = 1500
+traffic = { kind = "onoff", burst_rate = "90Mbps", period = "20ms", burst = "5ms" }
+"#;
+    let r = run(src);
+    let urgent = r.flows[0].latency_ns.expect("urgent received");
+    let bulk = r.flows[1].latency_ns.expect("bulk received");
+    // urgent waits at most one 1500 B frame (120 us) at the switch, plus its own path.
+    assert!(urgent.max < 2 * 120_000 + 2 * 16_000 + 20_000 + 2_000, "{urgent:?}");
+    assert!(bulk.p99 > 10 * urgent.p99, "bulk {bulk:?} vs urgent {urgent:?}");
+    assert_eq!(r.flows[0].dropped, 0);
+    assert!(r.flows[1].dropped > 0);
+    // per-class counters on the bottleneck port s -> c
+    let port = r.ports.iter().find(|p| p.node == "s" && p.peer == "c").expect("port s->c");
+    assert_eq!(port.classes.len(), 2);
+    assert_eq!(port.classes[0].enqueued, r.flows[0].sent);
+}
+
+#[test]
+fn malformed_frames_are_counted_drops_not_panics() {
+    let mut sim = Simulator::new(scenario(&line("", ONE_PACKET)));
+    let garbage: [&[u8]; 4] = [
+        &[],
+        &[0xff; 13],
+        // Ethernet + IPv4 with IHL 15 but only 20 bytes present
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00, 0x4f, 0, 0, 40, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 3],
+        // ARP: not IP
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x06, 0, 1],
+    ];
+    for (i, g) in garbage.iter().enumerate() {
+        // port 0 is h1 -> s1: the frame arrives at s1.
+        let meta = Meta { id: 1000 + i as u64, flow: u32::MAX, ..Meta::default() };
+        sim.inject(Time::from_nanos(5), 0, Packet::new(g.to_vec(), 0, meta));
+    }
+    let r = sim.run();
+    let s1 = r.nodes.iter().find(|n| n.name == "s1").expect("s1");
+    assert_eq!(s1.drops.get("malformed"), Some(&4), "{:?}", s1.drops);
+    assert_eq!(r.flows[0].received, 1, "real traffic is unaffected");
+}
+
+#[test]
+fn routing_loops_end_in_ttl_drops_and_unreachable_hosts_in_no_route() {
+    let src = r#"
+[sim]
+duration = "10ms"
+[defaults.link]
+rate = "1Gbps"
+[[nodes]]
+name = "h1"
+kind = "host"
+[[nodes]]
+name = "s1"
+kind = "switch"
+[[nodes]]
+name = "s2"
+kind = "switch"
+[[nodes]]
+name = "h2"
+kind = "host"
+[[nodes]]
+name = "island"
+kind = "host"
+[[links]]
+a = "h1"
+b = "s1"
+[[links]]
+a = "s1"
+b = "s2"
+[[links]]
+a = "s2"
+b = "h2"
+[[routes]]
+node = "s2"
+dst = "h2"
+next = "s1"
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 100
+count = 3
+traffic = { kind = "cbr", rate = "1Mbps" }
+[[flows]]
+src = "h1"
+dst = "island"
+size = 100
+count = 2
+traffic = { kind = "cbr", rate = "1Mbps" }
+"#;
+    let r = run(src);
+    assert_eq!(r.flows[0].drops.get("ttl-expired"), Some(&3));
+    assert_eq!(r.flows[1].drops.get("no-route"), Some(&2));
+    assert_eq!(r.flows[0].received + r.flows[1].received, 0);
+}
+
+#[test]
+fn link_loss_follows_its_probability() {
+    let flows = r#"
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 100
+traffic = { kind = "cbr", rate = "8Mbps" }
+"#;
+    let src = line("", flows).replace("delay = \"100us\"", "delay = \"100us\"\nloss = 0.1");
+    let r = run(&src);
+    let f = &r.flows[0];
+    // two lossy links: P(delivered) = 0.81; 10,000 packets
+    assert_eq!(f.sent, 10_000);
+    let p = f.received as f64 / f.sent as f64;
+    assert!((p - 0.81).abs() < 0.02, "{p}");
+    assert_eq!(f.drops.get("link-loss").copied(), Some(f.sent - f.received));
+}
+
+fn poisson(seed: u64) -> String {
+    let flows = r#"
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 1000
+traffic = { kind = "poisson", rate = "60Mbps" }
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 500
+traffic = { kind = "cbr", rate = "30Mbps" }
+"#;
+    line(&format!("seed = {seed}"), flows) + "\n[output]\npackets = true\n"
+}
+
+fn files(r: &Results, dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = r
+        .write_dir(dir)
+        .expect("write")
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            (name, std::fs::read(&p).expect("read back"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn same_seed_gives_byte_identical_files_and_another_seed_does_not() {
+    let tmp = std::env::temp_dir().join(format!("latnet-det-{}", std::process::id()));
+    let a = files(&run(&poisson(3)), &tmp.join("a"));
+    let b = files(&run(&poisson(3)), &tmp.join("b"));
+    let c = files(&run(&poisson(4)), &tmp.join("c"));
+    let names: Vec<_> = a.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["flows.csv", "hops.csv", "packets.csv", "results.json"]);
+    assert_eq!(a, b, "same scenario and seed");
+    for ((name, x), (_, y)) in a.iter().zip(&c) {
+        assert_ne!(x, y, "{name} should change with the seed (Poisson arrivals)");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn per_packet_records_match_the_summary() {
+    let r = run(&poisson(5));
+    let log = r.log.as_ref().expect("packets recorded");
+    let total: u64 = r.flows.iter().map(|f| f.sent).sum();
+    assert_eq!(log.packets.len() as u64, total, "one record per packet");
+    let received = log.packets.iter().filter(|p| p.latency_ns.is_some()).count() as u64;
+    assert_eq!(received, r.flows.iter().map(|f| f.received).sum::<u64>());
+    let max = log.packets.iter().filter(|p| p.flow == 0).filter_map(|p| p.latency_ns).max();
+    assert_eq!(max, r.flows[0].latency_ns.map(|l| l.max));
+    // every hop record starts transmission no earlier than it was enqueued
+    assert!(log.hops.iter().all(|h| h.start_tx_ns >= h.enqueue_ns));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// On random chains with random CBR loads: every packet is accounted for, and none arrives
+    /// faster than serialization plus propagation on its path allow.
+    #[test]
+    fn conservation_and_physical_lower_bound(
+        hops in 1usize..5,
+        rates in proptest::collection::vec(1u64..200, 1..4),
+        size in 64u32..1500,
+        delay_us in 0u64..500,
+    ) {
+        let mut src = String::from("[sim]\nduration = \"50ms\"\ndrain = \"20ms\"\n");
+        src += &format!("[defaults.link]\nrate = \"100Mbps\"\ndelay = \"{delay_us}us\"\n");
+        src += "[defaults]\nqueue = { kind = \"fifo\", limit_packets = 20 }\n";
+        src += "[[nodes]]\nname = \"h1\"\nkind = \"host\"\n[[nodes]]\nname = \"h2\"\nkind = \"host\"\n";
+        for i in 0..hops {
+            src += &format!("[[nodes]]\nname = \"s{i}\"\nkind = \"switch\"\n");
+        }
+        src += "[[links]]\na = \"h1\"\nb = \"s0\"\n";
+        for i in 1..hops {
+            src += &format!("[[links]]\na = \"s{}\"\nb = \"s{i}\"\n", i - 1);
+        }
+        src += &format!("[[links]]\na = \"s{}\"\nb = \"h2\"\n", hops - 1);
+        for r in &rates {
+            src += &format!("[[flows]]\nsrc = \"h1\"\ndst = \"h2\"\nsize = {size}\ntraffic = {{ kind = \"cbr\", rate = \"{r}Mbps\" }}\n");
+        }
+        let r = run(&src);
+        let links = hops as u64 + 1;
+        let min = links * (u64::from(size) * 80 + delay_us * 1000); // 100 Mbps: 80 ns per byte
+        for f in &r.flows {
+            prop_assert_eq!(f.sent, f.received + f.dropped + f.in_flight_at_end);
+            if let Some(l) = f.latency_ns {
+                prop_assert!(l.min >= min, "min {} < {}", l.min, min);
+            }
+        }
+    }
+}

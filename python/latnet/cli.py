@@ -1,0 +1,181 @@
+"""The `latnet` command.
+
+latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--plot] [--quiet]
+latnet check SCENARIO.toml
+latnet reproduce SEED [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import LatnetError, ScenarioError, __version__
+from . import check as check_scenario
+from . import run as run_scenario
+from .reproduce import SEEDS, load
+from .table import flow_table
+
+EPILOG = """\
+scenario files: TOML with [sim], [defaults], [[nodes]], [[links]], [[routes]], [[flows]] and
+[output]; the format is documented in docs/scenario.md and examples live in experiments/.
+
+exit status: 0 on success, 2 for a scenario or usage error (the message names the file, line,
+key and what was expected), 1 for anything else.
+"""
+
+
+def _progress_bar(enabled: bool, label: str):
+    """A tqdm bar over virtual time, or a no-op callback."""
+    if not enabled:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(
+        total=100,
+        desc=label,
+        unit="%",
+        file=sys.stderr,
+        leave=False,
+        bar_format="{desc} {bar} {n:.0f}% [{elapsed}<{remaining}]",
+    )
+
+    def cb(now_ns: int, end_ns: int, events: int) -> bool:
+        bar.n = min(100.0, 100.0 * now_ns / max(1, end_ns))
+        bar.set_postfix_str(f"{events:,} events", refresh=False)
+        bar.refresh()
+        return True
+
+    return cb, bar.close
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    path = Path(args.scenario)
+    cb, close = _progress_bar(not args.quiet and sys.stderr.isatty(), path.stem)
+    try:
+        res = run_scenario(path, seed=args.seed, packets=args.packets, progress=cb)
+    finally:
+        close()
+    out = Path(args.out) if args.out else Path("out") / res.summary["scenario"]
+    written = res.write(out)
+    if args.plot:
+        from .plot import latency_cdf
+
+        if res.packets is not None:
+            written.append(latency_cdf(res, out / "latency_cdf.png"))
+    print(flow_table(res))
+    if not args.quiet:
+        print(f"\nwrote {', '.join(Path(w).name for w in written)} to {out}/")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    print(check_scenario(Path(args.scenario)))
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    mod = load(args.seed)
+    if mod is None:
+        print(
+            f"latnet reproduce {args.seed}: not available yet in this version "
+            f"({SEEDS[args.seed]} has not landed)",
+            file=sys.stderr,
+        )
+        return 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = mod.run(quick=args.quick, out=out)
+    target = out / f"reproduce-{args.seed}.json"
+    target.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"\nwrote {target}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="latnet",
+        description="latnet: forward, schedule and admit traffic so that each flow gets the "
+        "latency it was promised, and prove it by simulation, real packets and network calculus.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"latnet {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser(
+        "run",
+        help="run one scenario in the simulator and print its flow table",
+        description="Run one scenario in the deterministic simulator. Prints one "
+        "row per flow (packets, loss, throughput, latency min/mean/p99/max and "
+        "jitter in microseconds) and writes results.json, flows.csv and, with "
+        "per-packet records, packets.csv and hops.csv into the output directory.",
+    )
+    r.add_argument("scenario", help="scenario file (TOML)")
+    r.add_argument("--out", metavar="DIR", help="output directory (default: out/<scenario name>)")
+    r.add_argument("--seed", type=int, help="override the scenario's seed")
+    r.add_argument(
+        "--packets",
+        dest="packets",
+        action="store_true",
+        default=None,
+        help="record every packet and hop (packets.csv, hops.csv)",
+    )
+    r.add_argument(
+        "--no-packets",
+        dest="packets",
+        action="store_false",
+        help="do not record per-packet data even if the scenario asks",
+    )
+    r.add_argument(
+        "--plot", action="store_true", help="also draw latency_cdf.png (implies per-packet records)"
+    )
+    r.add_argument("--quiet", action="store_true", help="no progress bar, table only")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("check", help="validate a scenario file without running it")
+    c.add_argument("scenario", help="scenario file (TOML)")
+    c.set_defaults(func=cmd_check)
+
+    rep = sub.add_parser(
+        "reproduce",
+        help="reproduce a seed paper's tables",
+        description="Run the experiments of one seed paper and print its tables "
+        "with the paper's numbers beside ours; writes DIR/reproduce-SEED.json.\n\n"
+        + "\n".join(f"  {k:10s} {v}" for k, v in SEEDS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rep.add_argument(
+        "seed", choices=sorted(SEEDS), metavar="SEED", help="one of: " + ", ".join(SEEDS)
+    )
+    rep.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smaller version that finishes in well under a minute",
+    )
+    rep.add_argument("--out", metavar="DIR", default="out", help="output directory (default: out)")
+    rep.set_defaults(func=cmd_reproduce)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "plot", False) and args.packets is None:
+        args.packets = True
+    try:
+        return args.func(args)
+    except ScenarioError as e:
+        print(f"latnet: {e}", file=sys.stderr)
+        return 2
+    except (LatnetError, OSError) as e:
+        print(f"latnet: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("latnet: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""`latnet reproduce SEED`: each seed paper's experiments, with the paper's numbers beside ours.
+
+Each seed registers a module here exposing ``run(quick: bool, out: Path) -> dict`` that returns
+the document written to ``OUT/reproduce-SEED.json`` (format in DESIGN: seed, quick, tables with
+rows of ``ours`` / ``paper`` values) and prints its tables.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+SEEDS = {
+    "lbf": "Latency-Based Forwarding (seed 000)",
+    "l4s": "VDQ-CSAQM vs DualPI2 (seed 001)",
+    "ffp": "Composite pipeline with a Fast-Forwarding Path (seed 002)",
+    "pacing": "Switch-assisted TCP pacing (seed 003)",
+    "chameleon": "Chameleon admission control (seed 004)",
+}
+
+
+def load(seed: str):
+    """The module that reproduces ``seed``, or None if it has not landed yet."""
+    try:
+        return importlib.import_module(f"latnet.reproduce.{seed}")
+    except ModuleNotFoundError as e:
+        if e.name == f"latnet.reproduce.{seed}":
+            return None
+        raise

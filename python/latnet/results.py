@@ -1,0 +1,149 @@
+"""Results of a run as pandas DataFrames (built from what the Rust core returns)."""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from ._latnet import SimResults
+
+_NONE64 = np.iinfo(np.uint64).max
+_NONE32 = np.iinfo(np.uint32).max
+_LAT = ("min", "mean", "p50", "p90", "p99", "p999", "max")
+
+
+class Results:
+    """What one run produced.
+
+    Attributes: ``summary`` (the dict of ``results.json``), and DataFrames ``flows`` (one row per
+    flow), ``ports`` (one row per egress port), ``packets`` and ``hops`` (one row per packet / per
+    transmission, when recorded; otherwise ``None``).
+    """
+
+    def __init__(self, raw: SimResults):
+        self._raw = raw
+        self.summary: dict = json.loads(raw.json())
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"<latnet.Results {s['scenario']!r} seed={s['seed']} flows={len(s['flows'])} "
+            f"events={s['events']} latency={s['latency_convention']}>"
+        )
+
+    @property
+    def latency_convention(self) -> str:
+        return self.summary["latency_convention"]
+
+    @cached_property
+    def flows(self) -> pd.DataFrame:
+        rows = []
+        for f in self.summary["flows"]:
+            lat = f["latency_ns"] or {}
+            row = {
+                "flow": f["name"],
+                "src": f["src"],
+                "dst": f["dst"],
+                "priority": f["priority"],
+                "size": f["size"],
+                "sent": f["sent"],
+                "received": f["received"],
+                "dropped": f["dropped"],
+                "in_flight_at_end": f["in_flight_at_end"],
+                "loss_rate": f["dropped"] / max(1, f["sent"] - f["in_flight_at_end"]),
+                "throughput_bps": f["throughput_bps"],
+            }
+            for k in _LAT:
+                row[f"latency_{k}_ns"] = lat.get(k, np.nan)
+            row["jitter_ns"] = f["jitter_ns"] if f["jitter_ns"] is not None else np.nan
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @cached_property
+    def ports(self) -> pd.DataFrame:
+        rows = []
+        for p in self.summary["ports"]:
+            q = p["queue"]
+            rows.append(
+                {
+                    "node": p["node"],
+                    "peer": p["peer"],
+                    "rate_bps": p["rate_bps"],
+                    "tx_packets": p["tx_packets"],
+                    "tx_bytes": p["tx_bytes"],
+                    "utilisation": p["utilisation"],
+                    "peak_packets": q["peak_packets"],
+                    "peak_bytes": q["peak_bytes"],
+                    "drops": sum(q["drops"].values()),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def hop_latency(self, flow: str) -> pd.DataFrame:
+        """Latency at the start of transmission from each hop of ``flow`` (ns)."""
+        for f in self.summary["flows"]:
+            if f["name"] == flow:
+                rows = []
+                for h in f["hops"]:
+                    lat = h["latency_ns"] or {}
+                    row = {"hop": h["hop"], "node": h["node"], "toward": h["toward"]}
+                    row.update({k: lat.get(k, np.nan) for k in _LAT})
+                    rows.append(row)
+                return pd.DataFrame(rows)
+        raise KeyError(f"no flow named {flow!r}")
+
+    @cached_property
+    def packets(self) -> pd.DataFrame | None:
+        cols = self._raw.packet_columns()
+        if cols is None:
+            return None
+        names = np.array([f["name"] for f in self.summary["flows"]] + [""], dtype=object)
+        nodes = np.array([n["name"] for n in self.summary["nodes"]] + [""], dtype=object)
+        flow = np.frombuffer(cols["flow"], dtype="<u4").astype(np.int64)
+        flow[flow >= len(names) - 1] = len(names) - 1
+        lat = np.frombuffer(cols["latency_ns"], dtype="<u8")
+        drop_node = np.frombuffer(cols["drop_node"], dtype="<u4").astype(np.int64)
+        drop_node[drop_node == _NONE32] = len(nodes) - 1
+        return pd.DataFrame(
+            {
+                "id": np.frombuffer(cols["id"], dtype="<u8"),
+                "flow": names[flow],
+                "seq": np.frombuffer(cols["seq"], dtype="<u8"),
+                "created_ns": np.frombuffer(cols["created_ns"], dtype="<u8"),
+                "end_ns": np.frombuffer(cols["end_ns"], dtype="<u8"),
+                "received": lat != _NONE64,
+                "latency_ns": np.where(lat == _NONE64, np.nan, lat.astype(np.float64)),
+                "drop_reason": cols["drop_reason"],
+                "drop_node": nodes[drop_node],
+            }
+        )
+
+    @cached_property
+    def hops(self) -> pd.DataFrame | None:
+        cols = self._raw.hop_columns()
+        if cols is None:
+            return None
+        names = np.array([f["name"] for f in self.summary["flows"]], dtype=object)
+        nodes = np.array([n["name"] for n in self.summary["nodes"]], dtype=object)
+        return pd.DataFrame(
+            {
+                "id": np.frombuffer(cols["id"], dtype="<u8"),
+                "flow": names[np.frombuffer(cols["flow"], dtype="<u4")],
+                "hop": np.frombuffer(cols["hop"], dtype="u1"),
+                "node": nodes[np.frombuffer(cols["node"], dtype="<u4")],
+                "port": np.frombuffer(cols["port"], dtype="<u4"),
+                "enqueue_ns": np.frombuffer(cols["enqueue_ns"], dtype="<u8"),
+                "start_tx_ns": np.frombuffer(cols["start_tx_ns"], dtype="<u8"),
+            }
+        )
+
+    def json(self) -> str:
+        """The JSON summary, exactly as ``results.json`` holds it."""
+        return self._raw.json()
+
+    def write(self, directory) -> list[str]:
+        """Write results.json, flows.csv (and packets.csv, hops.csv if recorded)."""
+        return self._raw.write_dir(directory)

@@ -1,0 +1,69 @@
+"""Plain-text tables for the terminal."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt_us(ns) -> str:
+    """Nanoseconds as microseconds with one decimal; '-' for missing."""
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "-"
+    return f"{ns / 1e3:.1f}"
+
+
+def render(headers: list[str], rows: list[list], title: str | None = None) -> str:
+    """Render rows under headers, numbers right-aligned, text left-aligned."""
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in cells:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(c))
+
+    def is_num(s: str) -> bool:
+        return s.replace(".", "", 1).replace("-", "", 1).replace("+", "", 1).isdigit() or s == "-"
+
+    def line(r: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if is_num(c) else c.ljust(w) for c, w in zip(r, widths, strict=True)
+        )
+
+    out = []
+    if title:
+        out.append(title)
+    out.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    out.append("  ".join("-" * w for w in widths))
+    out.extend(line(r) for r in cells)
+    return "\n".join(out)
+
+
+def flow_table(results) -> str:
+    """The summary table of a run: one row per flow."""
+    s = results.summary
+    rows = []
+    for f in s["flows"]:
+        lat = f["latency_ns"] or {}
+        settled = max(1, f["sent"] - f["in_flight_at_end"])
+        rows.append(
+            [
+                f["name"],
+                f"{f['src']}->{f['dst']}",
+                f["priority"],
+                f["sent"],
+                f["received"],
+                f"{100.0 * f['dropped'] / settled:.2f}",
+                f"{f['throughput_bps'] / 1e6:.2f}",
+                fmt_us(lat.get("min")),
+                fmt_us(lat.get("mean")),
+                fmt_us(lat.get("p99")),
+                fmt_us(lat.get("max")),
+                fmt_us(f["jitter_ns"]),
+            ]
+        )
+    title = (
+        f"{s['scenario']}: seed {s['seed']}, {s['duration_ns'] / 1e9:g} s of traffic, "
+        f"{s['events']:,} events, latency {s['latency_convention']} (us)"
+    )
+    headers = ["flow", "path", "prio", "sent", "recv", "loss%", "Mbit/s"]
+    headers += ["min", "mean", "p99", "max", "jitter"]
+    return render(headers, rows, title)

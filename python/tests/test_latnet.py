@@ -1,0 +1,142 @@
+"""Tests of the Python package: run(), DataFrames, plots, errors, the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import latnet
+from latnet.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENTS = ROOT / "experiments"
+DEMO = EXPERIMENTS / "demo.toml"
+
+SMALL = """
+[sim]
+duration = "200ms"
+seed = {seed}
+[defaults.link]
+rate = "100Mbps"
+delay = "100us"
+[[nodes]]
+name = "a"
+kind = "host"
+[[nodes]]
+name = "s"
+kind = "switch"
+[[nodes]]
+name = "b"
+kind = "host"
+[[links]]
+a = "a"
+b = "s"
+[[links]]
+a = "s"
+b = "b"
+[[flows]]
+name = "p"
+src = "a"
+dst = "b"
+size = 1000
+traffic = {{ kind = "poisson", rate = "50Mbps" }}
+"""
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return latnet.run(DEMO)
+
+
+def test_run_returns_dataframes(demo):
+    assert list(demo.flows["flow"]) == ["control", "video", "backup"]
+    assert {"latency_p99_ns", "throughput_bps", "loss_rate"} <= set(demo.flows.columns)
+    pk = demo.packets
+    assert len(pk) == demo.flows["sent"].sum()
+    assert pk["received"].sum() == demo.flows["received"].sum()
+    # the per-packet maximum is the summary's maximum
+    ctl = demo.flows.set_index("flow").loc["control"]
+    assert pk.loc[pk["flow"] == "control", "latency_ns"].max() == ctl["latency_max_ns"]
+    # strict priority: control's tail stays far below the backup's
+    backup = demo.flows.set_index("flow").loc["backup"]
+    assert ctl["latency_p99_ns"] * 3 < backup["latency_p99_ns"]
+    hops = demo.hops
+    assert (hops["start_tx_ns"] >= hops["enqueue_ns"]).all()
+    assert list(demo.hop_latency("control")["node"]) == ["sensor", "sw1", "sw2"]
+    assert demo.latency_convention == "physical"
+
+
+def test_latency_cdf_writes_a_png(demo, tmp_path):
+    out = latnet.plot.latency_cdf(demo, tmp_path / "cdf.png")
+    assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_latency_cdf_needs_packets(tmp_path):
+    res = latnet.run(text=SMALL.format(seed=1), packets=False)
+    assert res.packets is None
+    with pytest.raises(ValueError, match="packets=True"):
+        latnet.plot.latency_cdf(res, tmp_path / "x.png")
+
+
+def test_seed_controls_randomness():
+    a = latnet.run(text=SMALL.format(seed=1)).json()
+    b = latnet.run(text=SMALL.format(seed=1)).json()
+    c = latnet.run(text=SMALL.format(seed=1), seed=2).json()
+    assert a == b
+    assert a != c
+
+
+def test_scenario_error_names_file_line_and_key(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SMALL.format(seed=1).replace('dst = "b"', 'dst = "nowhere"'))
+    with pytest.raises(latnet.ScenarioError) as e:
+        latnet.run(bad)
+    msg = str(e.value)
+    assert str(bad) in msg and ":26:7:" in msg and "flows[0].dst" in msg and "nowhere" in msg
+    assert isinstance(e.value, latnet.LatnetError)
+
+
+def test_progress_is_reported_and_can_stop_the_run():
+    seen = []
+
+    def cb(now, end, events):
+        seen.append(now)
+        return len(seen) < 5
+
+    res = latnet.run(text=SMALL.format(seed=1), progress=cb)
+    assert len(seen) >= 5
+    assert res.summary["end_ns"] < 200_000_000
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPERIMENTS.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_experiment_scenario_runs(scenario):
+    assert latnet.check(scenario).startswith(scenario.stem)
+    res = latnet.run(scenario, packets=False)
+    assert (res.flows["received"] > 0).all()
+    for f in res.summary["flows"]:
+        assert f["sent"] == f["received"] + f["dropped"] + f["in_flight_at_end"]
+
+
+def test_cli_run_prints_the_table_and_writes_files(tmp_path, capsys):
+    assert main(["run", str(DEMO), "--out", str(tmp_path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "control" in out and "p99" in out and "latency physical" in out
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["flows.csv", "hops.csv", "packets.csv", "results.json"]
+
+
+def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SMALL.format(seed=1).replace('rate = "50Mbps"', 'rate = "fast"'))
+    assert main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:" in err and "invalid rate" in err
+
+
+def test_cli_help_documents_commands(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for word in ("run", "check", "reproduce", "docs/scenario.md"):
+        assert word in out
