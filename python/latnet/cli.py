@@ -15,6 +15,7 @@ from pathlib import Path
 from . import LatnetError, ScenarioError, __version__
 from . import check as check_scenario
 from . import run as run_scenario
+from .commands import register_all
 from .reproduce import SEEDS, load
 from .table import flow_table
 
@@ -157,6 +158,8 @@ def parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("--out", metavar="DIR", default="out", help="output directory (default: out)")
     rep.set_defaults(func=cmd_reproduce)
+
+    register_all(sub)
     return p
 
 

@@ -18,7 +18,10 @@ fn chain(switches: usize, flows: usize, duration_ms: u64) -> String {
     }
     for f in 0..flows {
         s += &format!("[[nodes]]\nname = \"src{f}\"\nkind = \"host\"\n[[nodes]]\nname = \"dst{f}\"\nkind = \"host\"\n");
-        s += &format!("[[links]]\na = \"src{f}\"\nb = \"s0\"\n[[links]]\na = \"s{}\"\nb = \"dst{f}\"\n", switches - 1);
+        s += &format!(
+            "[[links]]\na = \"src{f}\"\nb = \"s0\"\n[[links]]\na = \"s{}\"\nb = \"dst{f}\"\n",
+            switches - 1
+        );
         s += &format!(
             "[[flows]]\nsrc = \"src{f}\"\ndst = \"dst{f}\"\nsize = 1000\ntraffic = {{ kind = \"cbr\", rate = \"{}Mbps\" }}\n",
             900 / flows
@@ -31,7 +34,8 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine");
     g.sample_size(10);
     for switches in [4usize, 8] {
-        let sc = Scenario::from_str_named("bench", &chain(switches, 10, 100)).expect("valid bench scenario");
+        let sc = Scenario::from_str_named("bench", &chain(switches, 10, 100))
+            .expect("valid bench scenario");
         let events = Simulator::new(sc.clone()).run().events;
         g.throughput(Throughput::Elements(events));
         g.bench_function(format!("chain{switches}_10flows_100ms"), |b| {

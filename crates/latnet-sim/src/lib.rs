@@ -22,6 +22,7 @@
 //! | [`net`] | ports and FIB (shortest paths, explicit routes) |
 //! | [`traffic`] | sources: CBR, on/off bursts, Poisson, token bucket |
 //! | [`sim`] | the run loop: hosts, switches, links |
+//! | [`switch`] | forwarding models of switches ([`switch::Forwarder`]) |
 //! | [`stats`] | latency summaries (HDR histograms), jitter |
 //! | [`results`] | JSON / CSV results |
 
@@ -32,6 +33,7 @@ pub mod results;
 pub mod scenario;
 pub mod sim;
 pub mod stats;
+pub mod switch;
 pub mod traffic;
 
 pub use results::Results;

@@ -122,7 +122,12 @@ fn weight(m: RoutingMetric, p: &PortTopo) -> u64 {
 }
 
 /// Shortest distance from every node to host `dst`, traversing only switches in between.
-fn distances_to(sc: &Scenario, ports: &[PortTopo], node_ports: &[Vec<usize>], dst: usize) -> Vec<u64> {
+fn distances_to(
+    sc: &Scenario,
+    ports: &[PortTopo],
+    node_ports: &[Vec<usize>],
+    dst: usize,
+) -> Vec<u64> {
     let mut dist = vec![u64::MAX; sc.nodes.len()];
     dist[dst] = 0;
     let mut heap = BinaryHeap::from([Reverse((0u64, dst))]);

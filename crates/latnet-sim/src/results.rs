@@ -180,7 +180,11 @@ impl PortResult {
                 busy.as_nanos() as f64 / end.as_nanos() as f64
             },
             queue: QueueResult::from_stats(q.stats(), Some(link_drops)),
-            classes: q.class_stats().into_iter().map(|s| QueueResult::from_stats(s, None)).collect(),
+            classes: q
+                .class_stats()
+                .into_iter()
+                .map(|s| QueueResult::from_stats(s, None))
+                .collect(),
         }
     }
 }
@@ -319,7 +323,8 @@ impl Results {
     /// The per-packet table as CSV, if recorded.
     pub fn packets_csv(&self) -> Option<String> {
         let log = self.log.as_ref()?;
-        let mut s = String::from("id,flow,seq,created_ns,end_ns,latency_ns,drop_reason,drop_node\n");
+        let mut s =
+            String::from("id,flow,seq,created_ns,end_ns,latency_ns,drop_reason,drop_node\n");
         for r in &log.packets {
             let _ = writeln!(
                 s,
@@ -331,7 +336,9 @@ impl Results {
                 r.end_ns,
                 opt(r.latency_ns),
                 r.drop.map_or("", DropReason::as_str),
-                r.drop_node.and_then(|n| self.nodes.get(n as usize)).map_or("", |n| n.name.as_str()),
+                r.drop_node
+                    .and_then(|n| self.nodes.get(n as usize))
+                    .map_or("", |n| n.name.as_str()),
             );
         }
         Some(s)

@@ -28,8 +28,9 @@ use crate::results::{
 };
 use crate::scenario::{LatencyConvention, NodeKind, Scenario, TieBreak};
 use crate::stats::{Jitter, LatencyStats};
+use crate::switch::{Forward, Forwarder, SwitchCtx};
 use crate::traffic::Source;
-use latnet_dataplane::packet::{dscp_from_priority, priority_from_dscp};
+use latnet_dataplane::packet::dscp_from_priority;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, Meta, Packet, Queue, Verdict};
 use latnet_units::{Duration, Time};
 use rand::{Rng, SeedableRng};
@@ -108,6 +109,8 @@ pub struct Simulator {
     ports: Vec<PortState>,
     flows: Vec<FlowState>,
     node_drops: Vec<DropCounters>,
+    /// Forwarding model of each switch (`None` for hosts).
+    forwarders: Vec<Option<Forwarder>>,
     host_by_addr: HashMap<IpAddr, usize>,
     now: Time,
     end: Time,
@@ -185,6 +188,11 @@ impl Simulator {
         let end = Time::from_duration(sc.sim.duration + sc.sim.drain);
         let log = sc.output.packets.then(PacketLog::default);
         let node_drops = vec![DropCounters::default(); sc.nodes.len()];
+        let forwarders = sc
+            .nodes
+            .iter()
+            .map(|n| (n.kind == NodeKind::Switch).then(Forwarder::default))
+            .collect();
         let mut sim = Simulator {
             sc,
             topo,
@@ -192,6 +200,7 @@ impl Simulator {
             ports,
             flows,
             node_drops,
+            forwarders,
             host_by_addr,
             now: Time::ZERO,
             end,
@@ -320,32 +329,20 @@ impl Simulator {
 
     fn arrive(&mut self, from: usize, mut pkt: Packet) {
         let node = self.topo.ports[from].peer;
-        let ingress = self.topo.ports[self.topo.ports[from].reverse].local;
-        let info = match hdr::route_info(&pkt.data) {
-            Ok(i) => i,
-            Err(_) => return self.drop_at_node(node, pkt, DropReason::Malformed),
+        pkt.meta.ingress_port = self.topo.ports[self.topo.ports[from].reverse].local;
+        let Some(fwd) = self.forwarders[node].as_mut() else {
+            // A host: accept what is addressed to it.
+            return match hdr::route_info(&pkt.data) {
+                Ok(i) if self.host_by_addr.get(&i.dst) == Some(&node) => self.deliver(pkt),
+                Ok(_) => self.drop_at_node(node, pkt, DropReason::NotForHost),
+                Err(_) => self.drop_at_node(node, pkt, DropReason::Malformed),
+            };
         };
-        if self.sc.nodes[node].kind == NodeKind::Host {
-            if self.host_by_addr.get(&info.dst) == Some(&node) {
-                self.deliver(pkt);
-            } else {
-                self.drop_at_node(node, pkt, DropReason::NotForHost);
-            }
-            return;
+        let cx = SwitchCtx { now: self.now, node, topo: &self.topo, hosts: &self.host_by_addr };
+        match fwd.forward(&cx, &mut pkt) {
+            Forward::Port(port) => self.enqueue(port, pkt),
+            Forward::Drop(reason) => self.drop_at_node(node, pkt, reason),
         }
-        let Some(&dst) = self.host_by_addr.get(&info.dst) else {
-            return self.drop_at_node(node, pkt, DropReason::NoRoute);
-        };
-        let port = self.topo.fib[node][dst];
-        if port == NO_PORT {
-            return self.drop_at_node(node, pkt, DropReason::NoRoute);
-        }
-        if !hdr::decrement_ttl(&mut pkt.data, info.l3) {
-            return self.drop_at_node(node, pkt, DropReason::TtlExpired);
-        }
-        pkt.meta.priority = priority_from_dscp(info.dscp);
-        pkt.meta.ingress_port = ingress;
-        self.enqueue(port as usize, pkt);
     }
 
     fn enqueue(&mut self, port: usize, mut pkt: Packet) {
@@ -404,7 +401,11 @@ impl Simulator {
         let hop = usize::from(pkt.meta.hops);
         let f = &mut self.flows[pkt.meta.flow as usize];
         if f.hops.len() <= hop {
-            f.hops.resize_with(hop + 1, || HopStat { node: topo.node, port, lat: LatencyStats::new() });
+            f.hops.resize_with(hop + 1, || HopStat {
+                node: topo.node,
+                port,
+                lat: LatencyStats::new(),
+            });
         }
         f.hops[hop].lat.record(lat);
         if let Some(log) = &mut self.log {
@@ -431,6 +432,10 @@ impl Simulator {
             let node = self.topo.ports[port].node;
             self.record_drop(pkt, DropReason::LinkLoss, node);
             return;
+        }
+        let node = self.topo.ports[port].node;
+        if let Some(fwd) = self.forwarders[node].as_mut() {
+            fwd.on_transmit(self.now, port, &mut pkt);
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
         pkt.meta.ser_so_far += tx;
@@ -540,7 +545,19 @@ impl Simulator {
             .ports
             .iter()
             .zip(&self.topo.ports)
-            .map(|(p, t)| PortResult::new(&node_name(t.node), &node_name(t.peer), t, p.tx_packets, p.tx_bytes, p.busy_time, end, &p.queue, &p.drops))
+            .map(|(p, t)| {
+                PortResult::new(
+                    &node_name(t.node),
+                    &node_name(t.peer),
+                    t,
+                    p.tx_packets,
+                    p.tx_bytes,
+                    p.busy_time,
+                    end,
+                    &p.queue,
+                    &p.drops,
+                )
+            })
             .collect();
         let nodes = self
             .node_drops

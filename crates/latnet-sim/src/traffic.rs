@@ -103,8 +103,13 @@ impl TrafficSpec {
 /// Offset of the `k`-th packet on a grid of frames of `size` bytes at `rate`.
 fn grid(k: u64, size: u32, rate: Rate) -> Duration {
     Duration::from_nanos(
-        mul_div(u128::from(k) * u128::from(size) * 8, 1_000_000_000, u128::from(rate.bps()), Rounding::Down)
-            .unwrap_or(u64::MAX),
+        mul_div(
+            u128::from(k) * u128::from(size) * 8,
+            1_000_000_000,
+            u128::from(rate.bps()),
+            Rounding::Down,
+        )
+        .unwrap_or(u64::MAX),
     )
 }
 
@@ -156,7 +161,9 @@ impl Source {
                         let off = grid(self.k, size, rate);
                         if s0 + off < s1 {
                             self.k += 1;
-                            let p0 = self.start.checked_add_duration(period.checked_mul(self.period)?)?;
+                            let p0 = self
+                                .start
+                                .checked_add_duration(period.checked_mul(self.period)?)?;
                             return p0.checked_add_duration(s0 + off);
                         }
                     }
@@ -277,7 +284,11 @@ mod tests {
             burst_at: None,
         };
         assert!(bad.validate(100).unwrap_err().contains("fit within the period"));
-        let bad = TrafficSpec::TokenBucket { rate: Rate::from_mbps(1), burst: Bytes::new(10), peak: None };
+        let bad = TrafficSpec::TokenBucket {
+            rate: Rate::from_mbps(1),
+            burst: Bytes::new(10),
+            peak: None,
+        };
         assert!(bad.validate(100).unwrap_err().contains("at least one frame"));
         assert!(TrafficSpec::Cbr { rate: Rate::ZERO }.validate(100).is_err());
     }

@@ -64,7 +64,8 @@ fn a_single_packet_takes_exactly_serialization_plus_propagation() {
     assert_eq!((l.min, l.max), (248_000, 248_000));
     assert_eq!(r.latency_convention, "physical");
     // per hop, at start of transmission: the host at 0, the switch after one link.
-    let hops: Vec<_> = f.hops.iter().map(|h| (h.node.as_str(), h.latency_ns.map(|l| l.max))).collect();
+    let hops: Vec<_> =
+        f.hops.iter().map(|h| (h.node.as_str(), h.latency_ns.map(|l| l.max))).collect();
     assert_eq!(hops, vec![("h1", Some(0)), ("s1", Some(124_000))]);
 }
 
@@ -185,7 +186,10 @@ fn malformed_frames_are_counted_drops_not_panics() {
         &[],
         &[0xff; 13],
         // Ethernet + IPv4 with IHL 15 but only 20 bytes present
-        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00, 0x4f, 0, 0, 40, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 3],
+        &[
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00, 0x4f, 0, 0, 40, 0, 0, 0, 0, 64, 17, 0,
+            0, 10, 0, 0, 1, 10, 0, 0, 3,
+        ],
         // ARP: not IP
         &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x06, 0, 1],
     ];

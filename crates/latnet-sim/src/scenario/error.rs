@@ -48,7 +48,12 @@ pub(crate) struct ErrCtx<'a> {
 
 impl ErrCtx<'_> {
     /// An error at a span with a key path.
-    pub fn at(&self, span: Option<Range<usize>>, key: impl Into<String>, msg: impl Into<String>) -> ScenarioError {
+    pub fn at(
+        &self,
+        span: Option<Range<usize>>,
+        key: impl Into<String>,
+        msg: impl Into<String>,
+    ) -> ScenarioError {
         ScenarioError {
             file: self.file.to_owned(),
             line_col: span.map(|s| line_col(self.src, s.start)),
@@ -58,7 +63,7 @@ impl ErrCtx<'_> {
     }
 
     /// An error from the TOML deserializer (syntax, unknown field, wrong type).
-    pub fn from_toml(&self, e: &toml::de::Error) -> ScenarioError {
+    pub fn toml_error(&self, e: &toml::de::Error) -> ScenarioError {
         ScenarioError {
             file: self.file.to_owned(),
             line_col: e.span().map(|s| line_col(self.src, s.start)),

@@ -337,7 +337,7 @@ impl Scenario {
 
     fn parse(file: &str, src: &str, stem: Option<String>) -> Result<Scenario, ScenarioError> {
         let cx = ErrCtx { file, src };
-        let raw: Raw = toml::from_str(src).map_err(|e| cx.from_toml(&e))?;
+        let raw: Raw = toml::from_str(src).map_err(|e| cx.toml_error(&e))?;
         validate(cx, raw, stem)
     }
 
@@ -347,7 +347,11 @@ impl Scenario {
     }
 }
 
-fn build_check(cx: ErrCtx<'_>, q: &Spanned<QueueSpec>, key: String) -> Result<QueueSpec, ScenarioError> {
+fn build_check(
+    cx: ErrCtx<'_>,
+    q: &Spanned<QueueSpec>,
+    key: String,
+) -> Result<QueueSpec, ScenarioError> {
     q.get_ref().build().map_err(|e| cx.at(Some(q.span()), key, e.to_string()))?;
     Ok(q.get_ref().clone())
 }
@@ -355,7 +359,11 @@ fn build_check(cx: ErrCtx<'_>, q: &Spanned<QueueSpec>, key: String) -> Result<Qu
 fn check_loss(cx: ErrCtx<'_>, l: &Spanned<f64>, key: String) -> Result<f64, ScenarioError> {
     let v = *l.get_ref();
     if !(0.0..1.0).contains(&v) {
-        return Err(cx.at(Some(l.span()), key, format!("expected a probability in [0, 1), got {v}")));
+        return Err(cx.at(
+            Some(l.span()),
+            key,
+            format!("expected a probability in [0, 1), got {v}"),
+        ));
     }
     Ok(v)
 }
@@ -363,7 +371,11 @@ fn check_loss(cx: ErrCtx<'_>, l: &Spanned<f64>, key: String) -> Result<f64, Scen
 fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, ScenarioError> {
     let duration = *raw.sim.duration.get_ref();
     if duration.is_zero() {
-        return Err(cx.at(Some(raw.sim.duration.span()), "sim.duration", "expected a duration above zero"));
+        return Err(cx.at(
+            Some(raw.sim.duration.span()),
+            "sim.duration",
+            "expected a duration above zero",
+        ));
     }
     let sim = SimConfig {
         duration,
@@ -390,20 +402,39 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     for (i, n) in raw.nodes.iter().enumerate() {
         let name = n.name.get_ref().trim().to_owned();
         if name.is_empty() {
-            return Err(cx.at(Some(n.name.span()), format!("nodes[{i}].name"), "expected a non-empty name"));
+            return Err(cx.at(
+                Some(n.name.span()),
+                format!("nodes[{i}].name"),
+                "expected a non-empty name",
+            ));
         }
         if index.insert(name.clone(), i).is_some() {
-            return Err(cx.at(Some(n.name.span()), format!("nodes[{i}].name"), format!("duplicate node name {name:?}")));
+            return Err(cx.at(
+                Some(n.name.span()),
+                format!("nodes[{i}].name"),
+                format!("duplicate node name {name:?}"),
+            ));
         }
         let address = match &n.address {
             Some(a) => a.get_ref().parse::<Ipv4Addr>().map_err(|_| {
-                cx.at(Some(a.span()), format!("nodes[{i}].address"), format!("expected an IPv4 address such as \"10.0.0.1\", got {:?}", a.get_ref()))
+                cx.at(
+                    Some(a.span()),
+                    format!("nodes[{i}].address"),
+                    format!("expected an IPv4 address such as \"10.0.0.1\", got {:?}", a.get_ref()),
+                )
             })?,
             None => default_address(i),
         };
         if let Some(prev) = addrs.insert(address, i) {
             let span = n.address.as_ref().map(Spanned::span).unwrap_or(n.name.span());
-            return Err(cx.at(Some(span), format!("nodes[{i}].address"), format!("address {address} is already used by node {:?}", raw.nodes[prev].name.get_ref())));
+            return Err(cx.at(
+                Some(span),
+                format!("nodes[{i}].address"),
+                format!(
+                    "address {address} is already used by node {:?}",
+                    raw.nodes[prev].name.get_ref()
+                ),
+            ));
         }
         node_queue.push(match &n.queue {
             Some(q) => Some(build_check(cx, q, format!("nodes[{i}].queue"))?),
@@ -415,7 +446,11 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         index.get(s.get_ref().trim()).copied().ok_or_else(|| {
             let mut known: Vec<_> = nodes.iter().map(|n| n.name.as_str()).collect();
             known.truncate(12);
-            cx.at(Some(s.span()), key, format!("unknown node {:?} (nodes: {})", s.get_ref(), known.join(", ")))
+            cx.at(
+                Some(s.span()),
+                key,
+                format!("unknown node {:?} (nodes: {})", s.get_ref(), known.join(", ")),
+            )
         })
     };
 
@@ -425,20 +460,35 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         let a = lookup(&l.a, format!("links[{i}].a"))?;
         let b = lookup(&l.b, format!("links[{i}].b"))?;
         if a == b {
-            return Err(cx.at(Some(l.b.span()), format!("links[{i}].b"), "a link must join two different nodes"));
+            return Err(cx.at(
+                Some(l.b.span()),
+                format!("links[{i}].b"),
+                "a link must join two different nodes",
+            ));
         }
         let rate_s = l.rate.as_ref().or(link_defaults.rate.as_ref()).ok_or_else(|| {
-            cx.at(Some(l.a.span()), format!("links[{i}].rate"), "missing rate (set it here or in [defaults.link])")
+            cx.at(
+                Some(l.a.span()),
+                format!("links[{i}].rate"),
+                "missing rate (set it here or in [defaults.link])",
+            )
         })?;
         let rate = *rate_s.get_ref();
         if rate.is_zero() {
-            return Err(cx.at(Some(rate_s.span()), format!("links[{i}].rate"), "expected a rate above zero"));
+            return Err(cx.at(
+                Some(rate_s.span()),
+                format!("links[{i}].rate"),
+                "expected a rate above zero",
+            ));
         }
         let loss = match l.loss.as_ref().or(link_defaults.loss.as_ref()) {
             Some(v) => check_loss(cx, v, format!("links[{i}].loss"))?,
             None => 0.0,
         };
-        let side = |q: &Option<Spanned<QueueSpec>>, node: usize, key: &str| -> Result<QueueSpec, ScenarioError> {
+        let side = |q: &Option<Spanned<QueueSpec>>,
+                    node: usize,
+                    key: &str|
+         -> Result<QueueSpec, ScenarioError> {
             match q.as_ref().or(l.queue.as_ref()) {
                 Some(q) => build_check(cx, q, format!("links[{i}].{key}")),
                 None => Ok(node_queue[node].clone().unwrap_or_else(|| default_queue.clone())),
@@ -457,7 +507,8 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     }
 
     // routes
-    let adjacent = |x: usize, y: usize| links.iter().any(|l| (l.a == x && l.b == y) || (l.a == y && l.b == x));
+    let adjacent =
+        |x: usize, y: usize| links.iter().any(|l| (l.a == x && l.b == y) || (l.a == y && l.b == x));
     let mut routes = Vec::with_capacity(raw.routes.len());
     for (i, r) in raw.routes.iter().enumerate() {
         let node = lookup(&r.node, format!("routes[{i}].node"))?;
@@ -467,7 +518,11 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             return Err(cx.at(Some(r.dst.span()), format!("routes[{i}].dst"), "expected a host"));
         }
         if !adjacent(node, next) {
-            return Err(cx.at(Some(r.next.span()), format!("routes[{i}].next"), format!("{:?} is not a neighbour of {:?}", nodes[next].name, nodes[node].name)));
+            return Err(cx.at(
+                Some(r.next.span()),
+                format!("routes[{i}].next"),
+                format!("{:?} is not a neighbour of {:?}", nodes[next].name, nodes[node].name),
+            ));
         }
         routes.push(RouteSpec { node, dst, next });
     }
@@ -477,7 +532,8 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     let mut flow_names: HashMap<String, usize> = HashMap::new();
     for (i, f) in raw.flows.iter().enumerate() {
         let key = |k: &str| format!("flows[{i}].{k}");
-        let name = f.name.as_ref().map_or_else(|| format!("f{i}"), |n| n.get_ref().trim().to_owned());
+        let name =
+            f.name.as_ref().map_or_else(|| format!("f{i}"), |n| n.get_ref().trim().to_owned());
         if flow_names.insert(name.clone(), i).is_some() {
             let span = f.name.as_ref().map(Spanned::span);
             return Err(cx.at(span, key("name"), format!("duplicate flow name {name:?}")));
@@ -486,15 +542,27 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         let dst = lookup(&f.dst, key("dst"))?;
         for (idx, s, k) in [(src, &f.src, "src"), (dst, &f.dst, "dst")] {
             if nodes[idx].kind != NodeKind::Host {
-                return Err(cx.at(Some(s.span()), key(k), format!("{:?} is a switch; flows start and end at hosts", nodes[idx].name)));
+                return Err(cx.at(
+                    Some(s.span()),
+                    key(k),
+                    format!("{:?} is a switch; flows start and end at hosts", nodes[idx].name),
+                ));
             }
         }
         if src == dst {
-            return Err(cx.at(Some(f.dst.span()), key("dst"), "source and destination are the same host"));
+            return Err(cx.at(
+                Some(f.dst.span()),
+                key("dst"),
+                "source and destination are the same host",
+            ));
         }
         let priority = match &f.priority {
             Some(p) if *p.get_ref() > 7 => {
-                return Err(cx.at(Some(p.span()), key("priority"), "expected 0 (highest) to 7 (best effort)"))
+                return Err(cx.at(
+                    Some(p.span()),
+                    key("priority"),
+                    "expected 0 (highest) to 7 (best effort)",
+                ))
             }
             Some(p) => *p.get_ref(),
             None => BEST_EFFORT,
@@ -508,9 +576,16 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         let stop = f.stop.as_ref().map_or(stop_limit, |s| (*s.get_ref()).min(stop_limit));
         if stop <= start {
             let span = f.stop.as_ref().map(Spanned::span);
-            return Err(cx.at(span, key("stop"), format!("expected stop after start ({start}), within sim.duration ({duration})")));
+            return Err(cx.at(
+                span,
+                key("stop"),
+                format!("expected stop after start ({start}), within sim.duration ({duration})"),
+            ));
         }
-        f.traffic.get_ref().validate(size).map_err(|m| cx.at(Some(f.traffic.span()), key("traffic"), m))?;
+        f.traffic
+            .get_ref()
+            .validate(size)
+            .map_err(|m| cx.at(Some(f.traffic.span()), key("traffic"), m))?;
         flows.push(FlowSpec {
             name,
             src,

@@ -102,7 +102,11 @@ fn semantic_errors() {
         (edit("priority = 1", "priority = 9"), "flows[0].priority", "0 (highest) to 7"),
         (edit("name = \"h2\"", "name = \"h1\""), "nodes[2].name", "duplicate node name"),
         (edit("address = \"192.168.1.2\"", "address = \"192.168.1\""), "nodes[2].address", "IPv4"),
-        (edit("address = \"192.168.1.2\"", "address = \"10.0.0.1\""), "nodes[2].address", "already used"),
+        (
+            edit("address = \"192.168.1.2\"", "address = \"10.0.0.1\""),
+            "nodes[2].address",
+            "already used",
+        ),
         (edit("b = \"s1\"", "b = \"h1\""), "links[0].b", "two different nodes"),
         (edit("classes = 4", "classes = 12"), "links[1].queue_a", "between 1 and 8"),
         (edit("rate = \"1Mbps\"", "rate = 0"), "flows[0].traffic", "above zero"),

@@ -1,0 +1,92 @@
+//! What a switch does with a frame: the forwarding decision, as a closed set of forwarders.
+//!
+//! A forwarder is sans-IO: [`Forwarder::forward`] takes the arriving packet (and the switch's
+//! view of the network) and returns the egress port or a drop reason; it may rewrite header
+//! bytes and set [`Meta`](latnet_dataplane::Meta) fields (priority, eligible times) for the
+//! queue. [`Forwarder::on_transmit`] runs when the packet starts transmission on the chosen
+//! port (where per-hop fields such as accumulated latency are updated).
+//!
+//! | forwarder | scenario | decision |
+//! |---|---|---|
+//! | [`Forwarder::Fib`] | default | destination IP → FIB (shortest paths / `[[routes]]`), TTL − 1, priority from DSCP |
+//!
+//! New forwarding models (LBF budgets, match-action pipelines, source routing by tag stacks)
+//! are added as variants here, each in its own module.
+
+use crate::hdr;
+use crate::net::{Topology, NO_PORT};
+use latnet_dataplane::packet::priority_from_dscp;
+use latnet_dataplane::{DropReason, Packet};
+use latnet_units::Time;
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+/// The switch's view of the network when it forwards.
+#[derive(Debug, Clone, Copy)]
+pub struct SwitchCtx<'a> {
+    /// Current time.
+    pub now: Time,
+    /// This switch (node index).
+    pub node: usize,
+    /// Ports and FIB.
+    pub topo: &'a Topology,
+    /// Host node index by address.
+    pub hosts: &'a HashMap<IpAddr, usize>,
+}
+
+/// Outcome of a forwarding decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forward {
+    /// Enqueue at this egress port (global port index).
+    Port(usize),
+    /// Drop, for this reason.
+    Drop(DropReason),
+}
+
+/// A switch's forwarding model.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub enum Forwarder {
+    /// Destination-based forwarding on the FIB.
+    #[default]
+    Fib,
+}
+
+impl Forwarder {
+    /// Decide where `pkt`, arrived at `cx.node`, goes.
+    #[inline]
+    pub fn forward(&mut self, cx: &SwitchCtx<'_>, pkt: &mut Packet) -> Forward {
+        match self {
+            Forwarder::Fib => fib_forward(cx, pkt),
+        }
+    }
+
+    /// `pkt` starts transmission on `port` at `now`.
+    #[inline]
+    pub fn on_transmit(&mut self, _now: Time, _port: usize, _pkt: &mut Packet) {
+        match self {
+            Forwarder::Fib => {}
+        }
+    }
+}
+
+/// Destination lookup in the FIB, TTL decrement, priority from the DSCP.
+#[inline]
+pub fn fib_forward(cx: &SwitchCtx<'_>, pkt: &mut Packet) -> Forward {
+    let info = match hdr::route_info(&pkt.data) {
+        Ok(i) => i,
+        Err(_) => return Forward::Drop(DropReason::Malformed),
+    };
+    let Some(&dst) = cx.hosts.get(&info.dst) else {
+        return Forward::Drop(DropReason::NoRoute);
+    };
+    let port = cx.topo.fib[cx.node][dst];
+    if port == NO_PORT {
+        return Forward::Drop(DropReason::NoRoute);
+    }
+    if !hdr::decrement_ttl(&mut pkt.data, info.l3) {
+        return Forward::Drop(DropReason::TtlExpired);
+    }
+    pkt.meta.priority = priority_from_dscp(info.dscp);
+    Forward::Port(port as usize)
+}
