@@ -44,6 +44,7 @@ pub const HEADER_LEN: usize = field::OPTIONS;
 /// Longest header (IHL 15).
 pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAX_OPTIONS_LEN;
 
+const RESERVED: u16 = 0x8000;
 const DF: u16 = 0x4000;
 const MF: u16 = 0x2000;
 const OFFSET_MASK: u16 = 0x1fff;
@@ -128,6 +129,12 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     #[inline]
     pub fn ident(&self) -> u16 {
         be16(self.buffer.as_ref(), field::IDENT)
+    }
+
+    /// The reserved flag (bit 0 of the flags; must be zero, RFC 791).
+    #[inline]
+    pub fn reserved_flag(&self) -> bool {
+        be16(self.buffer.as_ref(), field::FLG_OFF) & RESERVED != 0
     }
 
     /// Don't-fragment flag.
@@ -275,6 +282,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         put16(d, field::FLG_OFF, v);
     }
 
+    /// Sets the reserved flag (checksum untouched).
+    pub fn set_reserved_flag(&mut self, v: bool) {
+        self.set_flg_off(RESERVED, if v { RESERVED } else { 0 });
+    }
+
     /// Sets the don't-fragment flag (checksum untouched).
     pub fn set_dont_frag(&mut self, v: bool) {
         self.set_flg_off(DF, if v { DF } else { 0 });
@@ -402,15 +414,23 @@ pub struct Ipv4Repr<'a> {
 }
 
 impl<'a> Ipv4Repr<'a> {
-    /// Reads and validates a header: lengths, version 4, header checksum and options.
-    /// The payload need not be present.
+    /// Reads and validates a header: lengths, version 4, header checksum, the reserved flag
+    /// clear, and options. The payload need not be present.
+    ///
+    /// A checksum field of `0xffff` is refused even where it verifies (the other words sum to
+    /// zero, so `0x0000` is equally valid): RFC 1071 never computes it (RFC 1624 section 3), and
+    /// refusing it keeps `parse` then `emit` byte-exact. [`Ipv4Packet::verify_checksum`]
+    /// accepts it, as receivers do.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Ipv4Packet<&'a T>) -> Result<Ipv4Repr<'a>> {
         packet.check_len()?;
         if packet.version() != 4 {
             return Err(WireError::malformed(Layer::Ipv4, "version"));
         }
-        if !packet.verify_checksum() {
+        if !packet.verify_checksum() || packet.checksum() == 0xffff {
             return Err(WireError::malformed(Layer::Ipv4, "checksum"));
+        }
+        if packet.reserved_flag() {
+            return Err(WireError::malformed(Layer::Ipv4, "reserved flag"));
         }
         let options = packet.options_ref();
         check_options(options)?;

@@ -326,16 +326,15 @@ pub fn push_vlan(frame: &mut Vec<u8>, tag: VlanTag) -> Result<()> {
 
 /// Removes and returns the outermost tag; `Ok(None)` (frame unchanged) if the frame is untagged.
 ///
-/// Errors: `Truncated` for a frame shorter than 14 bytes or whose outer tag is cut short
-/// (the tag and the type field after it must be present). Only the outermost tag is examined.
+/// Errors: as [`vlan_stack`]: the whole stack is validated (at most [`MAX_TAGS`] tags, each one
+/// and the inner type field present), so a frame `pop_vlan` accepts can always take the tag
+/// back with [`push_vlan`]. On error the frame is unchanged.
 pub fn pop_vlan(frame: &mut Vec<u8>) -> Result<Option<VlanTag>> {
-    need(Layer::Ethernet, TAG_START + 2, frame.len())?;
-    let tpid = EtherType(be16(frame, TAG_START));
-    if !tpid.is_vlan_tpid() {
+    let (count, _) = walk(frame)?;
+    if count == 0 {
         return Ok(None);
     }
-    need(Layer::Vlan, TAG_START + TAG_LEN + 2, frame.len())?;
-    let tag = VlanTag::from_tci(tpid, be16(frame, TAG_START + 2));
+    let tag = VlanTag::from_tci(EtherType(be16(frame, TAG_START)), be16(frame, TAG_START + 2));
     frame.copy_within(TAG_START + TAG_LEN.., TAG_START);
     frame.truncate(frame.len() - TAG_LEN);
     Ok(Some(tag))
@@ -385,6 +384,7 @@ mod tests {
         let mut deep = f.clone();
         deep.splice(12..12, VlanTag::new(1).to_bytes());
         assert!(matches!(vlan_stack(&deep), Err(WireError::Unsupported { .. })));
+        assert!(matches!(pop_vlan(&mut deep), Err(WireError::Unsupported { .. })));
     }
 
     #[test]
