@@ -7,18 +7,35 @@
 //!   scheduled. Ordering is therefore total and independent of memory layout or hashing, and a
 //!   run is bit-for-bit reproducible.
 //!
-//! Payloads live in a slab beside the heap so the heap moves only 24-byte keys.
+//! Payloads live in a slab beside the heap so the heap moves only small keys. The ordering key
+//! is packed into one `u128` — time (64 bits), tie (24 bits), sequence (40 bits) — so that
+//! comparing two events is one integer comparison. Tie keys above 2^24 - 1 are clamped (they
+//! still order correctly among themselves up to that value); when the sequence counter would
+//! pass 2^40 the pending events are renumbered in order, so the order stays exact for runs of
+//! any length.
 
 use latnet_units::Time;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+const SEQ_BITS: u32 = 40;
+const TIE_BITS: u32 = 24;
+const SEQ_MASK: u128 = (1 << SEQ_BITS) - 1;
+/// Largest tie key that orders exactly (larger ones are clamped to it).
+pub const MAX_TIE: u32 = (1 << TIE_BITS) - 1;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
-    time: Time,
-    tie: u32,
-    seq: u64,
+    /// time << 64 | tie << 40 | seq
+    order: u128,
     slot: u32,
+}
+
+impl Key {
+    #[inline]
+    fn time(&self) -> Time {
+        Time::from_nanos((self.order >> 64) as u64)
+    }
 }
 
 /// A deterministic event queue with payloads of type `E`.
@@ -62,14 +79,32 @@ impl<E> EventQueue<E> {
                 (self.slots.len() - 1) as u32
             }
         };
+        if self.seq == SEQ_MASK as u64 {
+            self.renumber();
+        }
         self.seq += 1;
-        self.heap.push(Reverse(Key { time, tie, seq: self.seq, slot }));
+        let order = (u128::from(time.as_nanos()) << 64)
+            | (u128::from(tie.min(MAX_TIE)) << SEQ_BITS)
+            | u128::from(self.seq);
+        self.heap.push(Reverse(Key { order, slot }));
+    }
+
+    /// Give the pending events consecutive sequence numbers from 1, keeping their order.
+    #[cold]
+    fn renumber(&mut self) {
+        let mut keys: Vec<Key> = std::mem::take(&mut self.heap).into_iter().map(|r| r.0).collect();
+        keys.sort_unstable();
+        for (i, k) in keys.iter_mut().enumerate() {
+            k.order = (k.order & !SEQ_MASK) | (i as u128 + 1);
+        }
+        self.seq = keys.len() as u64;
+        self.heap = keys.into_iter().map(Reverse).collect();
     }
 
     /// The time of the next event, if any.
     #[inline]
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|Reverse(k)| k.time)
+        self.heap.peek().map(|Reverse(k)| k.time())
     }
 
     /// Remove and return the next event.
@@ -81,7 +116,7 @@ impl<E> EventQueue<E> {
             self.free.push(k.slot);
             if let Some(ev) = ev {
                 self.popped += 1;
-                return Some((k.time, ev));
+                return Some((k.time(), ev));
             }
         }
     }
@@ -118,6 +153,19 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
         assert_eq!(order, vec!["a", "b", "c", "d", "e"]);
         assert_eq!(q.executed(), 5);
+    }
+
+    #[test]
+    fn renumbering_keeps_the_order() {
+        let mut q = EventQueue::new();
+        q.seq = SEQ_MASK as u64 - 2;
+        for i in 0..6u64 {
+            q.schedule(Time::from_nanos(7), 0, i);
+        }
+        q.schedule(Time::from_nanos(3), 0, 99);
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
+        assert_eq!(order, vec![99, 0, 1, 2, 3, 4, 5]);
+        assert!(q.seq < 10, "renumbered: {}", q.seq);
     }
 
     proptest! {

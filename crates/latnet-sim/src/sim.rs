@@ -20,7 +20,7 @@
 //! At the end of the run, packets still queued or on a link are counted as `end-of-run`, so
 //! every packet sent is accounted for: `sent = received + dropped (all reasons)`.
 
-use crate::engine::EventQueue;
+use crate::engine::{EventQueue, MAX_TIE};
 use crate::hdr;
 use crate::net::{Topology, NO_PORT};
 use crate::results::{
@@ -35,7 +35,7 @@ use latnet_dataplane::{AnyQueue, DropCounters, DropReason, Meta, Packet, Queue, 
 use latnet_units::{Duration, Time};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 /// Progress report passed to the callback of [`Simulator::run_with_progress`].
@@ -184,7 +184,7 @@ impl Simulator {
             .enumerate()
             .filter(|(_, n)| n.kind == NodeKind::Host)
             .map(|(i, n)| (IpAddr::V4(n.address), i))
-            .collect();
+            .collect::<HashMap<_, _>>();
         let end = Time::from_duration(sc.sim.duration + sc.sim.drain);
         let log = sc.output.packets.then(PacketLog::default);
         let node_drops = vec![DropCounters::default(); sc.nodes.len()];
@@ -262,8 +262,8 @@ impl Simulator {
     fn tie(&self, flow: u32) -> u32 {
         match self.sc.sim.tie_break {
             TieBreak::Fifo => 0,
-            TieBreak::FlowAsc => flow,
-            TieBreak::FlowDesc => u32::MAX - flow,
+            TieBreak::FlowAsc => flow.min(MAX_TIE),
+            TieBreak::FlowDesc => MAX_TIE.saturating_sub(flow),
         }
     }
 

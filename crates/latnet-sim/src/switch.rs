@@ -18,7 +18,7 @@ use crate::net::{Topology, NO_PORT};
 use latnet_dataplane::packet::priority_from_dscp;
 use latnet_dataplane::{DropReason, Packet};
 use latnet_units::Time;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 /// The switch's view of the network when it forwards.
