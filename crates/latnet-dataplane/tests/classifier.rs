@@ -442,3 +442,172 @@ fn differential_1m() {
         seed += 1;
     }
 }
+
+fn scenario_spec(name: &str) -> latnet_dataplane::classifier::workload::WorkloadSpec {
+    let path = format!("{}/../../experiments/ffp/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    toml::from_str(&text).unwrap()
+}
+
+/// The seed's three scenarios: the generators produce both kinds of flows, the composite
+/// pipeline agrees with the plain one on a mix, and the JSON text form of the rule set builds
+/// the same pipeline.
+#[test]
+fn seed_scenarios_run_and_agree() {
+    use latnet_dataplane::classifier::{text, workload, Pipeline};
+    for name in ["acl", "seadp", "wsm"] {
+        let mut spec = scenario_spec(name);
+        spec.flows = 64;
+        let w = workload::build(&spec);
+        assert_eq!(w.ll_flows.len(), 64, "{name}: low-latency flows");
+        assert_eq!(w.normal_flows.len(), 64, "{name}: normal flows");
+        let mut plain = w.classifier(Algo::Pof, None);
+        let mut comp = w.classifier(Algo::Pof, Some(FfpConfig::default()));
+        let mut strong = w.classifier(Algo::Strong, Some(FfpConfig::default()));
+        // the JSON text form, re-parsed
+        let mut from_text = Pipeline::new(Algo::Strong, 9);
+        for (i, line) in w.to_json_lines().lines().enumerate() {
+            let specs: Vec<TableSpec> = from_text.tables().map(|t| t.spec().clone()).collect();
+            let m = text::parse_json(line, &specs)
+                .unwrap_or_else(|e| panic!("{name} line {i}: {e}: {line}"));
+            from_text.apply(Time::ZERO, &m).unwrap_or_else(|e| panic!("{name} line {i}: {e}"));
+        }
+        let seq = workload::mix(&w, 5_000, 500, 1);
+        let mut ll = 0;
+        for (k, f) in w.frames(&seq, 128).into_iter().enumerate() {
+            let (mut a, mut b, mut c, mut d) = (f.clone(), f.clone(), f.clone(), f.clone());
+            let x = plain.process(Time::ZERO, &mut a, 1, 128);
+            assert_eq!(x, comp.process(Time::ZERO, &mut b, 1, 128), "{name} packet {k}");
+            assert_eq!(x, strong.process(Time::ZERO, &mut c, 1, 128), "{name} packet {k}");
+            assert_eq!(x, from_text.process(Time::ZERO, &mut d, 1, 128), "{name} packet {k}");
+            assert_eq!(x.low_latency, seq[k].0, "{name} packet {k}: flow kind");
+            ll += usize::from(x.low_latency);
+        }
+        assert!(ll > 2000 && ll < 3000, "{name}: {ll} low-latency packets of 5000");
+        let Classifier::Composite(cp) = &comp else { unreachable!() };
+        let hits: u64 = cp.lut_stats().iter().map(|l| l.hits).sum();
+        assert!(hits > 2000, "{name}: the fast path served {hits} lookups");
+    }
+}
+
+/// Malformed flow-mods are refused with a message that says what is wrong.
+#[test]
+fn malformed_flow_mods_are_refused_clearly() {
+    use latnet_dataplane::classifier::{text, Pipeline};
+    let mut p = Pipeline::new(Algo::Strong, 1);
+    let add = r#"{"table_add": {"id": 0, "name": "eth", "kind": "mask", "fields": ["eth.dst", "eth.type"], "size": 4}}"#;
+    let m = text::parse_json(add, &[]).unwrap();
+    p.apply(Time::ZERO, &m).unwrap();
+    let specs: Vec<TableSpec> = p.tables().map(|t| t.spec().clone()).collect();
+    let cases = [
+        ("{", "JSON"),
+        (r#"{"flow_mod": {"table": "nope", "id": 1}}"#, "unknown table \"nope\""),
+        (
+            r#"{"flow_mod": {"table": "eth", "id": 1, "match": {"ip.src": "1"}}}"#,
+            "has no field \"ip.src\"",
+        ),
+        (
+            r#"{"flow_mod": {"table": "eth", "id": 1, "match": {"eth.type": "0x1ffff"}}}"#,
+            "does not fit in 16 bits",
+        ),
+        (r#"{"flow_mod": {"table": "eth", "id": 1, "match": {"eth.dst": "10.0.0.1"}}}"#, "IPv4"),
+        (
+            r#"{"flow_mod": {"table": "eth", "id": 1, "actions": ["fly 3"]}}"#,
+            "unknown action \"fly 3\"",
+        ),
+        (r#"{"flow_mod": {"table": "eth", "id": 1, "actions": ["output"]}}"#, "missing a port"),
+        (
+            r#"{"flow_mod": {"table": "eth", "id": 1, "actions": ["set_queue 9"]}}"#,
+            "queue must be 0..=7",
+        ),
+        (r#"{"flow_mod": {"table": "eth", "id": 1, "color": "red"}}"#, "unknown field `color`"),
+        (
+            r#"{"table_add": {"id": 1, "kind": "lpm", "fields": ["eth.nope"], "size": 4}}"#,
+            "unknown field \"eth.nope\"",
+        ),
+    ];
+    for (text_in, want) in cases {
+        let e = text::parse_json(text_in, &specs).unwrap_err().to_string();
+        assert!(e.contains(want), "{text_in}: error {e:?} does not say {want:?}");
+    }
+    // typed errors from the pipeline: goto backwards, duplicate id, missing entry
+    let goto0 = text::parse_json(
+        r#"{"flow_mod": {"table": "eth", "id": 1, "actions": ["goto 0"]}}"#,
+        &specs,
+    )
+    .unwrap();
+    assert_eq!(
+        p.apply(Time::ZERO, &goto0).unwrap_err().to_string(),
+        "table 0: goto 0 must point to a later table"
+    );
+    let ok = text::parse_json(
+        r#"{"flow_mod": {"table": "eth", "id": 1, "actions": ["output 1"]}}"#,
+        &specs,
+    )
+    .unwrap();
+    p.apply(Time::ZERO, &ok).unwrap();
+    assert!(p.apply(Time::ZERO, &ok).unwrap_err().to_string().contains("already exists"));
+    let del =
+        text::parse_json(r#"{"flow_mod": {"command": "delete", "table": "eth", "id": 7}}"#, &specs)
+            .unwrap();
+    assert_eq!(p.apply(Time::ZERO, &del).unwrap_err().to_string(), "table 0: no entry 7");
+}
+
+/// Hostile traffic cannot grow a LUT beyond its capacity.
+#[test]
+fn luts_stay_bounded_under_random_keys() {
+    use latnet_dataplane::classifier::workload;
+    let mut spec = scenario_spec("acl");
+    spec.flows = 8;
+    let w = workload::build(&spec);
+    let cfg = FfpConfig { lut_capacity: 256, max_extra_rules: 64 };
+    let mut c = w.classifier(Algo::Strong, Some(cfg));
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for _ in 0..20_000 {
+        let mut f = workload::frame(&w.ll_flows[rng.gen_range(0..w.ll_flows.len())], 64);
+        // randomise the source address and ports: every packet a new LUT key
+        for b in &mut f[30..38] {
+            *b = rng.gen();
+        }
+        f[54] = rng.gen();
+        c.process(Time::ZERO, &mut f, 1, 64);
+    }
+    let Classifier::Composite(cp) = &c else { unreachable!() };
+    for l in cp.lut_stats() {
+        assert!(l.records <= l.capacity && l.capacity == 256, "{l:?}");
+    }
+    assert!(cp.lut_stats().iter().any(|l| l.evictions > 0));
+}
+
+/// Low-latency learning marks permanent, frequently hit entries (Section 4.1).
+#[test]
+fn learning_marks_long_lived_busy_entries() {
+    use latnet_dataplane::classifier::text;
+    let mut p = Classifier::new(Algo::Pof, Some(FfpConfig::default()), 3);
+    let msgs = [
+        r#"{"table_add": {"id": 0, "name": "t", "kind": "mask", "fields": ["eth.type"], "size": 8}}"#,
+        r#"{"flow_mod": {"table": "t", "id": 1, "priority": 1, "match": {"eth.type": "0x86dd"}, "actions": ["output 1"]}}"#,
+        r#"{"flow_mod": {"table": "t", "id": 2, "priority": 1, "match": {"eth.type": "0x0800"}, "actions": ["output 2"], "idle_timeout": "1us"}}"#,
+    ];
+    let mut specs: Vec<TableSpec> = Vec::new();
+    for m in msgs {
+        let c = text::parse_json(m, &specs).unwrap();
+        if let Control::Table(TableMod::Add(s)) = &c {
+            specs.push(s.clone());
+        }
+        p.apply(Time::ZERO, &c).unwrap();
+    }
+    let mut v6 = vec![0u8; 20];
+    v6[12] = 0x86;
+    v6[13] = 0xdd;
+    let mut v4 = vec![0u8; 20];
+    v4[12] = 0x08;
+    for _ in 0..5 {
+        assert!(!p.process(Time::ZERO, &mut v6.clone(), 0, 64).low_latency);
+        p.process(Time::ZERO, &mut v4.clone(), 0, 64);
+    }
+    let policy = LearnPolicy { min_packets: 5, min_idle: Duration::from_secs(1) };
+    assert_eq!(p.learn(&policy), 1, "only the permanent entry is long-lived");
+    assert!(p.process(Time::ZERO, &mut v6.clone(), 0, 64).low_latency);
+    assert!(!p.process(Time::ZERO, &mut v4.clone(), 0, 64).low_latency);
+}

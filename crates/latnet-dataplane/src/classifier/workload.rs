@@ -572,3 +572,130 @@ pub fn mix(w: &Workload, n: usize, ll_permille: u32, seed: u64) -> Vec<(bool, us
         })
         .collect()
 }
+
+impl Workload {
+    /// A classifier with this workload's tables and rules installed.
+    pub fn classifier(&self, algo: Algo, ffp: Option<super::ffp::FfpConfig>) -> super::Classifier {
+        let mut c = super::Classifier::new(algo, ffp, self.spec.seed);
+        for m in &self.messages {
+            // the same messages were accepted by a plain pipeline in `build`
+            if let Err(e) = c.apply(Time::ZERO, m) {
+                panic!("workload {}: message refused: {e}", self.spec.scenario.as_str());
+            }
+        }
+        c
+    }
+
+    /// Frames of `size` bytes for a packet sequence from [`mix`].
+    pub fn frames(&self, seq: &[(bool, usize)], size: usize) -> Vec<Vec<u8>> {
+        seq.iter()
+            .map(|&(ll, i)| frame(if ll { &self.ll_flows[i] } else { &self.normal_flows[i] }, size))
+            .collect()
+    }
+
+    /// The rule set as JSON control messages, one per line (the text form of
+    /// [`super::text`]).
+    pub fn to_json_lines(&self) -> String {
+        let mut out = String::new();
+        let mut specs: Vec<TableSpec> = Vec::new();
+        for m in &self.messages {
+            let line = match m {
+                Control::Table(TableMod::Add(t)) => {
+                    specs.push(t.clone());
+                    let fields: Vec<serde_json::Value> = t
+                        .fields
+                        .iter()
+                        .zip(&t.names)
+                        .map(|(f, n)| {
+                            serde_json::json!({"name": n, "offset": f.offset, "length": f.length,
+                                               "meta": f.space == super::field::Space::Meta})
+                        })
+                        .collect();
+                    serde_json::json!({"table_add": {"id": t.id, "name": t.name,
+                        "kind": t.kind.as_str(), "fields": fields, "size": t.max_entries}})
+                }
+                Control::Flow(fm) => {
+                    let Some(spec) = specs.iter().find(|s| s.id == fm.table) else { continue };
+                    serde_json::json!({"flow_mod": rule_json(spec, &specs, fm)})
+                }
+                _ => continue,
+            };
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn hex_bits(k: &Key, pos: usize, bits: usize) -> String {
+    let mut s = String::from("0x");
+    let mut done = 0;
+    // whole nibbles, left-padded: the value is right-aligned in `bits`
+    let pad = (4 - bits % 4) % 4;
+    let mut v = Key::ZERO;
+    while done < bits {
+        let n = (bits - done).min(64);
+        v.put_bits(pad + done, n, k.get_bits(pos + done, n));
+        done += n;
+    }
+    for i in 0..(bits + pad) / 4 {
+        s.push(char::from_digit(v.get_bits(i * 4, 4) as u32, 16).unwrap_or('0'));
+    }
+    s
+}
+
+fn action_text(i: &Instruction, specs: &[TableSpec]) -> String {
+    let tname = |t: u8| specs.iter().find(|s| s.id == t).map_or(t.to_string(), |s| s.name.clone());
+    match i {
+        Instruction::GotoTable(t) => format!("goto {}", tname(*t)),
+        Instruction::GotoDirect { table, index } => {
+            format!("goto_direct {} {index}", tname(*table))
+        }
+        Instruction::SetField { field, value } => format!(
+            "set_field {}{}:{} {}",
+            if field.space == super::field::Space::Meta { "meta:" } else { "" },
+            field.offset,
+            field.length,
+            hex_bits(value, 0, usize::from(field.length))
+        ),
+        Instruction::SetQueue(q) => format!("set_queue {q}"),
+        Instruction::PushTag { tpid, tci } => format!("push_tag {tpid} {tci}"),
+        Instruction::PopTag => "pop_tag".into(),
+        Instruction::Output(p) => format!("output {p}"),
+        Instruction::Drop => "drop".into(),
+    }
+}
+
+fn rule_json(spec: &TableSpec, specs: &[TableSpec], fm: &FlowMod) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    let mut pos = 0;
+    match fm.matcher {
+        Match::Index => {}
+        Match::Prefix { value, len } => {
+            let name = spec.names.first().cloned().unwrap_or_else(|| "key".into());
+            m.insert(name, format!("{}/{len}", hex_bits(&value, 0, spec.width())).into());
+        }
+        Match::Exact(value) => {
+            for (f, n) in spec.fields.iter().zip(&spec.names) {
+                let b = usize::from(f.length);
+                m.insert(n.clone(), hex_bits(&value, pos, b).into());
+                pos += b;
+            }
+        }
+        Match::Masked { value, mask } => {
+            for (f, n) in spec.fields.iter().zip(&spec.names) {
+                let b = usize::from(f.length);
+                let mk = hex_bits(&mask, pos, b);
+                if mk.trim_start_matches("0x").chars().any(|c| c != '0') {
+                    m.insert(n.clone(), format!("{}&{mk}", hex_bits(&value, pos, b)).into());
+                }
+                pos += b;
+            }
+        }
+    }
+    serde_json::json!({
+        "table": spec.name, "id": fm.id, "priority": fm.priority, "low_latency": fm.low_latency,
+        "match": m,
+        "actions": fm.instructions.iter().map(|i| action_text(i, specs)).collect::<Vec<_>>(),
+    })
+}
