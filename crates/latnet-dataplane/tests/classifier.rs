@@ -267,6 +267,7 @@ fn run_case(seed: u64, packets: usize) -> usize {
     let cfg = FfpConfig {
         lut_capacity: [4, 16, 64, 1024][c.rng.gen_range(0..4)],
         max_extra_rules: [1, 3, 64][c.rng.gen_range(0..3)],
+        fast_keys: c.rng.gen_bool(0.5),
     };
     let mut cls = [
         Classifier::new(Algo::Pof, None, seed),
@@ -374,8 +375,11 @@ fn track(c: &mut Case, m: &Control) {
 /// The fast path must actually be used, or the differential test proves little.
 fn ffp_activity(seed: u64) -> (u64, u64, u64) {
     let mut c = Case::new(seed);
-    let mut x =
-        Classifier::new(Algo::Pof, Some(FfpConfig { lut_capacity: 64, max_extra_rules: 8 }), seed);
+    let mut x = Classifier::new(
+        Algo::Pof,
+        Some(FfpConfig { lut_capacity: 64, max_extra_rules: 8, fast_keys: true }),
+        seed,
+    );
     for m in c.gen_tables() {
         x.apply(Time::ZERO, &m).unwrap();
     }
@@ -560,7 +564,7 @@ fn luts_stay_bounded_under_random_keys() {
     let mut spec = scenario_spec("acl");
     spec.flows = 8;
     let w = workload::build(&spec);
-    let cfg = FfpConfig { lut_capacity: 256, max_extra_rules: 64 };
+    let cfg = FfpConfig { lut_capacity: 256, max_extra_rules: 64, fast_keys: false };
     let mut c = w.classifier(Algo::Strong, Some(cfg));
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for _ in 0..20_000 {

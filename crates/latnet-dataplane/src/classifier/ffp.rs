@@ -52,11 +52,15 @@ pub struct FfpConfig {
     pub lut_capacity: usize,
     /// An entry whose extra-rule list grows beyond this many rules has its records reset.
     pub max_extra_rules: usize,
+    /// The fast path assembles its keys word-wise, whatever the pipeline does (the key is the
+    /// same, and a miss hands it to the pipeline, which does not extract it again). `false`
+    /// makes it use the pipeline's own key assembly (bit by bit for the POF baseline).
+    pub fast_keys: bool,
 }
 
 impl Default for FfpConfig {
     fn default() -> Self {
-        FfpConfig { lut_capacity: 16_384, max_extra_rules: 64 }
+        FfpConfig { lut_capacity: 16_384, max_extra_rules: 64, fast_keys: true }
     }
 }
 
@@ -477,10 +481,19 @@ impl Composite {
                         st.fail = Some(DropCause::NoTable);
                         break;
                     };
-                    let key = tab.extract(&frame);
                     let hit = match self.ffp[usize::from(t)].as_mut() {
-                        Some(f) if !st.normal => f.resolve(tab, &key),
-                        _ => tab.lookup(&key),
+                        Some(f) if !st.normal => {
+                            let key = if self.cfg.fast_keys {
+                                tab.extract_as(&frame, Algo::Strong)
+                            } else {
+                                tab.extract(&frame)
+                            };
+                            f.resolve(tab, &key)
+                        }
+                        _ => {
+                            let key = tab.extract(&frame);
+                            tab.lookup(&key)
+                        }
                     };
                     (t, hit)
                 }

@@ -329,9 +329,16 @@ impl Table {
         self.by_id.is_empty()
     }
 
-    /// Assemble this table's key from the frame.
+    /// Assemble this table's key from the frame, the pipeline's way.
     #[inline]
     pub fn extract(&self, frame: &Frame<'_>) -> Key {
+        self.extract_as(frame, self.algo)
+    }
+
+    /// Assemble this table's key bit by bit ([`Algo::Pof`]) or word-wise ([`Algo::Strong`]);
+    /// both give the same key.
+    #[inline]
+    pub fn extract_as(&self, frame: &Frame<'_>, how: Algo) -> Key {
         let mut k = Key::ZERO;
         for &(f, pos) in &self.layout {
             let src: &[u8] = match f.space {
@@ -339,7 +346,7 @@ impl Table {
                 Space::Meta => &frame.meta,
             };
             let (off, len) = (usize::from(f.offset), usize::from(f.length));
-            match self.algo {
+            match how {
                 Algo::Pof => extract_bitwise(src, off, len, &mut k, pos),
                 Algo::Strong => extract_fast(src, off, len, &mut k, pos),
             }
