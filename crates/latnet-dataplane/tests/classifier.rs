@@ -615,3 +615,29 @@ fn learning_marks_long_lived_busy_entries() {
     assert!(p.process(Time::ZERO, &mut v6.clone(), 0, 64).low_latency);
     assert!(!p.process(Time::ZERO, &mut v4.clone(), 0, 64).low_latency);
 }
+
+mod never_panics {
+    use latnet_dataplane::classifier::text;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parse_json_never_panics(s in ".{0,200}") {
+            let _ = text::parse_json(&s, &[]);
+        }
+
+        #[test]
+        fn flow_mod_fields_never_panic(
+            table in "[a-z0-9]{0,4}", id in any::<u32>(), prio in any::<u16>(),
+            v in "[0-9a-fx:./&*]{0,40}", act in "[a-z_ 0-9]{0,20}",
+        ) {
+            let specs = vec![];
+            let j = serde_json::json!({"flow_mod": {"table": table, "id": id, "priority": prio,
+                "match": {"eth.type": v}, "actions": [act]}});
+            let _ = text::parse_json(&j.to_string(), &specs);
+            let t = serde_json::json!({"table_add": {"id": 0, "kind": "mask",
+                "fields": [{"offset": prio, "length": id % 1000}], "size": id, "miss": [act]}});
+            let _ = text::parse_json(&t.to_string(), &specs);
+        }
+    }
+}
