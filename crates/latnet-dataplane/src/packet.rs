@@ -66,6 +66,9 @@ pub struct Meta {
     /// A queue that honours it drops the packet at dequeue once `now` is past this instant
     /// (`deadline-expired`); `None` = never.
     pub expires: Option<Time>,
+    /// LBF: after this instant the packet can no longer meet its upper bound (used to mark it
+    /// late when it starts transmission); `None` = no upper bound.
+    pub late_at: Option<Time>,
 }
 
 impl Packet {
