@@ -710,7 +710,9 @@ impl LbfState {
             notes.extend(s.notifications.iter().cloned());
             total += s.notified;
         }
-        notes.sort_by(|a, b| (a.time_ns, &a.node, &a.flow, a.seq).cmp(&(b.time_ns, &b.node, &b.flow, b.seq)));
+        notes.sort_by(|a, b| {
+            (a.time_ns, &a.node, &a.flow, a.seq).cmp(&(b.time_ns, &b.node, &b.flow, b.seq))
+        });
         notes.truncate(MAX_NOTIFICATIONS);
         LbfResults {
             latency_convention: self.net.convention.as_str().to_owned(),
@@ -758,6 +760,9 @@ mod tests {
 
     #[test]
     fn ipv6_embeds_the_ipv4_address() {
-        assert_eq!(ipv6_of(Ipv4Addr::new(10, 0, 0, 6)), "2001:db8::a00:6".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(
+            ipv6_of(Ipv4Addr::new(10, 0, 0, 6)),
+            "2001:db8::a00:6".parse::<Ipv6Addr>().unwrap()
+        );
     }
 }

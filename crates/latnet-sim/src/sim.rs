@@ -161,8 +161,10 @@ impl Simulator {
                 let dscp = dscp_from_priority(f.priority);
                 let (sp, dp, size) = (f.src_port, f.dst_port, f.size as usize);
                 match &f.slo {
-                    Some(slo) => crate::lbf::template(f.src, f.dst, src, dst, dscp, sp, dp, size, slo)
-                        .map(|(t, o)| (t, Some(o))),
+                    Some(slo) => {
+                        crate::lbf::template(f.src, f.dst, src, dst, dscp, sp, dp, size, slo)
+                            .map(|(t, o)| (t, Some(o)))
+                    }
                     None => hdr::udp_template(f.src, f.dst, src, dst, dscp, sp, dp, size)
                         .map(|t| (t, None)),
                 }

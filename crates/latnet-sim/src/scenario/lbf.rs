@@ -298,16 +298,21 @@ pub(crate) fn validate(
         out.push(Some(s));
     }
     let lookup = |s: &Spanned<String>, key: String| -> Result<usize, ScenarioError> {
-        index.get(s.get_ref().trim()).copied().ok_or_else(|| {
-            cx.at(Some(s.span()), key, format!("unknown node {:?}", s.get_ref()))
-        })
+        index
+            .get(s.get_ref().trim())
+            .copied()
+            .ok_or_else(|| cx.at(Some(s.span()), key, format!("unknown node {:?}", s.get_ref())))
     };
     let mut fib = Vec::with_capacity(r.fib.len());
     for (i, f) in r.fib.iter().enumerate() {
         let node = lookup(&f.node, format!("lbf.fib[{i}].node"))?;
         let dst = lookup(&f.dst, format!("lbf.fib[{i}].dst"))?;
         if nodes[node].kind != NodeKind::Switch {
-            return Err(cx.at(Some(f.node.span()), format!("lbf.fib[{i}].node"), "expected a switch"));
+            return Err(cx.at(
+                Some(f.node.span()),
+                format!("lbf.fib[{i}].node"),
+                "expected a switch",
+            ));
         }
         if nodes[dst].kind != NodeKind::Host {
             return Err(cx.at(Some(f.dst.span()), format!("lbf.fib[{i}].dst"), "expected a host"));
