@@ -203,7 +203,7 @@ fn a_tight_upper_bound_drops_early_or_marks_late() {
     let drop = run_text(&short(&experiment("upper-drop.toml")));
     let f = &drop.flows[0];
     let lat = f.latency_ns.as_ref().unwrap();
-    assert!(lat.max <= 800_000, "nothing arrives above the upper bound: {}", lat.max);
+    assert!(lat.max <= 750_000, "nothing arrives above the upper bound: {}", lat.max);
     let l = drop.lbf.as_ref().unwrap();
     let lf = &l.flows[0];
     let early: u64 = lf.early_drops.values().sum();
@@ -351,7 +351,7 @@ fn lbf_runs_are_deterministic_and_labelled() {
     // A run without LBF switches or SLO flows has no lbf section.
     let plain = src
         .replace("[lbf]\nbudget = \"equal\"\nupper = \"mark\"\n", "")
-        .replace("slo = { lower = \"700us\", upper = \"800us\" }", "");
+        .replace("slo = { lower = \"700us\", upper = \"750us\" }", "");
     let p = run_text(&plain);
     assert!(p.lbf.is_none());
     assert!(!p.to_json().contains("\"lbf\""));
