@@ -13,6 +13,8 @@
 //!    (LBF, shapers, dampers) return a future instant and the runner schedules a wake-up.
 //! 3. After any call, [`Queue::poll_drop`] until `None`: packets the queue dropped on its own
 //!    (expired at dequeue, pushed out), each with its reason, so the runner can record them.
+//! 4. At the end of a run, [`Queue::drain`] until `None`: every packet still held, regardless of
+//!    eligible times and expiry (nothing is counted as dropped by the queue).
 //!
 //! Every queue is bounded in packets and bytes ([`QueueLimits`]) and counts what it does in
 //! [`QueueStats`], drops by [`DropReason`].
