@@ -1,0 +1,1 @@
+//! Packet-level cross-check (to come).
