@@ -96,32 +96,6 @@ impl Qjump {
         self.flows.get(&id).map(|(_, p)| p.as_slice())
     }
 
-    fn shortest(&self, src: NodeId, dst: NodeId) -> Option<Vec<PortId>> {
-        let hops = self.topo.hops_to(dst);
-        let mut at = src;
-        let mut path = Vec::new();
-        while at != dst {
-            let p = self
-                .topo
-                .node_ports(at)
-                .iter()
-                .copied()
-                .filter(|&p| {
-                    let peer = self.topo.port(p).peer;
-                    (peer == dst || !self.topo.is_host(peer))
-                        && hops[peer] != u32::MAX
-                        && (at == src || hops[peer] < hops[at])
-                })
-                .min_by_key(|&p| (hops[self.topo.port(p).peer], p))?;
-            path.push(p);
-            at = self.topo.port(p).peer;
-            if path.len() > self.topo.nodes().len() {
-                return None;
-            }
-        }
-        Some(path)
-    }
-
     /// Admit a flow or say why not. Invalid requests are checked as by the Chameleon
     /// controller (hosts, positive parameters).
     pub fn request(&mut self, r: FlowRequest) -> Result<FlowId, Rejection> {
@@ -146,7 +120,7 @@ impl Qjump {
         if r.deadline.is_zero() {
             return Err(Rejection::InvalidDeadline);
         }
-        let Some(path) = self.shortest(r.src, r.dst) else {
+        let Some(path) = self.topo.shortest_path(r.src, r.dst) else {
             return Err(Rejection::Unreachable(s, d));
         };
         if self.flows.len() >= self.cfg.n {

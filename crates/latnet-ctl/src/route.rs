@@ -92,6 +92,8 @@ pub struct HopCheck {
     pub budgets_before: u64,
     /// The port the flow arrived through.
     pub input: Option<PortId>,
+    /// Index of the hop on the path (0 at the source host).
+    pub index: u16,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -99,6 +101,7 @@ struct Label {
     node: NodeId,
     hop: PathHop,
     pred: u32,
+    index: u16,
     delay: u64,
     budgets: u64,
     cost: f64,
@@ -242,9 +245,9 @@ pub fn search(
             return;
         }
         let set = g.queues(port);
-        let (delay0, budgets0, cost0, pred) = match from {
-            Some((i, l)) => (l.delay, l.budgets, l.cost, i),
-            None => (0, 0, 0.0, NONE),
+        let (delay0, budgets0, cost0, pred, index) = match from {
+            Some((i, l)) => (l.delay, l.budgets, l.cost, i, l.index.saturating_add(1)),
+            None => (0, 0, 0.0, NONE, 0),
         };
         let lb = if peer == q.dst { 0 } else { g.lower_bound(sc.hops[peer]) };
         if peer != q.dst && sc.hops[peer] == u32::MAX {
@@ -265,6 +268,7 @@ pub fn search(
                 node: peer,
                 hop: PathHop { port, queue: j as u8 },
                 pred,
+                index,
                 delay,
                 budgets: budgets0 + budget,
                 cost,
@@ -294,8 +298,13 @@ pub fn search(
             let p = sc.labels[l.pred as usize];
             (Some(p.hop.port), p.budgets)
         };
-        let check =
-            HopCheck { port: l.hop.port, queue: l.hop.queue, budgets_before: before, input };
+        let check = HopCheck {
+            port: l.hop.port,
+            queue: l.hop.queue,
+            budgets_before: before,
+            input,
+            index: l.index,
+        };
         if !admit(check) {
             continue;
         }

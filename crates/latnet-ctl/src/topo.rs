@@ -441,6 +441,32 @@ impl Topology {
         dist
     }
 
+    /// A fewest-hops path from host `src` to host `dst` as egress ports, choosing the lowest
+    /// port at every step (deterministic); `None` if there is none.
+    pub fn shortest_path(&self, src: NodeId, dst: NodeId) -> Option<Vec<PortId>> {
+        let hops = self.hops_to(dst);
+        let mut at = src;
+        let mut path = Vec::new();
+        while at != dst {
+            let p = self.node_ports[at]
+                .iter()
+                .copied()
+                .filter(|&p| {
+                    let peer = self.ports[p].peer;
+                    (peer == dst || !self.is_host(peer))
+                        && hops[peer] != u32::MAX
+                        && (at == src || hops[peer] < hops[at])
+                })
+                .min_by_key(|&p| (hops[self.ports[p].peer], p))?;
+            path.push(p);
+            at = self.ports[p].peer;
+            if path.len() > self.nodes.len() {
+                return None;
+            }
+        }
+        Some(path)
+    }
+
     /// The directed ports that lie on at least one shortest (fewest-hops) path from host `src`
     /// to host `dst`, excluding ports that touch a host: the links between the endpoints'
     /// switches that Chameleon's rerouting looks at. In port order.

@@ -15,12 +15,12 @@ fn golden(queues: [TokenBucket; 3]) -> Vec<(f64, f64, bool)> {
     let limits = [1_740u64, 6_600, 11_220]
         .map(|us| QueueLimits { budget: Duration::from_micros(us), buffer: Bytes::new(300_000) });
     let arrivals: Vec<_> =
-        queues.iter().map(|q| ConcaveSum::new([(0, Piece::bucket(*q))]).unwrap()).collect();
+        queues.iter().map(|q| ConcaveSum::new([(0, Piece::bucket(*q))]).expect("sum")).collect();
     check_port(base, &arrivals, &queues, &limits)
-        .unwrap()
+        .expect("check")
         .into_iter()
         .map(|v| {
-            let b = v.bounds.unwrap();
+            let b = v.bounds.expect("bounded");
             (b.delay_ms(), b.backlog_bytes(), v.ok)
         })
         .collect()
