@@ -458,7 +458,9 @@ impl Controller {
                 self.scratch.penalise(p);
             }
             // make-before-break: the old reservation is still held while the new path is sought
-            let found = self.route_with(&old.request, rc.multiplier, &old.hops)?;
+            // (counted twice where old and new paths share a queue, as the paper's controller
+            // does; this is also what forces the candidate off its old queues)
+            let found = self.route(&old.request, rc.multiplier)?;
             self.scratch.clear_penalties(self.topo.ports().len());
             let Some(hops) = found else { continue };
             let same = hops.len() == old.hops.len()
@@ -488,19 +490,6 @@ impl Controller {
 
     /// The path search with the current penalties (multiplier `penalty`, 1 = none).
     fn route(&mut self, r: &FlowRequest, penalty: u64) -> Result<Option<Vec<PathHop>>, Rejection> {
-        self.route_with(r, penalty, &[])
-    }
-
-    /// The path search for a flow that already holds `held` (rerouting, make-before-break): a
-    /// hop identical to the held one at the same position (port, queue, input and bucket) is
-    /// the same traffic already reserved there, so it is not counted twice; every other hop is
-    /// checked with the old reservation still in place.
-    fn route_with(
-        &mut self,
-        r: &FlowRequest,
-        penalty: u64,
-        held: &[Hop],
-    ) -> Result<Option<Vec<PathHop>>, Rejection> {
         let Controller { topo, cfg, ports, scratch, stats, .. } = self;
         let g =
             Graph { topo, switch: &cfg.switch, host: &cfg.host, per_hop: cfg.per_hop.as_nanos() };
@@ -513,15 +502,6 @@ impl Controller {
             let res = model
                 .at_hop(tb, Duration::from_nanos(h.budgets_before), r.deadline)
                 .and_then(|b| {
-                    if let Some(old) = held.get(usize::from(h.index)) {
-                        if old.port == h.port
-                            && old.queue == h.queue
-                            && old.input == h.input
-                            && old.bucket == b
-                        {
-                            return Ok(true);
-                        }
-                    }
                     let (key, rate) = match h.input {
                         Some(i) => (i as u32, u128::from(topo.port(i).rate.bps())),
                         None => (LOCAL, 0),

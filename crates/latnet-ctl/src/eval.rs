@@ -201,7 +201,7 @@ pub struct RunResult {
     pub ended_by: String,
     /// Distinct admitted flows that were rerouted at least once.
     pub reconfigured: u64,
-    /// Reroute operations.
+    /// Reroute operations (including those made for a request that was still refused).
     pub reroutes: u64,
     /// Accepted flows per flow type (Table 1 order).
     pub accepted_by_type: Vec<u64>,
@@ -255,6 +255,7 @@ pub fn run(
     let mut reconfigured = 0;
     if let System::Ctl(c) = &sys {
         reconfigured = c.rerouted_flows() as u64;
+        reroutes = c.stats().reroutes;
         for id in c.rerouted_ids() {
             if let Some(&k) = kinds.get(id as usize) {
                 let cat = FLOW_TYPES[k].category;

@@ -13,7 +13,7 @@
 //! buffer.
 
 use latnet_nc::{
-    nanobits, within, Bounds, ConcaveSum, NcError, Piece, QueueLimits, RateLatency, TokenBucket,
+    within, Bounds, ConcaveSum, NcError, Piece, QueueLimits, RateLatency, TokenBucket,
 };
 
 /// Key of traffic that starts on the port (not shaped).
@@ -226,9 +226,4 @@ impl PortState {
         self.betas = latnet_nc::leftovers(self.base, &aggs)?;
         Ok(())
     }
-}
-
-/// `L_max` in nanobits.
-pub fn l_max_nb(l: latnet_units::Bytes) -> u128 {
-    nanobits(l)
 }

@@ -315,6 +315,7 @@ fn scenario(
                 NodeKind::Switch => SimKind::Switch,
             },
             address: latnet_sim::scenario::default_address(i),
+            pipeline: None,
             forwarding: match n.kind {
                 NodeKind::Host => ForwardingSpec::Fib,
                 NodeKind::Switch => ForwardingSpec::TagStack { base: cfg.tags.base },
@@ -402,6 +403,7 @@ fn scenario(
         nodes,
         links,
         routes: Vec::new(),
+        pipelines: Vec::new(),
         flows: sflows,
         output: OutputSpec { packets: true },
     };

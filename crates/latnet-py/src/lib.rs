@@ -10,6 +10,7 @@
 #![allow(unsafe_code, missing_debug_implementations)]
 
 mod ffp;
+mod chameleon;
 
 use latnet_sim::{Results, Scenario, Simulator};
 use pyo3::create_exception;
@@ -190,5 +191,6 @@ fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     ffp::register(m)?;
+    chameleon::register(m)?;
     Ok(())
 }

@@ -1,0 +1,52 @@
+//! Per-request cost of the controller on a loaded fat-tree: admit a request of scenario 8 and
+//! remove it again (so the state stays the same from one iteration to the next), with 4 queues,
+//! 40 servers per edge switch, least-delay routing, no rerouting. The network is first loaded
+//! with 80 % of the flows a run accepts before its first rejection. The distribution of whole
+//! runs, rerouting included, is measured by `bench/chameleon_runtime.py`.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use latnet_ctl::{Controller, CtlConfig, Topology, Workload};
+use latnet_units::Rate;
+use std::hint::black_box;
+use std::sync::Arc;
+
+fn loaded(k: usize, m: usize) -> (Controller, Vec<latnet_ctl::FlowRequest>) {
+    let topo = Arc::new(Topology::fat_tree(k, m, Rate::from_gbps(1)).expect("fat-tree"));
+    let mut cfg = CtlConfig::chameleon(4).expect("4 queues");
+    cfg.reroute = None;
+    // how many flows a run accepts
+    let mut probe = Controller::new(topo.clone(), cfg.clone()).expect("controller");
+    let mut wl = Workload::new(8, topo.hosts(), 1, 0).expect("workload");
+    while probe.request(wl.next_request().request).is_ok() {}
+    let target = probe.len() * 4 / 5;
+    let mut ctl = Controller::new(topo.clone(), cfg).expect("controller");
+    let mut wl = Workload::new(8, topo.hosts(), 1, 0).expect("workload");
+    while ctl.len() < target {
+        let _ = ctl.request(wl.next_request().request);
+    }
+    let mut fresh = Workload::new(8, topo.hosts(), 1, 99).expect("workload");
+    let reqs = (0..512).map(|_| fresh.next_request().request).collect();
+    (ctl, reqs)
+}
+
+fn admission(c: &mut Criterion) {
+    let mut g = c.benchmark_group("chameleon_request");
+    g.sample_size(30);
+    for k in [4usize, 8, 12] {
+        let (mut ctl, reqs) = loaded(k, 40);
+        let mut i = 0;
+        g.bench_with_input(BenchmarkId::new("k", k), &k, |b, _| {
+            b.iter(|| {
+                let r = reqs[i % reqs.len()];
+                i += 1;
+                if let Ok(a) = ctl.request(black_box(r)) {
+                    ctl.remove(a.id);
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, admission);
+criterion_main!(benches);
