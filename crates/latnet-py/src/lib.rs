@@ -9,8 +9,8 @@
 // PyO3's macros expand to code that trips these workspace lints.
 #![allow(unsafe_code, missing_debug_implementations)]
 
-mod ffp;
 mod chameleon;
+mod ffp;
 
 use latnet_sim::{Results, Scenario, Simulator};
 use pyo3::create_exception;
