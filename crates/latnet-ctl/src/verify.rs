@@ -23,7 +23,7 @@ use crate::topo::{NodeKind, PortId};
 use latnet_dataplane::{QueueLimits, QueueSpec};
 use latnet_sim::scenario::{
     FlowSpec, LatencyConvention, LinkSpec, NodeKind as SimKind, NodeSpec, OutputSpec,
-    RoutingMetric, Scenario, SimConfig,
+    RoutingMetric, Scenario, SimConfig, Switching,
 };
 use latnet_sim::switch::ForwardingSpec;
 use latnet_sim::traffic::TrafficSpec;
@@ -369,6 +369,7 @@ fn scenario(
                 burst: Bytes::new(f.e.request.burst.get().saturating_mul(opts.misbehave.max(1))),
                 peak: None,
             },
+            slo: None,
             tags: f.tags.clone(),
         })
         .collect();
@@ -385,6 +386,7 @@ fn scenario(
             src_port: 40_000u16.wrapping_add(j as u16),
             dst_port: 50_000u16.wrapping_add(j as u16),
             traffic: TrafficSpec::Cbr { rate: *rate },
+            slo: None,
             tags: tags.clone(),
         });
     }
@@ -399,11 +401,13 @@ fn scenario(
             tie_break: TieBreak::Fifo,
             latency: LatencyConvention::Physical,
             routing: RoutingMetric::Hops,
+            switching: Switching::StoreAndForward,
         },
         nodes,
         links,
         routes: Vec::new(),
         pipelines: Vec::new(),
+        lbf: None,
         flows: sflows,
         output: OutputSpec { packets: true },
     };
