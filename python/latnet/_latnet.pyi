@@ -55,6 +55,7 @@ def ffp_churn(
     flows: int | None = None,
 ) -> dict[str, list[float] | int]: ...
 def ffp_rules_json(spec_toml: str) -> str: ...
+
 # ---- Chameleon controller (crates/latnet-py/src/chameleon.rs) ----
 
 def chameleon_eval(
