@@ -55,6 +55,7 @@ fuzz:
 bench: setup
 	$(CARGO) bench --workspace
 	$(PY) bench/ns3_cbr_chain.py
+	$(PY) bench/chameleon_runtime.py
 
 reproduce: setup
 	@for s in lbf l4s ffp pacing chameleon; do \
