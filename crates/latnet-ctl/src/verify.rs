@@ -9,8 +9,9 @@
 //! * Phases: all flows start together ([`Phase::Sync`]); seeded random starts
 //!   ([`Phase::Random`]); or starts chosen so that the first bursts of all flows through the
 //!   most loaded queue reach it at the same instant ([`Phase::Aligned`]).
-//! * Optional best-effort background of full-size frames in an extra lowest-priority class, so
-//!   that non-preemptive blocking happens (needs fewer than 8 queues).
+//! * Optional best-effort background of full-size frames in an extra lowest-priority class (at
+//!   switches and at hosts, below the admitted flows), so that non-preemptive blocking happens
+//!   (needs fewer than 8 queues).
 //!
 //! Measured per packet: the end-to-end latency (creation to last bit received) against the
 //! flow's deadline and guarantee; at each hop the queue's sojourn (enqueue to last bit out)
@@ -323,8 +324,15 @@ fn scenario(
         })
         .collect();
     let queue_of = |node: usize| {
-        if topo.is_host(node) {
+        if topo.is_host(node) && bg.is_empty() {
             QueueSpec::Fifo {
+                limits: QueueLimits { limit_packets: 1_000_000, limit_bytes: cfg.host.buffer },
+            }
+        } else if topo.is_host(node) {
+            // admitted flows in class 0, background below them (as on the switches): the host
+            // model is one guaranteed queue that a lower-priority packet can block once
+            QueueSpec::Priority {
+                classes: 2,
                 limits: QueueLimits { limit_packets: 1_000_000, limit_bytes: cfg.host.buffer },
             }
         } else {

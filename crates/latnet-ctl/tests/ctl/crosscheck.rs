@@ -55,6 +55,25 @@ fn assert_clean(r: &latnet_ctl::verify::CheckResult) {
     }
 }
 
+/// Scenario 1 has many bandwidth-hungry flows (100-200 Mbit/s) that share host uplinks with
+/// the best-effort background: the host must serve them first, as the host model assumes.
+#[test]
+fn admitted_k4_set_with_heavy_flows_and_background_holds() {
+    let topo = fat_tree(4, 2);
+    let mut ctl = controller(&topo, CtlConfig::chameleon(4).unwrap_or_else(|e| panic!("{e}")));
+    let n = fill(&mut ctl, 1, 1);
+    assert!(n > 50, "only {n} flows admitted");
+    let opts = CheckOptions {
+        duration: Duration::from_millis(10),
+        phases: vec![Phase::Sync, Phase::Aligned { rank: 0 }],
+        ..CheckOptions::default()
+    };
+    let r = cross_check(&ctl, &opts).unwrap_or_else(|e| panic!("{e}"));
+    report("k4-s1", &r);
+    assert!(r.background_flows > 0);
+    assert_clean(&r);
+}
+
 #[test]
 fn admitted_k4_set_meets_every_deadline_in_packets() {
     let topo = fat_tree(4, 2);
