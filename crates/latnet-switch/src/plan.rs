@@ -70,6 +70,27 @@ pub struct Plan {
     pub nodes: Vec<PlanNode>,
     /// One entry per link, in scenario order.
     pub links: Vec<PlanLink>,
+    /// Flows, in scenario order.
+    pub flows: Vec<PlanFlow>,
+    /// Sending duration (ns).
+    pub duration_ns: u64,
+    /// Drain time after it (ns).
+    pub drain_ns: u64,
+}
+
+/// A flow (for the launcher of senders and receivers).
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanFlow {
+    /// Name.
+    pub name: String,
+    /// Source host.
+    pub src: String,
+    /// Destination host.
+    pub dst: String,
+    /// Priority.
+    pub priority: u8,
+    /// Frame length.
+    pub size: u32,
 }
 
 /// A node: a namespace.
@@ -210,7 +231,26 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
             delay_ns: l.delay.as_nanos(),
         })
         .collect();
-    Ok(Plan { scenario: sc.name.clone(), gateway: GATEWAY.to_owned(), nodes, links })
+    let flows = sc
+        .flows
+        .iter()
+        .map(|f| PlanFlow {
+            name: f.name.clone(),
+            src: sc.nodes[f.src].name.clone(),
+            dst: sc.nodes[f.dst].name.clone(),
+            priority: f.priority,
+            size: f.size,
+        })
+        .collect();
+    Ok(Plan {
+        scenario: sc.name.clone(),
+        gateway: GATEWAY.to_owned(),
+        nodes,
+        links,
+        flows,
+        duration_ns: sc.sim.duration.as_nanos(),
+        drain_ns: sc.sim.drain.as_nanos(),
+    })
 }
 
 #[cfg(test)]

@@ -66,25 +66,34 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         }
         core.advance(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
         let mut more = false;
-        for (i, s) in socks.iter_mut().enumerate() {
+        for i in 0..socks.len() {
             let mut n = 0;
             while n < RX_BUDGET {
-                let Some(f) = s.next_rx() else { break };
-                let v = f.vnet;
-                let offload = Offload {
-                    partial_csum: (v.flags & VNET_NEEDS_CSUM != 0)
-                        .then_some((v.csum_start, v.csum_offset)),
-                    gso: v.gso_type != VNET_GSO_NONE,
-                    truncated: (f.data.len() as u64) < u64::from(f.wire_len),
+                let offload = {
+                    let Some(f) = socks[i].next_rx() else { break };
+                    let v = f.vnet;
+                    buf.clear();
+                    buf.extend_from_slice(f.data);
+                    Offload {
+                        partial_csum: (v.flags & VNET_NEEDS_CSUM != 0)
+                            .then_some((v.csum_start, v.csum_offset)),
+                        gso: v.gso_type != VNET_GSO_NONE,
+                        truncated: (f.data.len() as u64) < u64::from(f.wire_len),
+                    }
                 };
-                buf.clear();
-                buf.extend_from_slice(f.data);
-                s.release();
-                core.receive(now, i, &buf, offload);
+                socks[i].release();
+                // The frame was in the ring before this reading: stamping it now is never
+                // early. Everything due before it runs first, in emulated-time order.
+                let t_ns = sys::mono_ns().saturating_sub(t0);
+                let t = Time::from_nanos(t_ns);
+                core.advance(t, &mut |j, f, d| emit(&mut socks, &mut rc, t_ns, j, f, d));
+                core.receive(t, i, &buf, offload);
                 n += 1;
             }
             more |= n == RX_BUDGET;
         }
+        let now_ns = sys::mono_ns().saturating_sub(t0);
+        let now = Time::from_nanos(now_ns);
         core.advance(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
         for s in socks.iter_mut() {
             rc.tx_refused += s.flush() as u64;
