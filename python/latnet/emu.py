@@ -39,15 +39,67 @@ class EmuResults:
         return f"<latnet.EmuResults {s['scenario']!r} flows={len(s['flows'])}>"
 
 
+def start_flows(tb: Testbed, t0: int, until: int) -> list[tuple[str, subprocess.Popen]]:
+    """Start a receiver on every destination host (until ``until``, CLOCK_MONOTONIC ns) and a
+    sender per flow whose time zero is ``t0``."""
+    seed_args = ["--seed", str(tb.seed)] if tb.seed is not None else []
+    procs: list[tuple[str, subprocess.Popen]] = []
+    scenario = str(tb.scenario)
+    for host in sorted({f["dst"] for f in tb.plan["flows"]}):
+        argv = [*tb.rt(), tb.binary, "recv", "--scenario", scenario, "--host", host]
+        argv += ["--until", str(until), "--dir", str(tb.run_dir)]
+        argv += ["--out", str(tb.run_dir / f"recv-{host}.json")]
+        procs.append((f"receiver on {host}", tb.popen(host, argv, stderr=subprocess.PIPE)))
+    for f in tb.plan["flows"]:
+        argv = [*tb.rt(), tb.binary, "send", "--scenario", scenario, "--flow", f["name"]]
+        argv += ["--t0", str(t0), "--out", str(tb.run_dir / f"send-{f['name']}.json")]
+        argv += seed_args
+        sender = tb.popen(f["src"], argv, stderr=subprocess.PIPE)
+        procs.append((f"sender of {f['name']}", sender))
+    return procs
+
+
+def wait_all(procs: list[tuple[str, subprocess.Popen]], timeout: float) -> None:
+    """Wait for processes started by :func:`start_flows`; raise if one failed."""
+    deadline = time.monotonic() + timeout
+    for what, p in procs:
+        try:
+            _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise LatnetError(f"{what} did not finish") from None
+        if p.returncode != 0:
+            msg = (err or b"").decode(errors="replace").strip()
+            raise LatnetError(f"{what} failed (status {p.returncode}): {msg}")
+
+
+def collect(tb: Testbed, out: Path, end_ns: int) -> EmuResults:
+    """Stop the switches and write results.json / flows.csv of the run into ``out``."""
+    tb.stop_switches()
+    seed_args = ["--seed", str(tb.seed)] if tb.seed is not None else []
+    p = subprocess.run(
+        [tb.binary, "results", "--scenario", str(tb.scenario), "--dir", str(tb.run_dir)]
+        + ["--end-ns", str(end_ns), "--out", str(out), *seed_args],
+        capture_output=True,
+        text=True,
+    )
+    if p.returncode != 0:
+        raise LatnetError(f"collecting results failed: {p.stderr.strip()}")
+    return EmuResults(out)
+
+
+def now_ns() -> int:
+    """CLOCK_MONOTONIC (shared by every namespace of the machine)."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
 def run_emu(
     scenario: str | os.PathLike[str],
     out: str | os.PathLike[str],
     seed: int | None = None,
     offloads: str = "off",
-    keep_run_dir: bool = True,
 ) -> EmuResults:
     """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``)."""
-    scenario = Path(scenario).resolve()
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -55,40 +107,9 @@ def run_emu(
         if old.is_file():
             old.unlink()
     tb = Testbed(scenario, run_dir=run_dir, offloads=offloads, seed=seed)
-    flows = tb.plan["flows"]
-    duration_ns, drain_ns = tb.plan["duration_ns"], tb.plan["drain_ns"]
-    seed_args = ["--seed", str(seed)] if seed is not None else []
+    length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
     with tb:
-        t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + START_MARGIN_NS
-        until = t0 + duration_ns + drain_ns
-        procs: list[tuple[str, subprocess.Popen]] = []
-        for host in sorted({f["dst"] for f in flows}):
-            argv = [*tb.rt(), tb.binary, "recv", "--scenario", str(scenario), "--host", host]
-            argv += ["--until", str(until), "--dir", str(run_dir)]
-            argv += ["--out", str(run_dir / f"recv-{host}.json")]
-            procs.append((f"receiver on {host}", tb.popen(host, argv, stderr=subprocess.PIPE)))
-        for f in flows:
-            argv = [*tb.rt(), tb.binary, "send", "--scenario", str(scenario), "--flow", f["name"]]
-            argv += ["--t0", str(t0), "--out", str(run_dir / f"send-{f['name']}.json")]
-            argv += seed_args
-            sender = tb.popen(f["src"], argv, stderr=subprocess.PIPE)
-            procs.append((f"sender of {f['name']}", sender))
-        budget = (until - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9 + 30
-        for what, p in procs:
-            try:
-                _, err = p.communicate(timeout=max(1.0, budget))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                raise LatnetError(f"{what} did not finish") from None
-            if p.returncode != 0:
-                raise LatnetError(f"{what} failed: {err.decode(errors='replace').strip()}")
-        tb.stop_switches()
-        p = subprocess.run(
-            [tb.binary, "results", "--scenario", str(scenario), "--dir", str(run_dir)]
-            + ["--end-ns", str(duration_ns + drain_ns), "--out", str(out), *seed_args],
-            capture_output=True,
-            text=True,
-        )
-        if p.returncode != 0:
-            raise LatnetError(f"collecting results failed: {p.stderr.strip()}")
-    return EmuResults(out)
+        t0 = now_ns() + START_MARGIN_NS
+        procs = start_flows(tb, t0, t0 + length)
+        wait_all(procs, (t0 + length - now_ns()) / 1e9 + 30)
+        return collect(tb, out, length)

@@ -89,6 +89,8 @@ def _pid_alive(pid: int) -> bool:
 class Testbed:
     """One scenario as namespaces, veth links and switch processes."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(
         self,
         scenario: str | os.PathLike[str],
@@ -312,6 +314,17 @@ class Testbed:
                 f"{node}: `{' '.join(argv)}` exited {p.returncode}: {(p.stderr or '')[-1000:]}"
             )
         return p
+
+    def wait_listening(self, node: str, port: int, timeout: float = 10.0) -> None:
+        """Wait until something listens on TCP ``port`` in ``node`` (e.g. ``iperf3 -s``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.run(node, ["ss", "-Hltn", f"sport = :{port}"], check=False).stdout
+            if out.strip():
+                return
+            if time.monotonic() > deadline:
+                raise LatnetError(f"{node}: nothing listens on port {port} after {timeout:g} s")
+            time.sleep(0.02)
 
 
 class _Recorded:
