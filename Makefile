@@ -54,6 +54,7 @@ py-test: build
 
 fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS)
+	$(CARGO) test -p latnet-dataplane --release --test classifier -- --ignored
 
 bench: setup
 	$(CARGO) bench --workspace

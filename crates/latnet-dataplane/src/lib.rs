@@ -8,12 +8,14 @@
 //! | module | what |
 //! |---|---|
 //! | [`packet`] | [`Packet`]: header bytes + virtual payload length + per-run [`Meta`] |
+//! | [`classifier`] | match-action tables (POF-style fields), two pipelines, the Fast-Forwarding Path |
 //! | [`drop`] | [`DropReason`] and [`DropCounters`] (fixed array indexed by reason) |
 //! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`AnyQueue`], [`QueueSpec`] |
 //!
 //! Priorities: 0 is the highest, 7 is best effort; on the wire priority `p` is DSCP `CS(7-p)`
 //! (see [`packet::priority_from_dscp`]).
 
+pub mod classifier;
 pub mod drop;
 pub mod packet;
 pub mod queue;

@@ -23,12 +23,14 @@
 //! | [`traffic`] | sources: CBR, on/off bursts, Poisson, token bucket |
 //! | [`sim`] | the run loop: hosts, switches, links |
 //! | [`switch`] | forwarding models of switches ([`switch::Forwarder`]) |
+//! | [`pipeline_fwd`] | switches classifying with a match-action pipeline and the FFP |
 //! | [`stats`] | latency summaries (HDR histograms), jitter |
 //! | [`results`] | JSON / CSV results |
 
 pub mod engine;
 mod hdr;
 pub mod net;
+pub mod pipeline_fwd;
 pub mod results;
 pub mod scenario;
 pub mod sim;

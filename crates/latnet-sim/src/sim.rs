@@ -191,7 +191,14 @@ impl Simulator {
         let forwarders = sc
             .nodes
             .iter()
-            .map(|n| (n.kind == NodeKind::Switch).then(Forwarder::default))
+            .map(|n| {
+                (n.kind == NodeKind::Switch).then(|| match n.pipeline {
+                    Some(p) => Forwarder::Pipeline(Box::new(
+                        crate::pipeline_fwd::PipelineForwarder::new(&sc.pipelines[p], seed),
+                    )),
+                    None => Forwarder::default(),
+                })
+            })
             .collect();
         let mut sim = Simulator {
             sc,

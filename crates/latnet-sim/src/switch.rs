@@ -9,6 +9,7 @@
 //! | forwarder | scenario | decision |
 //! |---|---|---|
 //! | [`Forwarder::Fib`] | default | destination IP → FIB (shortest paths / `[[routes]]`), TTL − 1, priority from DSCP |
+//! | [`Forwarder::Pipeline`] | `pipeline = "NAME"` | a match-action pipeline, optionally with the Fast-Forwarding Path ([`crate::pipeline_fwd`]) |
 //!
 //! New forwarding models (LBF budgets, match-action pipelines, source routing by tag stacks)
 //! are added as variants here, each in its own module.
@@ -50,6 +51,8 @@ pub enum Forwarder {
     /// Destination-based forwarding on the FIB.
     #[default]
     Fib,
+    /// A match-action pipeline (plain or composite).
+    Pipeline(Box<crate::pipeline_fwd::PipelineForwarder>),
 }
 
 impl Forwarder {
@@ -58,6 +61,7 @@ impl Forwarder {
     pub fn forward(&mut self, cx: &SwitchCtx<'_>, pkt: &mut Packet) -> Forward {
         match self {
             Forwarder::Fib => fib_forward(cx, pkt),
+            Forwarder::Pipeline(p) => p.forward(cx, pkt),
         }
     }
 
@@ -65,7 +69,7 @@ impl Forwarder {
     #[inline]
     pub fn on_transmit(&mut self, _now: Time, _port: usize, _pkt: &mut Packet) {
         match self {
-            Forwarder::Fib => {}
+            Forwarder::Fib | Forwarder::Pipeline(_) => {}
         }
     }
 }

@@ -6,8 +6,10 @@
 //! emulator) builds a network from. The format is documented in `docs/scenario.md`.
 
 mod error;
+mod pipeline;
 
 pub use error::ScenarioError;
+pub use pipeline::PipelineSpec;
 
 use crate::traffic::TrafficSpec;
 use error::ErrCtx;
@@ -119,6 +121,8 @@ pub struct NodeSpec {
     pub kind: NodeKind,
     /// IPv4 address (hosts; switches get one too, unused for forwarding).
     pub address: Ipv4Addr,
+    /// Index into [`Scenario::pipelines`] of a switch that classifies with a pipeline.
+    pub pipeline: Option<usize>,
 }
 
 /// A validated bidirectional link.
@@ -208,6 +212,8 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
     /// Outputs.
     pub output: OutputSpec,
+    /// Match-action pipelines used by switches.
+    pub pipelines: Vec<PipelineSpec>,
 }
 
 // ---------------- raw (as written) ----------------
@@ -230,6 +236,8 @@ struct Raw {
     flows: Vec<RawFlow>,
     #[serde(default)]
     output: OutputSpec,
+    #[serde(default)]
+    pipelines: Vec<pipeline::RawPipeline>,
 }
 
 #[derive(Deserialize)]
@@ -274,6 +282,7 @@ struct RawNode {
     kind: NodeKind,
     address: Option<Spanned<String>>,
     queue: Option<Spanned<QueueSpec>>,
+    pipeline: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -390,6 +399,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         None => QueueSpec::default(),
     };
     let link_defaults = raw.defaults.link.unwrap_or_default();
+    let pipelines = pipeline::validate(cx, &raw.pipelines)?;
 
     // nodes
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -440,7 +450,26 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             Some(q) => Some(build_check(cx, q, format!("nodes[{i}].queue"))?),
             None => None,
         });
-        nodes.push(NodeSpec { name, kind: n.kind, address });
+        let pipeline = match &n.pipeline {
+            None => None,
+            Some(p) => {
+                let want = p.get_ref().trim();
+                let found = pipelines.iter().position(|q| q.name == want);
+                if n.kind != NodeKind::Switch || found.is_none() {
+                    let known: Vec<&str> = pipelines.iter().map(|q| q.name.as_str()).collect();
+                    return Err(cx.at(
+                        Some(p.span()),
+                        format!("nodes[{i}].pipeline"),
+                        format!(
+                            "expected a switch and the name of a [[pipelines]] entry, got {want:?} (pipelines: {})",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                found
+            }
+        };
+        nodes.push(NodeSpec { name, kind: n.kind, address, pipeline });
     }
     let lookup = |s: &Spanned<String>, key: String| -> Result<usize, ScenarioError> {
         index.get(s.get_ref().trim()).copied().ok_or_else(|| {
@@ -610,6 +639,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         routes,
         flows,
         output: raw.output,
+        pipelines,
     })
 }
 
