@@ -289,7 +289,7 @@ impl SwitchCore {
             node: n,
             topo,
             hosts,
-            fwd: Forwarder::default(),
+            fwd: forwarder_for(sc, n),
             ifaces,
             ports,
             port_of_global,
@@ -520,6 +520,16 @@ impl SwitchCore {
     /// When [`Self::advance`] next has something to do, if anything is pending.
     pub fn next_wakeup(&self) -> Option<Time> {
         (0..self.ports.len()).filter_map(|i| self.port_event(i)).map(|(t, _)| t).min()
+    }
+}
+
+/// The forwarding model of switch `n`, built exactly as the simulator builds it.
+pub fn forwarder_for(sc: &Scenario, n: usize) -> Forwarder {
+    match sc.nodes[n].pipeline {
+        Some(p) => Forwarder::Pipeline(Box::new(
+            latnet_sim::pipeline_fwd::PipelineForwarder::new(&sc.pipelines[p], sc.sim.seed),
+        )),
+        None => Forwarder::default(),
     }
 }
 
