@@ -234,6 +234,8 @@ def main() -> int:
                 results["ovs-netdev"].append(measure(tb, args.seconds))
             finally:
                 ovs.stop()
+                # ovs-vswitchd leaves its netdev bridge's tap device behind.
+                tb.run("sw", ["ip", "link", "del", "br0"], check=False)
             for name, rs in results.items():
                 print(f"round {rnd + 1}: {name}: {rs[-1]}", flush=True)
     keys = list(results["latnet-switch"][0])

@@ -526,9 +526,10 @@ impl SwitchCore {
 /// The forwarding model of switch `n`, built exactly as the simulator builds it.
 pub fn forwarder_for(sc: &Scenario, n: usize) -> Forwarder {
     match sc.nodes[n].pipeline {
-        Some(p) => Forwarder::Pipeline(Box::new(
-            latnet_sim::pipeline_fwd::PipelineForwarder::new(&sc.pipelines[p], sc.sim.seed),
-        )),
+        Some(p) => Forwarder::Pipeline(Box::new(latnet_sim::pipeline_fwd::PipelineForwarder::new(
+            &sc.pipelines[p],
+            sc.sim.seed,
+        ))),
         None => Forwarder::default(),
     }
 }

@@ -128,8 +128,7 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
             Ok(())
         }
         "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(())
+            std::io::stdout().write_all(format!("{USAGE}\n").as_bytes()).map_err(io)
         }
         other => Err(Fail::Usage(format!("unknown command {other:?}"))),
     }
