@@ -10,7 +10,7 @@
 //! | [`packet`] | [`Packet`]: header bytes + virtual payload length + per-run [`Meta`] |
 //! | [`classifier`] | match-action tables (POF-style fields), two pipelines, the Fast-Forwarding Path |
 //! | [`drop`] | [`DropReason`] and [`DropCounters`] (fixed array indexed by reason) |
-//! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`AnyQueue`], [`QueueSpec`] |
+//! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`LbfQueue`], [`AnyQueue`], [`QueueSpec`] |
 //!
 //! Priorities: 0 is the highest, 7 is best effort; on the wire priority `p` is DSCP `CS(7-p)`
 //! (see [`packet::priority_from_dscp`]).
@@ -23,5 +23,6 @@ pub mod queue;
 pub use drop::{DropCounters, DropReason};
 pub use packet::{FlowId, Meta, Packet, Priority, BEST_EFFORT};
 pub use queue::{
-    AnyQueue, Dropped, Fifo, Queue, QueueLimits, QueueSpec, QueueStats, StrictPriority, Verdict,
+    AnyQueue, Dropped, Fifo, LbfOrder, LbfQueue, Queue, QueueLimits, QueueSpec, QueueStats,
+    StrictPriority, Verdict,
 };

@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | [`Forwarder::Fib`] | default | destination IP → FIB (shortest paths / `[[routes]]`), TTL − 1, priority from DSCP |
 //! | [`Forwarder::Pipeline`] | `pipeline = "NAME"` | a match-action pipeline, optionally with the Fast-Forwarding Path ([`crate::pipeline_fwd`]) |
+//! | [`Forwarder::Lbf`] | `[lbf]` / node `lbf` | as `Fib`, then Latency-Based Forwarding: per-hop budgets from the packet's LBF block, eligible times and deadlines for the queue, early drop or late marking ([`crate::lbf`]) |
 //!
 //! New forwarding models (LBF budgets, match-action pipelines, source routing by tag stacks)
 //! are added as variants here, each in its own module.
@@ -53,6 +54,8 @@ pub enum Forwarder {
     Fib,
     /// A match-action pipeline (plain or composite).
     Pipeline(Box<crate::pipeline_fwd::PipelineForwarder>),
+    /// Latency-Based Forwarding (see [`crate::lbf`]).
+    Lbf(Box<crate::lbf::LbfSwitch>),
 }
 
 impl Forwarder {
@@ -62,14 +65,16 @@ impl Forwarder {
         match self {
             Forwarder::Fib => fib_forward(cx, pkt),
             Forwarder::Pipeline(p) => p.forward(cx, pkt),
+            Forwarder::Lbf(l) => l.forward(cx, pkt),
         }
     }
 
     /// `pkt` starts transmission on `port` at `now`.
     #[inline]
-    pub fn on_transmit(&mut self, _now: Time, _port: usize, _pkt: &mut Packet) {
+    pub fn on_transmit(&mut self, now: Time, port: usize, pkt: &mut Packet) {
         match self {
             Forwarder::Fib | Forwarder::Pipeline(_) => {}
+            Forwarder::Lbf(l) => l.on_transmit(now, port, pkt),
         }
     }
 }

@@ -31,6 +31,7 @@
 use crate::plan::port_mac;
 use latnet_dataplane::packet::priority_from_dscp;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, FlowId, Meta, Packet, Queue, Verdict};
+use latnet_sim::lbf::LbfState;
 use latnet_sim::net::Topology;
 use latnet_sim::scenario::NodeKind;
 use latnet_sim::switch::{Forward, Forwarder, SwitchCtx};
@@ -178,6 +179,7 @@ pub struct SwitchCore {
     pub counters: Counters,
     next_id: u64,
     pool: Vec<Vec<u8>>,
+    lbf: Option<LbfState>,
 }
 
 /// Why a switch cannot be built.
@@ -269,8 +271,9 @@ impl SwitchCore {
             .iter()
             .enumerate()
             .filter(|(_, s)| s.kind == NodeKind::Host)
-            .map(|(i, s)| (IpAddr::V4(s.address), i))
+            .flat_map(|(i, s)| latnet_sim::lbf::host_addresses(s.address).map(|a| (a, i)))
             .collect();
+        let lbf = lbf_state(sc, &topo);
         let flows = sc
             .flows
             .iter()
@@ -289,7 +292,7 @@ impl SwitchCore {
             node: n,
             topo,
             hosts,
-            fwd: forwarder_for(sc, n),
+            fwd: forwarder_for(sc, n, lbf.as_ref()),
             ifaces,
             ports,
             port_of_global,
@@ -299,6 +302,7 @@ impl SwitchCore {
             counters: Counters::default(),
             next_id: 0,
             pool: Vec::new(),
+            lbf,
         })
     }
 
@@ -458,8 +462,14 @@ impl SwitchCore {
             return self.count_drop(pkt, DropReason::LinkLoss, false);
         }
         let global = p.global;
-        if let Role::Egress { .. } = p.role {
-            self.fwd.on_transmit(t, global, &mut pkt);
+        match p.role {
+            Role::Egress { .. } => self.fwd.on_transmit(t, global, &mut pkt),
+            // The host's share of the per-hop LBF update, as the simulator's host does it.
+            Role::FromHost { .. } => {
+                if let Some(l) = &self.lbf {
+                    l.host_transmit(t, global, &mut pkt);
+                }
+            }
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
         pkt.meta.ser_so_far += tx;
@@ -524,14 +534,37 @@ impl SwitchCore {
 }
 
 /// The forwarding model of switch `n`, built exactly as the simulator builds it.
-pub fn forwarder_for(sc: &Scenario, n: usize) -> Forwarder {
+pub fn forwarder_for(sc: &Scenario, n: usize, lbf: Option<&LbfState>) -> Forwarder {
     match sc.nodes[n].pipeline {
         Some(p) => Forwarder::Pipeline(Box::new(latnet_sim::pipeline_fwd::PipelineForwarder::new(
             &sc.pipelines[p],
             sc.sim.seed,
         ))),
-        None => Forwarder::default(),
+        None => match lbf.and_then(|l| l.switch(n)) {
+            Some(s) => Forwarder::Lbf(Box::new(s)),
+            None => Forwarder::default(),
+        },
     }
+}
+
+/// Where each flow's LBF block sits in its frames (`None`: no SLO), from the simulator's
+/// templates: the same offsets the senders' frames have.
+pub fn lbf_offsets(sc: &Scenario) -> Vec<Option<usize>> {
+    sc.flows.iter().map(|f| lbf_template(sc, f).map(|(_, o)| o)).collect()
+}
+
+/// The simulator's frame template (headers + LBF shim) of a flow with an SLO.
+pub fn lbf_template(sc: &Scenario, f: &latnet_sim::scenario::FlowSpec) -> Option<(Vec<u8>, usize)> {
+    let slo = f.slo.as_ref()?;
+    let (src, dst) = (sc.nodes[f.src].address, sc.nodes[f.dst].address);
+    let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
+    let (sp, dp, size) = (f.src_port, f.dst_port, f.size as usize);
+    latnet_sim::lbf::template(f.src, f.dst, src, dst, dscp, sp, dp, size, slo).ok()
+}
+
+/// The simulator's LBF state for this scenario, if it uses LBF.
+fn lbf_state(sc: &Scenario, topo: &Topology) -> Option<LbfState> {
+    LbfState::new(sc, topo, &lbf_offsets(sc))
 }
 
 /// End of the IP datagram that starts at `l3` (by its length field), clamped to the frame.

@@ -100,14 +100,41 @@ fn flow_index(sc: &Scenario, name: &str) -> io::Result<usize> {
     })
 }
 
-fn check_size(f: &FlowSpec) -> io::Result<()> {
-    if f.size < MIN_FRAME || f.size > 1514 {
+/// The bytes a flow's UDP payload starts with: the LBF shim (and block) of the simulator's
+/// template for flows with an SLO, nothing otherwise. Only the UDP-shim carrier and carry
+/// modes without absolute timestamps are emulated.
+pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<Vec<u8>> {
+    let Some(slo) = f.slo.as_ref() else { return Ok(Vec::new()) };
+    let unsupported = |what: &str| {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "flow {:?}: {what} is not emulated (UDP shim carrier only, no sender timestamps)",
+                f.name
+            ),
+        ))
+    };
+    if slo.encap != latnet_sim::scenario::Encap::UdpShim {
+        return unsupported("the IPv6 hop-by-hop carrier");
+    }
+    if slo.carry == latnet_sim::scenario::Carry::Timestamp {
+        return unsupported("carry = \"timestamp\"");
+    }
+    let (t, _) = crate::core::lbf_template(sc, f)
+        .ok_or_else(|| io::Error::other(format!("flow {:?}: no LBF template", f.name)))?;
+    Ok(t.get(HEADERS..).unwrap_or_default().to_vec())
+}
+
+fn check_size(f: &FlowSpec, prefix: usize) -> io::Result<()> {
+    if (f.size as usize) < MIN_FRAME as usize + prefix || f.size > 1514 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "flow {:?}: emulation sends frames of {MIN_FRAME} to 1514 bytes (latency stamp, \
+                "flow {:?}: emulation sends frames of {} to 1514 bytes (latency stamp, \
                  no IP fragmentation), the scenario says {}",
-                f.name, f.size
+                f.name,
+                MIN_FRAME as usize + prefix,
+                f.size
             ),
         ));
     }
@@ -119,7 +146,8 @@ fn check_size(f: &FlowSpec) -> io::Result<()> {
 pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let i = flow_index(sc, name)?;
     let f = &sc.flows[i];
-    check_size(f)?;
+    let prefix = payload_prefix(sc, f)?;
+    check_size(f, prefix.len())?;
     let src = SocketAddrV4::new(sc.nodes[f.src].address, f.src_port);
     let dst = SocketAddr::V4(SocketAddrV4::new(sc.nodes[f.dst].address, f.dst_port));
     let sock = UdpSocket::bind(src)
@@ -127,12 +155,17 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
     sys::set_tos(sock.as_raw_fd(), dscp << 2)?;
     sys::set_sndbuf(sock.as_raw_fd(), 4 << 20);
+    if !prefix.is_empty() {
+        // Switches rewrite the LBF block: UDP over IPv4 without a checksum.
+        sys::set_udp_no_checksum(sock.as_raw_fd())?;
+    }
     sys::precise_timers();
     sys::install_stop_handler();
     let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
     rng.set_stream(STREAM_FLOW + i as u64);
     let mut source = Source::new(f.traffic.clone(), f.size, f.start);
     let mut payload = vec![0u8; f.size as usize - HEADERS];
+    payload[..prefix.len()].copy_from_slice(&prefix);
     let mut rep = SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0 };
     while !sys::stop_requested() {
         if f.count.is_some_and(|c| rep.sent >= c) {
@@ -149,7 +182,7 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
             now = sys::mono_ns();
         }
         rep.late_max_ns = rep.late_max_ns.max(now.saturating_sub(due));
-        fill_payload(&mut payload, i as u16, rep.sent as u32, sys::mono_ns());
+        fill_payload(&mut payload[prefix.len()..], i as u16, rep.sent as u32, sys::mono_ns());
         if sock.send_to(&payload, dst).is_err() {
             rep.send_errors += 1;
         }
@@ -188,6 +221,7 @@ pub struct RecvReport {
 
 struct RxFlow {
     index: usize,
+    skip: usize,
     sock: UdpSocket,
     stats: FlowRecv,
     seen: Vec<u64>,
@@ -215,6 +249,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
         writeln!(log, "seq,send_ns,recv_ns,intact")?;
         flows.push(RxFlow {
             index: i,
+            skip: payload_prefix(sc, f)?.len(),
             sock,
             stats: FlowRecv { flow: f.name.clone(), ..FlowRecv::default() },
             seen: Vec::new(),
@@ -257,7 +292,9 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
 }
 
 fn record(fl: &mut RxFlow, payload: &[u8], recv_ns: u64) -> io::Result<()> {
-    let Some(s) = parse_payload(payload).filter(|s| usize::from(s.flow) == fl.index) else {
+    let Some(s) = parse_payload(payload.get(fl.skip..).unwrap_or_default())
+        .filter(|s| usize::from(s.flow) == fl.index)
+    else {
         fl.stats.foreign += 1;
         return Ok(());
     };

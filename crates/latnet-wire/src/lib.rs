@@ -13,6 +13,7 @@
 //! | [`tcp`] | TCP | [`TcpPacket`] | [`TcpRepr`], [`TcpFlags`], [`TcpSeqNumber`] |
 //! | [`tcp_option`] | TCP options | — | [`TcpOption`], [`TcpOptions`], [`TcpOptionBuf`] |
 //! | [`checksum`] | RFC 1071 / RFC 1624 checksums, pseudo-headers | — | free functions |
+//! | [`lbf`] | Latency-Based Forwarding block (IPv6 hop-by-hop option or UDP shim) | [`LbfBlock`] | [`LbfRepr`], [`LbfMode`], [`lbf::locate`] |
 //! | [`headers`] | one-call walk for switches | — | [`parse_headers`] → [`Headers`], [`FlowKey`] |
 //! | [`build`] | header builders for simulators | — | [`build_udp_ipv4`], [`build_udp_ipv6`], [`build_tcp_ipv4`], [`build_tcp_ipv6`] |
 //!
@@ -59,6 +60,7 @@ pub mod ipv4;
 pub mod ipv4_option;
 pub mod ipv6;
 pub mod ipv6_ext;
+pub mod lbf;
 pub mod tcp;
 pub mod tcp_option;
 pub mod udp;
@@ -77,6 +79,7 @@ pub use ipv6_ext::{
     find_upper_layer, Ipv6ExtHeader, Ipv6HopByHopRepr, Ipv6Option, Ipv6OptionData, Ipv6Options,
     Ipv6OptionsWriter, RouterAlert, UnknownOptionAction, UpperLayer,
 };
+pub use lbf::{LbfBlock, LbfMode, LbfRepr};
 pub use tcp::{TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
 pub use tcp_option::{SackBlocks, TcpOption, TcpOptionBuf, TcpOptions};
 pub use udp::{UdpPacket, UdpRepr};
