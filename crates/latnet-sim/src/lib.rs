@@ -23,6 +23,7 @@
 //! | [`traffic`] | sources: CBR, on/off bursts, Poisson, token bucket |
 //! | [`sim`] | the run loop: hosts, switches, links |
 //! | [`switch`] | forwarding models of switches ([`switch::Forwarder`]) |
+//! | [`tcp`] | TCP: sans-IO connections, congestion controls, pacing, applications |
 //! | [`stats`] | latency summaries (HDR histograms), jitter |
 //! | [`results`] | JSON / CSV results |
 
@@ -34,6 +35,7 @@ pub mod scenario;
 pub mod sim;
 pub mod stats;
 pub mod switch;
+pub mod tcp;
 pub mod traffic;
 
 pub use results::Results;
