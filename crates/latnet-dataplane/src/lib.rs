@@ -9,17 +9,20 @@
 //! |---|---|
 //! | [`packet`] | [`Packet`]: header bytes + virtual payload length + per-run [`Meta`] |
 //! | [`drop`] | [`DropReason`] and [`DropCounters`] (fixed array indexed by reason) |
-//! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`AnyQueue`], [`QueueSpec`] |
+//! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`StepCe`] (ECN step marking), [`Htb`] (shaper), [`AnyQueue`], [`QueueSpec`] |
+//! | [`ecn`] | CE marking of real header bytes |
 //!
 //! Priorities: 0 is the highest, 7 is best effort; on the wire priority `p` is DSCP `CS(7-p)`
 //! (see [`packet::priority_from_dscp`]).
 
 pub mod drop;
+pub mod ecn;
 pub mod packet;
 pub mod queue;
 
 pub use drop::{DropCounters, DropReason};
 pub use packet::{FlowId, Meta, Packet, Priority, BEST_EFFORT};
 pub use queue::{
-    AnyQueue, Dropped, Fifo, Queue, QueueLimits, QueueSpec, QueueStats, StrictPriority, Verdict,
+    AnyQueue, Dropped, Fifo, Htb, Queue, QueueLimits, QueueSpec, QueueStats, StepCe,
+    StrictPriority, Verdict,
 };
