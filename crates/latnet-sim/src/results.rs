@@ -39,6 +39,9 @@ pub struct Results {
     /// Per-packet and per-hop records, when `[output] packets = true`.
     #[serde(skip)]
     pub log: Option<PacketLog>,
+    /// Per-interval rows of every TCP flow (`timeseries.csv`).
+    #[serde(skip)]
+    pub timeseries: Vec<crate::tcp::report::SeriesRow>,
 }
 
 /// One flow.
@@ -72,6 +75,9 @@ pub struct FlowResult {
     pub jitter_ns: Option<f64>,
     /// Latency at the start of transmission from each hop (hop 0: the source's NIC).
     pub hops: Vec<HopResult>,
+    /// TCP flows: goodput, retransmissions, ECN, RTT, completion times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<crate::tcp::report::TcpFlowResult>,
 }
 
 impl FlowResult {
@@ -364,6 +370,15 @@ impl Results {
         Some(s)
     }
 
+    /// The TCP time series as CSV, if the run had TCP flows.
+    pub fn timeseries_csv(&self) -> Option<String> {
+        if self.timeseries.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self.flows.iter().map(|f| f.name.clone()).collect();
+        Some(crate::tcp::report::series_csv(&self.timeseries, &names))
+    }
+
     /// Write `results.json`, `flows.csv` and, if recorded, `packets.csv` and `hops.csv` into
     /// `dir` (created if missing). Returns the paths written.
     pub fn write_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
@@ -382,6 +397,9 @@ impl Results {
         }
         if let Some(h) = self.hops_csv() {
             put("hops.csv", h)?;
+        }
+        if let Some(t) = self.timeseries_csv() {
+            put("timeseries.csv", t)?;
         }
         Ok(written)
     }

@@ -83,6 +83,8 @@ pub struct TcpSpec {
     pub bbr_ecn: Option<bool>,
     /// Data segments a connection may have waiting in its host's queue (TSQ-like, 2).
     pub tsq: Option<u32>,
+    /// Detect lost retransmissions from SACKs of later data (true, as Linux; ns-3: false).
+    pub lost_retransmit: Option<bool>,
     /// tcp-bulk: bytes to send (unlimited if absent).
     pub bytes: Option<Bytes>,
     /// tcp-rr: request size.
@@ -217,6 +219,9 @@ impl TcpSpec {
         }
         if let Some(v) = self.bbr_ecn {
             c.bbr_ecn = v;
+        }
+        if let Some(v) = self.lost_retransmit {
+            c.lost_retransmit = v;
         }
         c
     }

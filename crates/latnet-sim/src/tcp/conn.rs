@@ -108,6 +108,7 @@ fn sender_config(cfg: &TcpConfig, mss: u32) -> SenderConfig {
         min_rto: cfg.min_rto,
         max_rto: cfg.max_rto,
         pacing: cfg.pacing,
+        lost_retransmit: cfg.lost_retransmit,
     }
 }
 

@@ -17,7 +17,8 @@
 //! | [`rtt`] | RFC 6298 estimator |
 //! | [`pacing`] | internal pacing, `SO_MAX_PACING_RATE` cap |
 //! | [`cc`] | congestion controls: NewReno, CUBIC, DCTCP, Prague-like, BBR-like |
-//! | [`app`] | applications: bulk transfer, request/response |
+//! | [`app`] | applications: bulk transfer, request/response; their scenario syntax |
+//! | [`report`] | per-flow TCP summary and time series |
 //!
 //! Defaults follow Linux where a choice exists (initial window 10, min RTO 200 ms, delayed
 //! ACK every 2 segments or 40 ms, SACK on, pacing gains 200 % / 120 %); scenario files can set
@@ -28,6 +29,7 @@ pub mod cc;
 pub mod conn;
 pub mod pacing;
 pub mod receiver;
+pub mod report;
 pub mod rtt;
 pub mod scoreboard;
 pub mod segment;
@@ -82,6 +84,9 @@ pub struct TcpConfig {
     pub bbr_ecn: bool,
     /// Give up after this many consecutive timeouts (Linux tcp_retries2 = 15).
     pub max_retries: u32,
+    /// Detect lost retransmissions by SACKs of later data, as Linux (ns-3 does not: off
+    /// leaves them to the timer).
+    pub lost_retransmit: bool,
     /// Seed for randomized congestion-control choices.
     pub seed: u64,
 }
@@ -106,6 +111,7 @@ impl Default for TcpConfig {
             rtt_target: None,
             bbr_ecn: false,
             max_retries: 15,
+            lost_retransmit: true,
             seed: 0,
         }
     }

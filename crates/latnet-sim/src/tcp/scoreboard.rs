@@ -12,6 +12,9 @@
 //!   once.
 //! * Segments marked lost wait in a queue, in sequence order, for retransmission (NextSeg
 //!   rule 1).
+//! * Lost retransmissions (optional, as Linux's `tcp_mark_lost_retrans` before RACK): a
+//!   retransmitted segment still unacknowledged when data first sent after it has been
+//!   SACKed is lost again. Without this (RFC 6675 alone, and ns-3) only the timer finds it.
 
 use latnet_units::Time;
 use std::collections::VecDeque;
@@ -62,6 +65,8 @@ pub struct Scoreboard {
     frontier: u64,
     highest_sacked: u64,
     sacked_bytes: u64,
+    /// Retransmissions in flight: (start, snd_nxt when retransmitted), in sending order.
+    retx_order: VecDeque<(u64, u64)>,
 }
 
 impl Scoreboard {
@@ -214,6 +219,7 @@ impl Scoreboard {
     pub fn mark_all_lost(&mut self) -> u64 {
         let before = self.pipe;
         self.lost_queue.clear();
+        self.retx_order.clear();
         for k in 0..self.segs.len() {
             if !self.segs[k].sacked {
                 self.unpipe(k);
@@ -239,9 +245,41 @@ impl Scoreboard {
         None
     }
 
-    /// The segment starting at `start` was retransmitted at `now`; `update` refreshes its
-    /// delivery-rate fields.
-    pub fn on_retransmit(&mut self, start: u64, now: Time, update: impl FnOnce(&mut SentSeg)) {
+    /// Mark lost again every retransmission that data sent after it overtook (some segment
+    /// starting at or above the `snd_nxt` of its retransmission was SACKed). Returns the
+    /// payload bytes marked.
+    pub fn mark_lost_retransmissions(&mut self) -> u64 {
+        let mut newly = 0;
+        while let Some(&(start, nxt)) = self.retx_order.front() {
+            if self.highest_sacked <= nxt {
+                break; // nothing sent after this retransmission has been SACKed yet
+            }
+            self.retx_order.pop_front();
+            let Some(k) = self.index_of(start) else { continue };
+            let s = self.segs[k];
+            if s.sacked || s.lost || !s.retx {
+                continue;
+            }
+            self.unpipe(k);
+            self.segs[k].lost = true;
+            // keep the retransmission queue in sequence order
+            let at = self.lost_queue.partition_point(|&x| x < start);
+            self.lost_queue.insert(at, start);
+            newly += s.payload().max(1);
+        }
+        newly
+    }
+
+    /// The segment starting at `start` was retransmitted at `now` while `nxt` was the highest
+    /// offset sent; `update` refreshes its delivery-rate fields.
+    pub fn on_retransmit(
+        &mut self,
+        start: u64,
+        nxt: u64,
+        now: Time,
+        update: impl FnOnce(&mut SentSeg),
+    ) {
+        self.retx_order.push_back((start, nxt));
         if self.lost_queue.front() == Some(&start) {
             self.lost_queue.pop_front();
         }
@@ -306,7 +344,7 @@ mod tests {
         assert_eq!(b.mark_sack_losses(3), 300, "segments 0, 1, 2 lost");
         assert_eq!(b.pipe(), 400, "6..9 in flight");
         assert_eq!(b.next_lost().map(|s| s.start), Some(0));
-        b.on_retransmit(0, Time::ZERO, |_| {});
+        b.on_retransmit(0, 1000, Time::ZERO, |_| {});
         assert_eq!(b.pipe(), 500);
         assert_eq!(b.next_lost().map(|s| s.start), Some(100));
         // cumulative ACK past 1: 0 and 1 leave; 2 still lost
@@ -327,7 +365,7 @@ mod tests {
         assert_eq!(b.pipe(), 0);
         let order: Vec<_> = std::iter::from_fn(|| {
             let s = b.next_lost()?;
-            b.on_retransmit(s.start, Time::ZERO, |_| {});
+            b.on_retransmit(s.start, 500, Time::ZERO, |_| {});
             Some(s.start)
         })
         .collect();
@@ -336,11 +374,28 @@ mod tests {
     }
 
     #[test]
+    fn a_retransmission_overtaken_by_later_data_is_lost_again() {
+        let mut b = board(10);
+        b.sack(100, 400, |_| {});
+        assert_eq!(b.mark_sack_losses(3), 100);
+        b.on_retransmit(0, 1000, Time::ZERO, |_| {}); // snd_nxt was 1000
+        assert_eq!(b.mark_lost_retransmissions(), 0, "nothing sent after it was SACKed");
+        for i in 10..12 {
+            b.push(seg(i)); // new data after the retransmission
+        }
+        b.sack(400, 1000, |_| {});
+        assert_eq!(b.mark_lost_retransmissions(), 0, "data sent before it does not count");
+        b.sack(1000, 1100, |_| {});
+        assert_eq!(b.mark_lost_retransmissions(), 100, "the first new segment arrived first");
+        assert_eq!(b.next_lost().map(|s| s.start), Some(0));
+    }
+
+    #[test]
     fn newreno_marks_the_front() {
         let mut b = board(3);
         assert_eq!(b.mark_front_lost(), 100);
         assert_eq!(b.mark_front_lost(), 0, "once");
-        b.on_retransmit(0, Time::ZERO, |_| {});
+        b.on_retransmit(0, 1000, Time::ZERO, |_| {});
         // a partial ACK in NewReno recovery marks the new front
         b.ack_through(100, |_| {});
         assert_eq!(b.mark_front_lost(), 100);

@@ -44,6 +44,8 @@ pub struct SenderConfig {
     pub max_rto: Duration,
     /// Pacing.
     pub pacing: PacingConfig,
+    /// Detect lost retransmissions from SACKs of later data (Linux); off: only the timer.
+    pub lost_retransmit: bool,
 }
 
 /// A data segment the sender wants on the wire.
@@ -385,7 +387,7 @@ impl Sender {
             self.nxt = seg.start + u64::from(seg.len) + u64::from(seg.fin);
             self.fin_sent |= seg.fin;
         } else {
-            self.board.on_retransmit(seg.start, now, |s| {
+            self.board.on_retransmit(seg.start, self.nxt, now, |s| {
                 s.delivered = delivered;
                 s.delivered_time = dtime;
                 s.first_sent_time = ftime;
@@ -507,6 +509,9 @@ impl Sender {
         // loss detection
         let lost = if self.cfg.sack {
             let mut l = self.board.mark_sack_losses(self.cfg.dupthresh);
+            if self.cfg.lost_retransmit {
+                l += self.board.mark_lost_retransmissions();
+            }
             if l == 0 && self.dupacks >= self.cfg.dupthresh && self.reduction.is_none() {
                 l = self.board.mark_front_lost();
             }

@@ -164,34 +164,3 @@ fn the_receive_window_limits_the_flight() {
     let u = utilisation(cfg, 100, 25, 1000, 3);
     assert!((0.09..=0.12).contains(&u), "{u}");
 }
-
-#[test]
-#[ignore]
-fn debug_trace() {
-    let cc = match std::env::var("CC").as_deref() {
-        Ok("bbr") => CcKind::Bbr,
-        Ok("newreno") => CcKind::Newreno,
-        _ => CcKind::Cubic,
-    };
-    let limit: usize = std::env::var("LIMIT").ok().and_then(|v| v.parse().ok()).unwrap_or(34);
-    let (f, r) = path(20, 10, limit);
-    let mut n = Net::new(TcpConfig::for_cc(cc), f, r);
-    n.ep[0].write(u64::MAX / 4);
-    for k in 1..=30u64 {
-        n.run_until(Time::from_nanos(k * 100_000_000));
-        let s = n.ep[0].sender();
-        eprintln!(
-            "t={:.1} cwnd={} ssth={} flight={} srtt={:?} pace={:?} tx={} drops={} st={:?} red={:?}",
-            k as f64 / 10.0,
-            s.cwnd(),
-            s.ssthresh(),
-            s.in_flight(),
-            s.rtt().srtt(),
-            s.pacing_rate(),
-            n.links[0].tx_bytes,
-            n.links[0].drops,
-            s.stats(),
-            s.reduction()
-        );
-    }
-}
