@@ -58,6 +58,12 @@ impl SimResults {
         self.inner.flows_csv()
     }
 
+    /// The per-interval TCP time series as CSV text (`timeseries.csv`), `None` without TCP
+    /// flows.
+    fn timeseries_csv(&self) -> Option<String> {
+        self.inner.timeseries_csv()
+    }
+
     /// Write results.json, flows.csv (and packets.csv, hops.csv if recorded) into `dir`.
     fn write_dir(&self, dir: PathBuf) -> PyResult<Vec<String>> {
         let paths = self

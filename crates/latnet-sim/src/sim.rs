@@ -370,7 +370,7 @@ impl Simulator {
             // A host: accept what is addressed to it.
             return match hdr::route_info(&pkt.data) {
                 Ok(i) if self.host_by_addr.get(&i.dst) == Some(&node) => match i.l4 {
-                    latnet_wire::L4::Tcp { .. } => self.tcp_receive(node, pkt),
+                    latnet_wire::L4::Tcp { .. } => self.tcp_receive(node, pkt, &i.headers),
                     _ => self.deliver(pkt),
                 },
                 Ok(_) => self.drop_at_node(node, pkt, DropReason::NotForHost),

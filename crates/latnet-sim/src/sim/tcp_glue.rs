@@ -26,11 +26,48 @@ use crate::traffic::TrafficSpec;
 use latnet_dataplane::packet::dscp_from_priority;
 use latnet_dataplane::{DropReason, Meta, Packet};
 use latnet_units::{Duration, Time};
-use latnet_wire::TcpFlags;
+use latnet_wire::{Headers, TcpFlags};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
+
+/// A fast, deterministic hasher for the demultiplexing table (FxHash's multiply-rotate; the
+/// keys are addresses and ports chosen by the scenario, not by an adversary). Lookups only:
+/// no output depends on the table's iteration order.
+#[derive(Debug, Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Default interval of the time series when the scenario sets none.
 const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
@@ -120,8 +157,13 @@ pub(super) struct TcpState {
     flows: Vec<Option<TcpFlow>>,
     eps: Vec<Option<Endpoint>>,
     free: Vec<u32>,
-    demux: HashMap<Key, u32>,
-    listen: HashMap<(IpAddr, u16), u32>,
+    demux: FastMap<Key, u32>,
+    listen: FastMap<(IpAddr, u16), u32>,
+    /// The one endpoint sending on an accounting record (bulk flows), to find it without
+    /// parsing when its packet leaves the host.
+    acct_ep: Vec<Option<u32>>,
+    /// Segments of one `tcp_after` call, reused.
+    scratch: Vec<Segment>,
     pending: Vec<u32>,
     /// Per accounting record (scenario flows, then hidden reverse records): is it TCP.
     is_tcp: Vec<bool>,
@@ -188,6 +230,7 @@ impl TcpState {
             }));
         }
         st.is_tcp.resize(sc.flows.len() + hidden.len(), true);
+        st.acct_ep = vec![None; st.is_tcp.len()];
         st.interval = sc.output.timeseries.unwrap_or(DEFAULT_INTERVAL);
         (st, hidden)
     }
@@ -265,6 +308,8 @@ impl Simulator {
 
     fn tcp_alloc(&mut self, ep: Endpoint) -> u32 {
         let key = ep.key;
+        let (acct, bulk) =
+            (ep.acct, self.tcp.flows[ep.flow as usize].as_ref().is_some_and(|f| !f.rr));
         let id = match self.tcp.free.pop() {
             Some(i) => {
                 self.tcp.eps[i as usize] = Some(ep);
@@ -276,12 +321,22 @@ impl Simulator {
             }
         };
         self.tcp.demux.insert(key, id);
+        if bulk {
+            if let Some(slot) = self.tcp.acct_ep.get_mut(acct as usize) {
+                *slot = Some(id);
+            }
+        }
         id
     }
 
     fn tcp_free(&mut self, id: u32) {
         let Some(ep) = self.tcp.eps.get_mut(id as usize).and_then(Option::take) else { return };
         self.tcp.demux.remove(&ep.key);
+        if let Some(slot) = self.tcp.acct_ep.get_mut(ep.acct as usize) {
+            if *slot == Some(id) {
+                *slot = None;
+            }
+        }
         if let Some(f) = self.tcp.flows[ep.flow as usize].as_mut() {
             f.open.retain(|&x| x != id);
             if f.client == Some(id) {
@@ -374,8 +429,8 @@ impl Simulator {
     }
 
     /// A TCP segment arrived at host `node` (already checked to be addressed to it).
-    pub(super) fn tcp_receive(&mut self, node: usize, pkt: Packet) {
-        let (seg, src, dst) = match Segment::parse(&pkt.data) {
+    pub(super) fn tcp_receive(&mut self, node: usize, pkt: Packet, h: &Headers) {
+        let (seg, src, dst) = match Segment::parse_with(&pkt.data, h) {
             Ok(x) => x,
             Err(_) => return self.drop_at_node(node, pkt, DropReason::Malformed),
         };
@@ -442,15 +497,22 @@ impl Simulator {
 
     /// A packet of a TCP flow left its source host's queue (sent or dropped there).
     pub(super) fn tcp_left_host(&mut self, pkt: &Packet) {
-        let Ok((seg, src, dst)) = Segment::parse(&pkt.data) else { return };
-        let Some(&id) = self.tcp.demux.get(&(src, seg.src_port, dst, seg.dst_port)) else {
+        // only data segments (virtual payload) count toward the host-queue limit
+        if pkt.virtual_len == 0 {
             return;
-        };
-        let counted = seg.len > 0 || seg.has(TcpFlags::SYN) || seg.has(TcpFlags::FIN);
-        if let Some(e) = self.tcp.eps[id as usize].as_mut() {
-            if counted {
-                e.nic = e.nic.saturating_sub(1);
+        }
+        let id = match self.tcp.acct_ep.get(pkt.meta.flow as usize).copied().flatten() {
+            Some(id) => id,
+            None => {
+                let Ok((seg, src, dst)) = Segment::parse(&pkt.data) else { return };
+                let Some(&id) = self.tcp.demux.get(&(src, seg.src_port, dst, seg.dst_port)) else {
+                    return;
+                };
+                id
             }
+        };
+        if let Some(e) = self.tcp.eps[id as usize].as_mut() {
+            e.nic = e.nic.saturating_sub(1);
             self.tcp.pending.push(id);
         }
     }
@@ -521,11 +583,11 @@ impl Simulator {
             let tsq = f.spec.tsq_packets();
             let (node, peer, key, acct, prio, dscp) =
                 (e.node, e.peer, e.key, e.acct, f.priority, f.dscp);
-            let mut out = Vec::new();
+            let mut out = std::mem::take(&mut self.tcp.scratch);
             loop {
                 let allow = e.nic < tsq;
                 let Some(seg) = e.conn.poll_transmit(now, allow) else { break };
-                if seg.len > 0 || seg.has(TcpFlags::SYN) || seg.has(TcpFlags::FIN) {
+                if seg.len > 0 {
                     e.nic += 1;
                 }
                 out.push(seg);
@@ -592,9 +654,10 @@ impl Simulator {
                 let tie = self.tie(acct);
                 self.events.schedule(t, tie, Event::TcpTimer { ep: id, gen });
             }
-            for seg in out {
+            for seg in out.drain(..) {
                 self.tcp_emit(node, peer, key, acct, prio, dscp, &seg);
             }
+            self.tcp.scratch = out;
             if closed {
                 self.tcp_free(id);
                 return;

@@ -11,8 +11,8 @@
 //! returns a [`WireError`] (never panics) for anything that is not a well-formed TCP packet.
 
 use latnet_wire::{
-    parse_headers, EthernetAddress, Ipv4Packet, Ipv6Packet, Layer, SackBlocks, TcpFlags, TcpOption,
-    TcpOptionBuf, TcpPacket, TcpRepr, TcpSeqNumber, WireError, L3, L4,
+    parse_headers, EthernetAddress, Headers, Ipv4Packet, Ipv6Packet, Layer, SackBlocks, TcpFlags,
+    TcpOption, TcpOptionBuf, TcpPacket, TcpRepr, TcpSeqNumber, WireError, L3, L4,
 };
 use latnet_wire::{Ecn, Result as WireResult};
 use std::net::{IpAddr, Ipv4Addr};
@@ -132,24 +132,29 @@ impl Segment {
     /// the segment and the source and destination addresses. Never panics.
     pub fn parse(frame: &[u8]) -> WireResult<(Segment, IpAddr, IpAddr)> {
         let h = parse_headers(frame)?;
+        Self::parse_with(frame, &h)
+    }
+
+    /// [`Segment::parse`] for a frame whose headers [`parse_headers`] already walked.
+    pub fn parse_with(frame: &[u8], h: &Headers) -> WireResult<(Segment, IpAddr, IpAddr)> {
         let (L4::Tcp { offset: l4 }, Some(key)) = (h.l4, h.key) else {
             return Err(WireError::Unsupported { layer: Layer::Tcp, what: "not a TCP packet" });
         };
         // End of the IP datagram, as declared (the payload beyond the headers is virtual).
         let ip_end = match h.l3 {
             L3::Ipv4 { offset, .. } => {
-                let ip = Ipv4Packet::new_checked(&frame[offset..])?;
+                let ip = Ipv4Packet::new_checked(frame.get(offset..).unwrap_or_default())?;
                 offset + usize::from(ip.total_len())
             }
             L3::Ipv6 { offset, .. } => {
-                let ip = Ipv6Packet::new_checked(&frame[offset..])?;
+                let ip = Ipv6Packet::new_checked(frame.get(offset..).unwrap_or_default())?;
                 offset + latnet_wire::ipv6::HEADER_LEN + usize::from(ip.payload_len())
             }
             L3::Other(_) => {
                 return Err(WireError::Unsupported { layer: Layer::Tcp, what: "not IP" });
             }
         };
-        let tcp = TcpPacket::new_checked(&frame[l4..])?;
+        let tcp = TcpPacket::new_checked(frame.get(l4..).unwrap_or_default())?;
         let repr = TcpRepr::parse(&tcp)?;
         let len = ip_end
             .checked_sub(l4 + repr.header_len())
