@@ -113,9 +113,7 @@ class Results:
                     )
                 }
             )
-            row["completion_ns"] = (
-                t["completion_ns"] if t["completion_ns"] is not None else np.nan
-            )
+            row["completion_ns"] = t["completion_ns"] if t["completion_ns"] is not None else np.nan
             for k in ("min", "mean", "p50", "p99", "max"):
                 row[f"rtt_{k}_ns"] = rtt.get(k, np.nan)
             for k in ("min", "mean", "p50", "p99", "max"):
