@@ -133,11 +133,14 @@ def run(cfg: dict) -> dict:
             )
         else:
             # Step marking at K packets: RED with QW = 1 (instantaneous queue), MinTh = K - 1,
-            # MaxTh = K (avg >= K: forced mark), marking instead of dropping.
+            # MaxTh = K and Gentle off (avg >= K: forced mark; gentle RED would ramp the
+            # probability from 1/LInterm up to 1 between K and 2K), marking, not dropping.
             tch.SetRootQueueDisc(
                 "ns3::RedQueueDisc",
                 "MaxSize",
                 ns.QueueSizeValue(ns.QueueSize(f"{q['limit']}p")),
+                "Gentle",
+                ns.BooleanValue(False),
                 "UseEcn",
                 ns.BooleanValue(True),
                 "UseHardDrop",

@@ -10,7 +10,7 @@
 NewReno (ns-3 ``TcpLinuxReno``: NewReno recovery with Linux's per-segment window increase,
 which latnet's byte counting matches; ns-3's ``TcpNewReno`` grows once per ACK), CUBIC and BBR,
 and a step-marking bottleneck (mark ECT at enqueue when K = 20 % of a BDP is queued; ns-3: RED
-with QW = 1, MinTh = K - 1, MaxTh = K, ECN) with DCTCP and CUBIC with classic ECN. Both sides
+with QW = 1, MinTh = K - 1, MaxTh = K, Gentle off, ECN) with DCTCP and CUBIC with classic ECN. Both sides
 use the same TCP parameters: MSS 1448 (1502-byte frames: latnet's Ethernet + IPv4 + TCP, ns-3's
 PPP + IPv4 + TCP with timestamps), initial window 10, SACK, delayed ACKs every 2 segments or
 200 ms, minimum RTO 1 s, PRR recovery, no HyStart, no lost-retransmission detection (ns-3 has
@@ -84,7 +84,16 @@ def ensure_ns3() -> Path:
     return py
 
 
+NS3_RAW: dict[str, dict] = {}  # every ns-3 result of this invocation, by config name
+NS3_REUSE: dict[str, dict] = {}  # results of an earlier invocation (--reuse-ns3)
+
+
 def run_ns3(configs: list[dict]) -> dict[str, dict]:
+    if NS3_REUSE and all(c["name"] in NS3_REUSE for c in configs):
+        print("  (ns-3 results reused from an earlier run)", file=sys.stderr)
+        out = {c["name"]: NS3_REUSE[c["name"]] for c in configs}
+        NS3_RAW.update(out)
+        return out
     py = ensure_ns3()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     p = subprocess.run(
@@ -102,6 +111,7 @@ def run_ns3(configs: list[dict]) -> dict[str, dict]:
     if p.returncode != 0 or len(out) != len(configs):
         sys.stderr.write(p.stdout[-3000:] + p.stderr[-3000:])
         raise SystemExit(f"ns-3 driver failed (exit {p.returncode})")
+    NS3_RAW.update(out)
     return out
 
 
@@ -397,7 +407,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer and shorter configurations")
     ap.add_argument("--repeat", type=int, default=3, help="runs per speed case (median)")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-tcp")
+    ap.add_argument(
+        "--reuse-ns3",
+        type=Path,
+        metavar="JSON",
+        help="take ns-3's results from an earlier bench-tcp.json (re-analysis only)",
+    )
     args = ap.parse_args()
+    if args.reuse_ns3:
+        NS3_REUSE.update(json.loads(args.reuse_ns3.read_text()).get("ns3_raw", {}))
     report: dict = {"quick": args.quick, "repeat": args.repeat, "ns3": NS3_SPEC}
     if args.only in (None, "validate"):
         rows = validate(args.quick)
@@ -411,6 +429,7 @@ def main() -> None:
         print(speed_table(rows))
         ok = all(r["speedup_cpu"] >= GOAL for r in rows)
         print(f"\ngoal ({GOAL:.0f}x less CPU than ns-3 in every case): {'met' if ok else 'missed'}")
+    report["ns3_raw"] = NS3_RAW
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench-tcp.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {args.out / 'bench-tcp.json'}")

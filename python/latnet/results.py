@@ -149,7 +149,7 @@ class Results:
         cols = self._raw.packet_columns()
         if cols is None:
             return None
-        names = np.array([f["name"] for f in self.summary["flows"]] + [""], dtype=object)
+        names = np.array(self._raw.flow_names() + [""], dtype=object)
         nodes = np.array([n["name"] for n in self.summary["nodes"]] + [""], dtype=object)
         flow = np.frombuffer(cols["flow"], dtype="<u4").astype(np.int64)
         flow[flow >= len(names) - 1] = len(names) - 1
@@ -175,12 +175,14 @@ class Results:
         cols = self._raw.hop_columns()
         if cols is None:
             return None
-        names = np.array([f["name"] for f in self.summary["flows"]], dtype=object)
+        names = np.array(self._raw.flow_names() + [""], dtype=object)
+        flow = np.frombuffer(cols["flow"], dtype="<u4").astype(np.int64)
+        flow[flow >= len(names) - 1] = len(names) - 1
         nodes = np.array([n["name"] for n in self.summary["nodes"]], dtype=object)
         return pd.DataFrame(
             {
                 "id": np.frombuffer(cols["id"], dtype="<u8"),
-                "flow": names[np.frombuffer(cols["flow"], dtype="<u4")],
+                "flow": names[flow],
                 "hop": np.frombuffer(cols["hop"], dtype="u1"),
                 "node": nodes[np.frombuffer(cols["node"], dtype="<u4")],
                 "port": np.frombuffer(cols["port"], dtype="<u4"),

@@ -209,6 +209,10 @@ def test_tcp_flows_have_a_summary_and_a_time_series(tmp_path):
     written = [Path(p).name for p in res.write(tmp_path)]
     assert "timeseries.csv" in written
     assert latnet.run(DEMO, packets=False).timeseries is None
+    # per-packet records name the server side of a TCP flow (its ACKs, its responses)
+    full = latnet.run(text=TCP_SCENARIO, packets=True)
+    assert {"dctcp", "dctcp:server", "rr", "rr:server"} <= set(full.hops["flow"])
+    assert {"dctcp", "dctcp:server"} <= set(full.packets["flow"])
 
 
 def test_cli_prints_the_tcp_table(tmp_path, capsys):

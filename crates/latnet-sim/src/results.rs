@@ -42,6 +42,10 @@ pub struct Results {
     /// Per-interval rows of every TCP flow (`timeseries.csv`).
     #[serde(skip)]
     pub timeseries: Vec<crate::tcp::report::SeriesRow>,
+    /// Names of the accounting records after the flows (the server side of TCP flows,
+    /// `<flow>:server`), as packet and hop records name them.
+    #[serde(skip)]
+    pub aux_flow_names: Vec<String>,
 }
 
 /// One flow.
@@ -336,7 +340,7 @@ impl Results {
                 s,
                 "{},{},{},{},{},{},{},{}",
                 r.id,
-                self.flows.get(r.flow as usize).map_or("", |f| f.name.as_str()),
+                self.flow_name(r.flow),
                 r.seq,
                 r.created_ns,
                 r.end_ns,
@@ -359,7 +363,7 @@ impl Results {
                 s,
                 "{},{},{},{},{},{},{}",
                 r.id,
-                self.flows.get(r.flow as usize).map_or("", |f| f.name.as_str()),
+                self.flow_name(r.flow),
                 r.hop,
                 self.nodes.get(r.node as usize).map_or("", |n| n.name.as_str()),
                 r.port,
@@ -368,6 +372,16 @@ impl Results {
             );
         }
         Some(s)
+    }
+
+    /// The name of accounting record `i` in packet and hop records: a flow's name, or
+    /// `<flow>:server` for the server side of a TCP flow.
+    pub fn flow_name(&self, i: u32) -> &str {
+        let i = i as usize;
+        match self.flows.get(i) {
+            Some(f) => f.name.as_str(),
+            None => self.aux_flow_names.get(i - self.flows.len()).map_or("", String::as_str),
+        }
     }
 
     /// The TCP time series as CSV, if the run had TCP flows.

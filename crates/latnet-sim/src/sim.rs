@@ -630,6 +630,7 @@ impl Simulator {
             nodes,
             log: self.log,
             timeseries,
+            aux_flow_names: self.tcp.hidden_names(&sc.flows),
         }
     }
 }

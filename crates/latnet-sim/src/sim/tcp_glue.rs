@@ -280,6 +280,18 @@ impl TcpState {
         })
     }
 
+    /// Names of the hidden accounting records, in index order.
+    pub(super) fn hidden_names(&self, flows: &[crate::scenario::FlowSpec]) -> Vec<String> {
+        let mut v: Vec<(u32, String)> = self
+            .flows
+            .iter()
+            .zip(flows)
+            .filter_map(|(f, spec)| f.as_ref().map(|f| (f.rev, format!("{}:server", spec.name))))
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v.into_iter().map(|x| x.1).collect()
+    }
+
     /// The time series, taken.
     pub(super) fn take_series(&mut self) -> Vec<SeriesRow> {
         std::mem::take(&mut self.series)

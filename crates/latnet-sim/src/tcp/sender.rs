@@ -655,7 +655,8 @@ impl Sender {
         }
         self.stats.rtos += 1;
         let flight = self.pipe();
-        self.cc.on_rto(now, flight);
+        // Linux tcp_enter_loss: ssthresh is reduced once per loss episode
+        self.cc.on_rto(now, flight, self.reduction.is_some());
         self.board.mark_all_lost();
         self.reno_sacked = 0;
         self.rtt.back_off();

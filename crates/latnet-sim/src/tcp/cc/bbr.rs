@@ -439,7 +439,7 @@ impl CongestionControl for Bbr {
             self.cwnd = self.cwnd.max(self.prior_cwnd);
         }
     }
-    fn on_rto(&mut self, _now: Time, _in_flight: u64) {
+    fn on_rto(&mut self, _now: Time, _in_flight: u64, _reduced: bool) {
         self.prior_cwnd = self.prior_cwnd.max(self.cwnd);
         self.in_recovery = true;
         self.conservation = false;
@@ -538,7 +538,7 @@ mod tests {
         assert_eq!(b.cwnd(), 61 * MSS, "packet conservation: inflight + acked");
         b.on_recovery_exit(Time::ZERO);
         assert_eq!(b.cwnd(), 100 * MSS, "restored");
-        b.on_rto(Time::ZERO, 0);
+        b.on_rto(Time::ZERO, 0, false);
         assert_eq!(b.cwnd(), MSS);
         assert!(!b.uses_prr());
     }

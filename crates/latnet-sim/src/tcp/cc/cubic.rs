@@ -14,7 +14,8 @@
 //!   least 2 MSS.
 //! * Fast convergence (4.7): `W_max = cwnd (1 + beta) / 2` if `cwnd < W_max` at the event,
 //!   else `W_max = cwnd`.
-//! * Timeout (4.8): ssthresh as in 4.6, `cwnd = 1 MSS`, a new epoch after slow start.
+//! * Timeout (4.8): ssthresh as in 4.6 (not again when the timeout falls in a loss episode
+//!   that already reduced it, as Linux), `cwnd = 1 MSS`, a new epoch after slow start.
 //! * Slow start (4.10): standard (no HyStart).
 //!
 //! The epoch starts at the first ACK in congestion avoidance after a reduction, with
@@ -196,8 +197,12 @@ impl CongestionControl for Cubic {
     fn on_loss(&mut self, _now: Time, _s: &AckSample) {
         self.reduce();
     }
-    fn on_rto(&mut self, _now: Time, _in_flight: u64) {
-        self.reduce();
+    fn on_rto(&mut self, _now: Time, _in_flight: u64, reduced: bool) {
+        if reduced {
+            self.epoch = None;
+        } else {
+            self.reduce();
+        }
         self.cwnd = self.mss;
         self.acc = 0;
     }

@@ -99,8 +99,9 @@ pub trait CongestionControl {
     fn on_ecn(&mut self, _now: Time, _s: &AckSample) {}
     /// First loss of a window: set ssthresh.
     fn on_loss(&mut self, now: Time, s: &AckSample);
-    /// The retransmission timer expired: set ssthresh and collapse the window.
-    fn on_rto(&mut self, now: Time, in_flight: u64);
+    /// The retransmission timer expired: set ssthresh (unless `reduced`: it was already set in
+    /// this loss episode, as Linux's `tcp_enter_loss` keeps it) and collapse the window.
+    fn on_rto(&mut self, now: Time, in_flight: u64, reduced: bool);
     /// A reduction ended (`snd_una` passed the recovery point).
     fn on_recovery_exit(&mut self, _now: Time) {
         let s = self.ssthresh();
@@ -235,8 +236,8 @@ impl CongestionControl for AnyCc {
     fn on_loss(&mut self, now: Time, s: &AckSample) {
         dispatch!(self, c => c.on_loss(now, s))
     }
-    fn on_rto(&mut self, now: Time, in_flight: u64) {
-        dispatch!(self, c => c.on_rto(now, in_flight))
+    fn on_rto(&mut self, now: Time, in_flight: u64, reduced: bool) {
+        dispatch!(self, c => c.on_rto(now, in_flight, reduced))
     }
     fn on_recovery_exit(&mut self, now: Time) {
         dispatch!(self, c => c.on_recovery_exit(now))

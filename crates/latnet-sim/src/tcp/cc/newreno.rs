@@ -7,7 +7,8 @@
 //!   2 * MSS)`; the sender then reduces the window to ssthresh by PRR and NewReno/SACK recovery
 //!   (RFC 6582 / RFC 6675) retransmits.
 //! * Classic ECN (RFC 3168 section 6.1.2): the same reduction as a loss, once per window.
-//! * RTO (RFC 5681 section 3.1): `ssthresh = max(FlightSize / 2, 2 * MSS)`, `cwnd = 1 MSS`.
+//! * RTO (RFC 5681 section 3.1): `ssthresh = max(FlightSize / 2, 2 * MSS)` (kept if this loss
+//!   episode already reduced it, as Linux), `cwnd = 1 MSS`.
 
 use super::{reno_grow, AckSample, CongestionControl};
 use latnet_units::Time;
@@ -53,8 +54,10 @@ impl CongestionControl for NewReno {
     fn on_loss(&mut self, _now: Time, s: &AckSample) {
         self.halve(s.prior_in_flight);
     }
-    fn on_rto(&mut self, _now: Time, in_flight: u64) {
-        self.halve(in_flight);
+    fn on_rto(&mut self, _now: Time, in_flight: u64, reduced: bool) {
+        if !reduced {
+            self.halve(in_flight);
+        }
         self.cwnd = self.mss;
         self.acc = 0;
     }
@@ -101,8 +104,12 @@ mod tests {
     #[test]
     fn rto_collapses_to_one_segment() {
         let mut c = NewReno::new(MSS, 30 * MSS);
-        c.on_rto(Time::ZERO, 30 * MSS);
+        c.on_rto(Time::ZERO, 30 * MSS, false);
         assert_eq!((c.cwnd(), c.ssthresh()), (MSS, 15 * MSS));
         assert!(c.in_slow_start());
+        // a timeout inside the same loss episode keeps the ssthresh set at its start
+        c.cwnd = 8 * MSS;
+        c.on_rto(Time::ZERO, 8 * MSS, true);
+        assert_eq!((c.cwnd(), c.ssthresh()), (MSS, 15 * MSS));
     }
 }

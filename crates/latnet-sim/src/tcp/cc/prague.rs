@@ -101,8 +101,10 @@ impl CongestionControl for Prague {
     fn on_loss(&mut self, _now: Time, _s: &AckSample) {
         self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
     }
-    fn on_rto(&mut self, _now: Time, _in_flight: u64) {
-        self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
+    fn on_rto(&mut self, _now: Time, _in_flight: u64, reduced: bool) {
+        if !reduced {
+            self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
+        }
         self.cwnd = self.mss;
         self.acc = 0;
         self.acc_scaled = 0;
