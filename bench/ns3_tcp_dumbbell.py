@@ -3,23 +3,23 @@
     .venv/bin/python bench/ns3_tcp_dumbbell.py [--only validate|speed] [--quick]
                                                [--repeat 3] [--out out/bench-tcp]
 
-**Validation** runs the same dumbbells in both simulators: 1 and 4 bulk flows (starting
-0.1 s + 10 ms apart) from left hosts to right hosts through two routers; 100 Mbit/s with a
-20 ms RTT (access 1 Gbit/s 0.5 ms, bottleneck 9 ms) and 1 Gbit/s with a 5 ms RTT (access
-10 Gbit/s 0.25 ms, bottleneck 2 ms); a DropTail bottleneck of one BDP (166 / 416 packets) with
-NewReno (ns-3 ``TcpLinuxReno``: NewReno recovery with Linux's per-segment window increase,
-which latnet's byte counting matches; ns-3's ``TcpNewReno`` grows once per ACK), CUBIC and BBR,
-and a step-marking bottleneck (mark ECT at enqueue when K = 20 % of a BDP is queued; ns-3: RED
-with QW = 1, MinTh = K - 1, MaxTh = K, Gentle off, ECN) with DCTCP and CUBIC with classic ECN. Both sides
-use the same TCP parameters: MSS 1448 (1502-byte frames: latnet's Ethernet + IPv4 + TCP, ns-3's
-PPP + IPv4 + TCP with timestamps), initial window 10, SACK, delayed ACKs every 2 segments or
-200 ms, minimum RTO 1 s, PRR recovery, no HyStart, no lost-retransmission detection (ns-3 has
-none), 4 MB buffers. ns-3's queue is a queue disc over a 1-packet device queue so that its
-sojourn time can be traced. Compared per configuration: mean per-flow goodput (bytes delivered
-to the application over the flow's time), Jain's fairness index, retransmissions, bottleneck
-drops and CE marks, and the 50th / 99th percentile of the bottleneck queue's sojourn time
-(latnet: start of transmission minus enqueue of each packet at that port; ns-3: the queue
-disc's ``SojournTime`` trace). Differences above 10 % are flagged.
+**Validation** runs the same dumbbells in both simulators: 1 and 4 bulk flows (starting 0.1 s +
+10 ms apart) from left hosts to right hosts through two routers; 100 Mbit/s with a 20 ms RTT
+(access 1 Gbit/s 0.5 ms, bottleneck 9 ms) and 1 Gbit/s with a 5 ms RTT (access 10 Gbit/s 0.25
+ms, bottleneck 2 ms); a DropTail bottleneck of one BDP (166 / 416 packets) with NewReno (ns-3
+``TcpLinuxReno``: NewReno recovery with Linux's per-segment window increase, which latnet's byte
+counting matches; ns-3's ``TcpNewReno`` grows once per ACK), CUBIC and BBR, and a step-marking
+bottleneck (mark ECT at enqueue when K = 20 % of a BDP is queued; ns-3: RED with QW = 1, MinTh =
+K - 1, MaxTh = K, Gentle off, ECN) with DCTCP and CUBIC with classic ECN. Both sides use the
+same TCP parameters: MSS 1448 (1502-byte frames: latnet's Ethernet + IPv4 + TCP, ns-3's PPP +
+IPv4 + TCP with timestamps), initial window 10, SACK, delayed ACKs every 2 segments or 200 ms,
+minimum RTO 1 s, PRR recovery, no HyStart, no lost-retransmission detection (ns-3 has none), 4
+MB buffers. ns-3's queue is a queue disc over a 1-packet device queue so that its sojourn time
+can be traced. Compared per configuration: mean per-flow goodput (bytes delivered to the
+application over the flow's time), Jain's fairness index, retransmissions, bottleneck drops and
+CE marks, and the 50th / 99th percentile of the bottleneck queue's sojourn time (latnet: start
+of transmission minus enqueue of each packet at that port; ns-3: the queue disc's
+``SojournTime`` trace). Differences above 10 % are flagged.
 
 **Speed** times the reference ns-3 dumbbell (4 CUBIC flows, 1 Gbit/s 1 ms access,
 100 Mbit/s 10 ms bottleneck, 100-packet DropTail device queue, 10 simulated s; latnet runs
