@@ -62,6 +62,31 @@ void HookSojourn(ns3::Ptr<ns3::QueueDisc> q) {
   q->TraceConnectWithoutContext("SojournTime", ns3::MakeCallback(&OnSojourn));
 }
 void Reset() { g_retx.clear(); g_sojourn_ns.clear(); }
+// --trace: flow 0's received bytes every 100 ms, its cwnd and its retransmission times
+std::vector<std::pair<double, uint64_t>> g_rx;
+std::vector<std::pair<double, uint32_t>> g_cwnd;
+std::vector<double> g_retx_t;
+void OnCwnd(uint32_t, uint32_t n) { g_cwnd.push_back({ns3::Simulator::Now().GetSeconds(), n}); }
+void OnRetxT(ns3::Ptr<const ns3::Packet>, const ns3::TcpHeader&, const ns3::Address&,
+             const ns3::Address&, ns3::Ptr<const ns3::TcpSocketBase>) {
+  g_retx_t.push_back(ns3::Simulator::Now().GetSeconds());
+}
+void TraceSocket(ns3::Ptr<ns3::Application> app) {
+  ns3::Ptr<ns3::Socket> s = ns3::DynamicCast<ns3::BulkSendApplication>(app)->GetSocket();
+  if (!s) return;
+  s->TraceConnectWithoutContext("CongestionWindow", ns3::MakeCallback(&OnCwnd));
+  s->TraceConnectWithoutContext("Retransmission", ns3::MakeCallback(&OnRetxT));
+}
+void SampleRx(ns3::Ptr<ns3::Application> sink) {
+  g_rx.push_back({ns3::Simulator::Now().GetSeconds(),
+                  ns3::DynamicCast<ns3::PacketSink>(sink)->GetTotalRx()});
+  ns3::Simulator::Schedule(ns3::Seconds(0.1), &SampleRx, sink);
+}
+void TraceLater(ns3::Ptr<ns3::Application> app, ns3::Ptr<ns3::Application> sink, double at) {
+  ns3::Simulator::Schedule(ns3::Seconds(at), &TraceSocket, app);
+  ns3::Simulator::Schedule(ns3::Seconds(0.1), &SampleRx, sink);
+}
+void ResetTrace() { g_rx.clear(); g_cwnd.clear(); g_retx_t.clear(); }
 }
 """
 )
@@ -190,6 +215,9 @@ def run(cfg: dict) -> dict:
             LB.HookLater(a.Get(0), start + 1e-6)
     if measure and qdisc is not None:
         LB.HookSojourn(qdisc)
+    if cfg.get("trace"):
+        LB.ResetTrace()
+        LB.TraceLater(apps[0], sinks[0], cfg["starts_s"][0] + 2e-6)
 
     ns.Simulator.Stop(ns.Seconds(sim_s))
     setup_s = time.perf_counter() - t_setup
@@ -208,8 +236,27 @@ def run(cfg: dict) -> dict:
     else:
         marks = None
     soj = sorted(int(v) for v in LB.g_sojourn_ns) if measure else []
+    trace = None
+    if cfg.get("trace"):
+        cw = [(p.first, int(p.second)) for p in LB.g_cwnd]
+        rt = [float(t) for t in LB.g_retx_t]
+        trace, prev, k = [], 0, 0
+        for p in LB.g_rx:
+            t, rxb = float(p.first), int(p.second)
+            while k + 1 < len(cw) and cw[k + 1][0] <= t:
+                k += 1
+            trace.append(
+                {
+                    "t_s": round(t, 3),
+                    "goodput_mbps": (rxb - prev) * 8 / 0.1 / 1e6,
+                    "cwnd": cw[k][1] if cw and cw[0][0] <= t else 0,
+                    "retransmits": sum(1 for x in rt if t - 0.1 < x <= t),
+                }
+            )
+            prev = rxb
     ns.Simulator.Destroy()
     return {
+        "trace": trace,
         "name": cfg["name"],
         "rx_bytes": [int(v) for v in rx],
         "retransmits": retx,

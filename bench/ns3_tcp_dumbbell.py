@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ns3_tcp_dumbbell.py [--only validate|speed] [--quick]
                                                [--repeat 3] [--out out/bench-tcp]
+    .venv/bin/python bench/ns3_tcp_dumbbell.py --trace "1G-5ms fifo bbr x1"
 
 **Validation** runs the same dumbbells in both simulators: 1 and 4 bulk flows (starting 0.1 s +
 10 ms apart) from left hosts to right hosts through two routers; 100 Mbit/s with a 20 ms RTT
@@ -19,7 +20,8 @@ can be traced. Compared per configuration: mean per-flow goodput (bytes delivere
 application over the flow's time), Jain's fairness index, retransmissions, bottleneck drops and
 CE marks, and the 50th / 99th percentile of the bottleneck queue's sojourn time (latnet: start
 of transmission minus enqueue of each packet at that port; ns-3: the queue disc's
-``SojournTime`` trace). Differences above 10 % are flagged.
+``SojournTime`` trace). Differences above 10 % are flagged. A last pair of columns repeats each
+latnet run with Linux's lost-retransmission detection on (latnet's default; ns-3 has none).
 
 **Speed** times the reference ns-3 dumbbell (4 CUBIC flows, 1 Gbit/s 1 ms access,
 100 Mbit/s 10 ms bottleneck, 100-packet DropTail device queue, 10 simulated s; latnet runs
@@ -119,7 +121,7 @@ def starts(n: int) -> list[float]:
     return [0.1 + 0.01 * i for i in range(n)]
 
 
-def latnet_toml(cfg: dict, parity: bool, packets: bool) -> str:
+def latnet_toml(cfg: dict, parity: bool, packets: bool, lost_retransmit: bool = False) -> str:
     """The latnet scenario of one dumbbell configuration."""
     q = cfg["queue"]
     if q["kind"] == "fifo":
@@ -140,7 +142,8 @@ def latnet_toml(cfg: dict, parity: bool, packets: bool) -> str:
     cc = cfg["latnet_cc"]
     extra = ""
     if parity:
-        extra = ', min_rto = "1s", delack_timeout = "200ms", lost_retransmit = false'
+        lr = "true" if lost_retransmit else "false"
+        extra = f', min_rto = "1s", delack_timeout = "200ms", lost_retransmit = {lr}'
     if cc == "cubic-ecn":
         cc, extra = "cubic", extra + ", ecn = true"
     for i in range(cfg["n"]):
@@ -245,6 +248,11 @@ def validate(quick: bool) -> list[dict]:
         la = run_latnet_validation(cfg)
         nr = ns3[cfg["name"]]
         gl, gn = goodputs(la["rx_bytes"], cfg), goodputs(nr["rx_bytes"], cfg)
+        # sensitivity: the same run with Linux's lost-retransmission detection (latnet's default)
+        lr = latnet.run(
+            text=latnet_toml(cfg, parity=True, packets=False, lost_retransmit=True), packets=False
+        ).summary["flows"]
+        glr = goodputs([f["tcp"]["delivered_bytes"] for f in lr], cfg)
         row = {
             "config": cfg["name"],
             "goodput_mbps": {"latnet": statistics.mean(gl), "ns3": statistics.mean(gn)},
@@ -262,6 +270,10 @@ def validate(quick: bool) -> list[dict]:
                 "ns3": (nr["sojourn_ns"]["p99"] or 0) / 1e6,
             },
             "events": {"latnet": la["events"], "ns3": nr["events"]},
+            "latnet_lost_retransmit": {
+                "goodput_mbps": statistics.mean(glr),
+                "retransmits": sum(f["tcp"]["retransmits"] for f in lr),
+            },
         }
         rows.append(row)
     return rows
@@ -271,7 +283,8 @@ def validation_table(rows: list[dict]) -> str:
     head = (
         "| configuration | goodput/flow Mbit/s latnet | ns-3 | diff | Jain latnet | ns-3 "
         "| retransmits latnet | ns-3 | drops latnet | ns-3 | CE marks latnet | ns-3 "
-        "| sojourn p50 ms latnet | ns-3 | p99 latnet | ns-3 |\n|" + "---|" * 16
+        "| sojourn p50 ms latnet | ns-3 | p99 latnet | ns-3 "
+        "| latnet + lost-retx detection: goodput | retransmits |\n|" + "---|" * 18
     )
     lines = [head]
     for r in rows:
@@ -285,9 +298,36 @@ def validation_table(rows: list[dict]) -> str:
             f"{r['drops']['latnet']} | {r['drops']['ns3']} | "
             f"{r['ce_marks']['latnet']} | {r['ce_marks']['ns3']} | "
             f"{fmt(r['sojourn_p50_ms']['latnet'], 2)} | {fmt(r['sojourn_p50_ms']['ns3'], 2)} | "
-            f"{fmt(r['sojourn_p99_ms']['latnet'], 2)} | {fmt(r['sojourn_p99_ms']['ns3'], 2)} |"
+            f"{fmt(r['sojourn_p99_ms']['latnet'], 2)} | {fmt(r['sojourn_p99_ms']['ns3'], 2)} | "
+            f"{fmt(r['latnet_lost_retransmit']['goodput_mbps'], 2)} | "
+            f"{r['latnet_lost_retransmit']['retransmits']} |"
         )
     return "\n".join(lines)
+
+
+def trace(name: str, quick: bool) -> None:
+    """Flow 0 of one validation configuration, every 100 ms, in both simulators."""
+    cfgs = {c["name"]: c for c in validation_configs(quick)}
+    if name not in cfgs:
+        raise SystemExit(f"no configuration {name!r}; one of: {', '.join(cfgs)}")
+    cfg = dict(cfgs[name], trace=True, name=name + " (trace)")
+    nr = run_ns3([cfg])[cfg["name"]]["trace"]
+    res = latnet.run(text=latnet_toml(cfg, parity=True, packets=False), packets=False)
+    ts = res.timeseries
+    ts = ts[ts["flow"] == "f0"].set_index("t_s")
+    print(f"\n## Trace of flow 0: {name}\n")
+    print("| t s | latnet Mbit/s | cwnd B | retx | ns-3 Mbit/s | cwnd B | retx |")
+    print("|---|---|---|---|---|---|---|")
+    for row in nr:
+        t = row["t_s"]
+        la = ts.loc[round(t, 3)] if round(t, 3) in ts.index else None
+        lg = "-" if la is None else f"{la['goodput_bps'] / 1e6:.1f}"
+        lc = "-" if la is None else f"{int(la['cwnd'])}"
+        lr = "-" if la is None else f"{int(la['retransmits'])}"
+        print(
+            f"| {t:.1f} | {lg} | {lc} | {lr} | {row['goodput_mbps']:.1f} | {row['cwnd']} "
+            f"| {row['retransmits']} |"
+        )
 
 
 def speed_cases(quick: bool) -> list[dict]:
@@ -408,6 +448,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per speed case (median)")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-tcp")
     ap.add_argument(
+        "--trace",
+        metavar="CONFIG",
+        help="print flow 0 of one validation configuration every 100 ms in both simulators",
+    )
+    ap.add_argument(
         "--reuse-ns3",
         type=Path,
         metavar="JSON",
@@ -416,6 +461,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.reuse_ns3:
         NS3_REUSE.update(json.loads(args.reuse_ns3.read_text()).get("ns3_raw", {}))
+    if args.trace:
+        trace(args.trace, args.quick)
+        return
     report: dict = {"quick": args.quick, "repeat": args.repeat, "ns3": NS3_SPEC}
     if args.only in (None, "validate"):
         rows = validate(args.quick)

@@ -11,9 +11,12 @@
 //! 3. a **host-wide shaper** is not here: it is a queue at the host's egress port
 //!    (`kind = "htb"`, `latnet-dataplane`), which the host fills with backpressure.
 //!
-//! The pacer is sans-IO: after each data segment of `L` bytes sent at `now` it computes the
-//! release time of the next one, `max(now, release) + L * 8 / rate` (no credit accumulates
-//! while idle), and [`Pacer::release`] tells the connection when it may send again.
+//! The pacer is sans-IO: after each data segment of `L` payload bytes sent at `now` it computes
+//! the release time of the next one, `max(now, release) + L * 8 / rate` (no credit accumulates
+//! while idle), and [`Pacer::release`] tells the connection when it may send again. Rates are
+//! payload rates, the unit of cwnd and of BBR's bandwidth estimate (ns-3 charges the payload
+//! too; Linux the skb, mostly payload): a cap of 20 Mbit/s yields 20 Mbit/s of goodput and
+//! 20.7 Mbit/s of 1502-byte frames.
 
 use latnet_units::{Bytes, Duration, Rate, Rounding, Time};
 
@@ -64,7 +67,7 @@ impl Pacer {
         now >= self.release
     }
 
-    /// A data segment of `bytes` (wire length) left at `now` under `rate` (`None`: unpaced).
+    /// A data segment of `bytes` (payload) left at `now` under `rate` (`None`: unpaced).
     pub fn on_sent(&mut self, now: Time, bytes: u64, rate: Option<Rate>) {
         self.rate = rate;
         match rate {

@@ -402,7 +402,9 @@ impl Sender {
         self.max_pipe = self.max_pipe.max(self.pipe());
         self.cc.on_sent(now, u64::from(seg.len), self.pipe());
         let rate = self.pacing_rate();
-        self.pacer.on_sent(now, u64::from(seg.len) + 54, rate);
+        // charged by payload, the unit of cwnd and of BBR's bandwidth estimate (as ns-3 does;
+        // Linux charges the skb, mostly payload)
+        self.pacer.on_sent(now, u64::from(seg.len).max(1), rate);
         if self.rto_at.is_none() {
             self.rto_at = Some(now + self.rtt.rto());
         }
