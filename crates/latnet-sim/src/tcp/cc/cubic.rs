@@ -258,6 +258,13 @@ mod tests {
         c.on_loss(Time::ZERO, &ack(MSS, 10));
         assert_eq!(c.w_max(), 70 * MSS * 17 / 20);
         assert_eq!(c.ssthresh(), 70 * MSS * 7 / 10);
+        // an ECN-Echo is the same congestion event (RFC 9438 section 4.6)
+        let mut e = Cubic::new(MSS, 100 * MSS);
+        e.on_ecn(Time::ZERO, &ack(MSS, 10));
+        assert_eq!((e.ssthresh(), e.w_max()), (70 * MSS, 100 * MSS));
+        // a timeout within that episode keeps ssthresh and W_max (Linux tcp_enter_loss)
+        e.on_rto(Time::ZERO, 50 * MSS, true);
+        assert_eq!((e.cwnd(), e.ssthresh(), e.w_max()), (MSS, 70 * MSS, 100 * MSS));
     }
 
     /// Drive CUBIC in congestion avoidance with one ACK per segment at a fixed RTT and check
