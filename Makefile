@@ -35,6 +35,10 @@ $(VENV)/.deps-stamp: requirements-dev.txt
 build: venv
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
 	  $(VENV)/bin/maturin develop --release --quiet
+	$(CARGO) build --release --quiet -p latnet-switch
+	install -m 755 "$$($(CARGO) metadata --format-version 1 --no-deps | \
+	  $(PY) -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/latnet-switch" \
+	  $(VENV)/bin/latnet-switch
 
 lint: venv
 	$(CARGO) fmt --all -- --check
@@ -56,6 +60,7 @@ bench: setup
 	$(CARGO) bench --workspace
 	$(PY) bench/ns3_cbr_chain.py
 	$(PY) bench/chameleon_runtime.py
+	$(PY) bench/ns3_tcp_dumbbell.py
 
 reproduce: setup
 	@for s in lbf l4s ffp pacing chameleon; do \

@@ -1,6 +1,7 @@
 """The `latnet` command.
 
 latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--plot] [--quiet]
+           [--mode sim|emu|both]
 latnet check SCENARIO.toml
 latnet reproduce SEED [--quick] [--out DIR]
 """
@@ -17,7 +18,7 @@ from . import check as check_scenario
 from . import run as run_scenario
 from .commands import register_all
 from .reproduce import SEEDS, load
-from .table import flow_table
+from .table import flow_table, tcp_table
 
 EPILOG = """\
 scenario files: TOML with [sim], [defaults], [[nodes]], [[links]], [[routes]], [[flows]] and
@@ -53,6 +54,10 @@ def _progress_bar(enabled: bool, label: str):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.mode != "sim":
+        from .commands.emulate import cmd_run_emu
+
+        return cmd_run_emu(args)
     path = Path(args.scenario)
     cb, close = _progress_bar(not args.quiet and sys.stderr.isatty(), path.stem)
     try:
@@ -67,6 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if res.packets is not None:
             written.append(latency_cdf(res, out / "latency_cdf.png"))
     print(flow_table(res))
+    tcp = tcp_table(res)
+    if tcp is not None:
+        print("\n" + tcp)
     if not args.quiet:
         print(f"\nwrote {', '.join(Path(w).name for w in written)} to {out}/")
     return 0
@@ -111,7 +119,8 @@ def parser() -> argparse.ArgumentParser:
         help="run one scenario in the simulator and print its flow table",
         description="Run one scenario in the deterministic simulator. Prints one "
         "row per flow (packets, loss, throughput, latency min/mean/p99/max and "
-        "jitter in microseconds) and writes results.json, flows.csv and, with "
+        "jitter in microseconds), a TCP table when the scenario has TCP flows, and "
+        "writes results.json, flows.csv, timeseries.csv (TCP flows) and, with "
         "per-packet records, packets.csv and hops.csv into the output directory.",
     )
     r.add_argument("scenario", help="scenario file (TOML)")
@@ -134,6 +143,13 @@ def parser() -> argparse.ArgumentParser:
         "--plot", action="store_true", help="also draw latency_cdf.png (implies per-packet records)"
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar, table only")
+    r.add_argument(
+        "--mode",
+        choices=["sim", "emu", "both"],
+        default="sim",
+        help="sim: the simulator (default); emu: real packets between network namespaces "
+        "through latnet-switch (root); both: run both and print them side by side",
+    )
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("check", help="validate a scenario file without running it")

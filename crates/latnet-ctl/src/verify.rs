@@ -417,7 +417,7 @@ fn scenario(
         pipelines: Vec::new(),
         lbf: None,
         flows: sflows,
-        output: OutputSpec { packets: true },
+        output: OutputSpec { packets: true, ..OutputSpec::default() },
     };
     // the scenario must pass the simulator's own validation rules
     for f in &sc.flows {

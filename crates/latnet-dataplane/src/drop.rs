@@ -58,6 +58,8 @@ drop_reasons! {
     Policed = "policed",
     /// An explicit drop instruction of a classifier rule.
     RuleDrop = "rule-drop",
+    /// A host received a TCP segment for no connection (and no listening flow).
+    NoConnection = "no-connection",
     /// A packet left in a queue or on a link when the run ended.
     EndOfRun = "end-of-run",
     /// A Latency-Based Forwarding block that could not be parsed.

@@ -26,6 +26,7 @@
 //! | [`pipeline_fwd`] | switches classifying with a match-action pipeline and the FFP |
 //! | [`lbf`] | Latency-Based Forwarding: the LBF switch, FIB, host stamping, LBF results |
 //! | [`srcroute`] | source routing by tag stacks (Chameleon) |
+//! | [`tcp`] | TCP: sans-IO connections, congestion controls, pacing, applications |
 //! | [`stats`] | latency summaries (HDR histograms), jitter |
 //! | [`results`] | JSON / CSV results |
 
@@ -40,6 +41,7 @@ pub mod sim;
 pub mod srcroute;
 pub mod stats;
 pub mod switch;
+pub mod tcp;
 pub mod traffic;
 
 pub use results::Results;

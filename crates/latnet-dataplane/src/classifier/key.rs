@@ -94,8 +94,12 @@ impl Key {
         if n == 0 || pos >= KEY_BITS {
             return;
         }
-        let n = n.min(64).min(KEY_BITS - pos);
+        let n = n.min(64);
         let v = if n == 64 { v } else { v & ((1u64 << n) - 1) };
+        // Bits past the end of the key are cut off: keep the leading (most significant) ones.
+        let keep = n.min(KEY_BITS - pos);
+        let v = v >> (n - keep);
+        let n = keep;
         let wi = pos / 64;
         let off = pos % 64;
         // bits occupy [off, off + n) of word wi, possibly spilling into wi + 1
@@ -212,6 +216,20 @@ mod tests {
         // 1010xxxx and 10xx11xx intersect; 1010xxxx and 11xxxxxx do not
         assert!(Key::intersects(&k(0b1010_0000), &k(0xf0), &k(0b1000_1100), &k(0b1100_1100)));
         assert!(!Key::intersects(&k(0b1010_0000), &k(0xf0), &k(0b1100_0000), &k(0xc0)));
+    }
+
+    #[test]
+    fn a_field_running_past_the_key_keeps_its_leading_bits() {
+        // Found by proptest: 194 bits placed at bit 191 of a 384-bit key.
+        let mut src = vec![0u8; 53];
+        src[52] = 1;
+        let (mut a, mut b) = (Key::ZERO, Key::ZERO);
+        extract_fast(&src, 230, 194, &mut a, 191);
+        extract_bitwise(&src, 230, 194, &mut b, 191);
+        assert_eq!(a, b);
+        let mut k = Key::ZERO;
+        k.put_bits(KEY_BITS - 4, 8, 0b1011_0110);
+        assert_eq!(k.get_bits(KEY_BITS - 4, 4), 0b1011);
     }
 
     proptest! {

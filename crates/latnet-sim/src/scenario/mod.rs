@@ -230,6 +230,9 @@ pub struct OutputSpec {
     /// Keep a record per packet (and per hop) for `packets.csv` / `hops.csv`.
     #[serde(default)]
     pub packets: bool,
+    /// Interval of the per-flow TCP time series (`timeseries.csv`); default 100 ms when the
+    /// scenario has TCP flows.
+    pub timeseries: Option<Duration>,
 }
 
 /// A validated scenario.
@@ -635,6 +638,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     // flows
     let mut flows = Vec::with_capacity(raw.flows.len());
     let mut flow_names: HashMap<String, usize> = HashMap::new();
+    let mut tcp_listeners: HashMap<(usize, u16), usize> = HashMap::new();
     for (i, f) in raw.flows.iter().enumerate() {
         let key = |k: &str| format!("flows[{i}].{k}");
         let name =
@@ -733,6 +737,35 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 "a flow carries either an LBF `slo` block or a `tags` stack, not both",
             ));
         }
+        if let (Some(_), Some(t)) = (f.traffic.get_ref().tcp(), &f.tags) {
+            return Err(cx.at(
+                Some(t.span()),
+                key("tags"),
+                "tag stacks apply to packet sources (cbr, onoff, poisson, token-bucket), not TCP",
+            ));
+        }
+        let dst_port = f.dst_port.unwrap_or(20_000u16.wrapping_add(i as u16));
+        if f.traffic.get_ref().tcp().is_some() {
+            if f.count.is_some() {
+                return Err(cx.at(
+                    Some(f.traffic.span()),
+                    key("count"),
+                    "`count` limits packet sources; a TCP flow sends `bytes` (tcp-bulk) or \
+                     `requests` (tcp-rr)",
+                ));
+            }
+            if let Some(j) = tcp_listeners.insert((dst, dst_port), i) {
+                return Err(cx.at(
+                    Some(f.dst.span()),
+                    key("dst_port"),
+                    format!(
+                        "flows[{j}] already listens on {:?} port {dst_port}; give this TCP flow \
+                         another `dst_port`",
+                        nodes[dst].name
+                    ),
+                ));
+            }
+        }
         flows.push(FlowSpec {
             name,
             src,
@@ -743,7 +776,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             stop,
             count: f.count,
             src_port: f.src_port.unwrap_or(10_000u16.wrapping_add(i as u16)),
-            dst_port: f.dst_port.unwrap_or(20_000u16.wrapping_add(i as u16)),
+            dst_port,
             traffic: f.traffic.get_ref().clone(),
             slo,
             tags,
