@@ -60,6 +60,8 @@ drop_reasons! {
     RuleDrop = "rule-drop",
     /// A host received a TCP segment for no connection (and no listening flow).
     NoConnection = "no-connection",
+    /// A switch's modelled processing backlog was full.
+    ProcessingOverload = "processing-overload",
     /// A packet left in a queue or on a link when the run ended.
     EndOfRun = "end-of-run",
     /// A Latency-Based Forwarding block that could not be parsed.

@@ -8,10 +8,13 @@
 //! * `drop` drops as `rule-drop`; a table miss without miss actions, a pipeline that ends
 //!   without an output, or a goto to a missing table drop as `no-route`.
 //! * The switch does not touch the TTL: a POF pipeline changes only what its rules say.
-//! * Entry timeouts are applied before each packet; no processing delay is modelled (the
-//!   packet is enqueued at its arrival instant).
+//! * Entry timeouts are applied before each packet.
+//! * Without `processing` the packet is enqueued at its arrival instant. With it, the switch
+//!   is one server: a packet starts processing when the previous one is done and is enqueued
+//!   after its modelled cost (see [`Processing`]); the cost is labelled modelled in the docs,
+//!   it is not measured by the simulator.
 
-use crate::scenario::PipelineSpec;
+use crate::scenario::{PipelineSpec, Processing};
 use crate::switch::{Forward, SwitchCtx};
 use latnet_dataplane::classifier::{Classifier, DropCause, Verdict};
 use latnet_dataplane::{DropReason, Packet};
@@ -21,6 +24,9 @@ use latnet_units::Time;
 #[derive(Debug, Clone)]
 pub struct PipelineForwarder {
     cls: Classifier,
+    processing: Option<Processing>,
+    /// When the modelled processor is next free.
+    busy_until: Time,
 }
 
 impl PipelineForwarder {
@@ -33,7 +39,7 @@ impl PipelineForwarder {
                 panic!("pipeline {}: validated message refused: {e}", spec.name);
             }
         }
-        PipelineForwarder { cls }
+        PipelineForwarder { cls, processing: spec.processing, busy_until: Time::ZERO }
     }
 
     /// The classifier.
@@ -43,6 +49,13 @@ impl PipelineForwarder {
 
     /// Classify `pkt` arrived at `cx.node`.
     pub fn forward(&mut self, cx: &SwitchCtx<'_>, pkt: &mut Packet) -> Forward {
+        // The modelled processor: a packet that would wait too long is never looked at.
+        let start = self.busy_until.max(cx.now);
+        if let Some(cost) = self.processing {
+            if start - cx.now > cost.max_backlog {
+                return Forward::Drop(DropReason::ProcessingOverload);
+            }
+        }
         if self.cls.next_expiry().is_some_and(|t| t <= cx.now) {
             self.cls.expire(cx.now);
         }
@@ -51,9 +64,18 @@ impl PipelineForwarder {
         if let Some(q) = d.queue {
             pkt.meta.priority = q.min(7);
         }
+        // Every processed packet occupies the processor, whatever its verdict.
+        let done = self.processing.map(|cost| {
+            let base = if d.low_latency { cost.low_latency } else { cost.normal };
+            self.busy_until = start + base + cost.per_stage.saturating_mul(u64::from(d.stages));
+            self.busy_until
+        });
         match d.verdict {
             Verdict::Output(p) => match cx.topo.node_ports[cx.node].get(usize::from(p)) {
-                Some(&port) => Forward::Port(port),
+                Some(&port) => match done {
+                    None => Forward::Port(port),
+                    Some(at) => Forward::After(port, at),
+                },
                 None => Forward::Drop(DropReason::NoRoute),
             },
             Verdict::Drop(DropCause::Rule) => Forward::Drop(DropReason::RuleDrop),
@@ -85,6 +107,35 @@ mod tests {
         // queue 0 beats the 95 Mbit/s bulk flow sharing the 100 Mbit/s egress
         let max = |f: &crate::results::FlowResult| f.latency_ns.as_ref().map_or(0, |s| s.max);
         assert!(max(control) < max(bulk), "{} vs {}", max(control), max(bulk));
+    }
+
+    #[test]
+    fn modelled_processing_delays_each_packet_by_its_path_and_can_overload() {
+        let base = scenario();
+        let run = |extra: &str| {
+            let src = base.replacen("[[pipelines]]\n", &format!("[[pipelines]]\n{extra}\n"), 1);
+            let sc = Scenario::from_str_named("p.toml", &src).unwrap_or_else(|e| panic!("{e}"));
+            Simulator::new(sc).run()
+        };
+        let plain = run("");
+        let slow = run("processing = { normal = \"20us\", low_latency = \"2us\" }");
+        let min = |r: &crate::Results, n: &str| {
+            let f = r.flows.iter().find(|f| f.name == n).unwrap_or_else(|| panic!("{n}"));
+            f.latency_ns.as_ref().map_or(0, |s| s.min)
+        };
+        // control's rules are low-latency: it pays 2 us at least once more than without a model;
+        // bulk pays at least 20 us.
+        assert!(min(&slow, "control") >= min(&plain, "control") + 2_000);
+        assert!(min(&slow, "bulk") >= min(&plain, "bulk") + 20_000);
+        // a processor slower than the offered load overloads and drops with a counted reason
+        let over =
+            run("processing = { normal = \"1ms\", low_latency = \"1ms\", max_backlog = \"2ms\" }");
+        let dropped: u64 =
+            over.flows.iter().filter_map(|f| f.drops.get("processing-overload")).sum();
+        assert!(dropped > 0, "{:?}", over.flows);
+        for f in &over.flows {
+            assert_eq!(f.sent, f.received + f.dropped + f.in_flight_at_end, "{}", f.name);
+        }
     }
 
     #[test]

@@ -63,6 +63,8 @@ enum Event {
     Wake { port: u32 },
     /// The source of `flow` creates a packet.
     Emit { flow: u32 },
+    /// A switch finished its modelled processing of `pkt`: enqueue it at `port`.
+    Enqueue { port: u32, pkt: Packet },
     /// A TCP connection's timer (ignored unless `gen` is the endpoint's current one).
     TcpTimer { ep: u32, gen: u32 },
     /// A TCP application event of `flow`: start (or the next request), or stop.
@@ -341,6 +343,7 @@ impl Simulator {
         match ev {
             Event::Emit { flow } => self.emit(flow as usize),
             Event::Arrive { port, pkt } => self.arrive(port as usize, pkt),
+            Event::Enqueue { port, pkt } => self.enqueue(port as usize, pkt),
             Event::TxDone { port } => {
                 self.ports[port as usize].busy = false;
                 self.try_transmit(port as usize);
@@ -422,6 +425,10 @@ impl Simulator {
         let cx = SwitchCtx { now: self.now, node, topo: &self.topo, hosts: &self.host_by_addr };
         match fwd.forward(&cx, &mut pkt) {
             Forward::Port(port) => self.enqueue(port, pkt),
+            Forward::After(port, at) => {
+                let tie = self.tie(pkt.meta.flow);
+                self.events.schedule(at, tie, Event::Enqueue { port: port as u32, pkt });
+            }
             Forward::Drop(reason) => self.drop_at_node(node, pkt, reason),
         }
     }
@@ -581,8 +588,11 @@ impl Simulator {
         self.now = end;
         let mut leftovers = Vec::new();
         while let Some((_, ev)) = self.events.pop() {
-            if let Event::Arrive { pkt, port } = ev {
-                leftovers.push((pkt, self.topo.ports[port as usize].node));
+            match ev {
+                Event::Arrive { pkt, port } | Event::Enqueue { pkt, port } => {
+                    leftovers.push((pkt, self.topo.ports[port as usize].node));
+                }
+                _ => {}
             }
         }
         for port in 0..self.ports.len() {

@@ -42,6 +42,9 @@ pub struct SwitchCtx<'a> {
 pub enum Forward {
     /// Enqueue at this egress port (global port index).
     Port(usize),
+    /// Enqueue at this egress port at a later instant: the switch spends modelled processing
+    /// time on the packet first (see the pipeline forwarder's `processing`).
+    After(usize, Time),
     /// Drop, for this reason.
     Drop(DropReason),
 }

@@ -398,16 +398,19 @@ impl SwitchCore {
     fn forward(&mut self, now: Time, mut pkt: Packet) {
         let cx = SwitchCtx { now, node: self.node, topo: &self.topo, hosts: &self.hosts };
         match self.fwd.forward(&cx, &mut pkt) {
-            Forward::Port(g) => match self.port_of_global.get(g).copied().flatten() {
-                Some(i) => {
-                    self.counters.forwarded += 1;
-                    if let Some(n) = self.flow_forwarded.get_mut(pkt.meta.flow as usize) {
-                        *n += 1;
+            // On real packets the processing cost is real: a modelled one is not added.
+            Forward::Port(g) | Forward::After(g, _) => {
+                match self.port_of_global.get(g).copied().flatten() {
+                    Some(i) => {
+                        self.counters.forwarded += 1;
+                        if let Some(n) = self.flow_forwarded.get_mut(pkt.meta.flow as usize) {
+                            *n += 1;
+                        }
+                        self.enqueue(i, now, pkt)
                     }
-                    self.enqueue(i, now, pkt)
+                    None => self.count_drop(pkt, DropReason::NoRoute, true),
                 }
-                None => self.count_drop(pkt, DropReason::NoRoute, true),
-            },
+            }
             Forward::Drop(r) => self.count_drop(pkt, r, true),
         }
     }

@@ -14,7 +14,7 @@ pub use lbf::{
     min_frame, BudgetRule, Carry, Encap, ExpirePolicy, LbfFibOverride, LbfScenario, LbfSettings,
     SloSpec, UpperPolicy,
 };
-pub use pipeline::PipelineSpec;
+pub use pipeline::{PipelineSpec, Processing};
 
 use crate::switch::ForwardingSpec;
 use crate::traffic::TrafficSpec;

@@ -7,6 +7,10 @@
 //! algo = "strong"        # or "pof"
 //! ffp = true             # the Fast-Forwarding Path in front (default true)
 //! lut_capacity = 4096    # records per fast-path table (default 16384)
+//! # modelled per-packet processing cost (optional; default none): the switch works on one
+//! # packet at a time; a packet whose every hit was low-latency costs `low_latency`, any other
+//! # `normal`, each plus `per_stage` per table visited; a backlog above `max_backlog` drops
+//! processing = { normal = "5us", low_latency = "1.2us", per_stage = "0ns", max_backlog = "10ms" }
 //! tables = [
 //!   { id = 0, name = "eth", kind = "mask", fields = ["eth.type"], size = 16 },
 //!   { id = 1, name = "fib", kind = "lpm", fields = ["ipv4.dst"], size = 64 },
@@ -28,7 +32,7 @@ use super::error::ErrCtx;
 use super::ScenarioError;
 use latnet_dataplane::classifier::text::{RuleText, TableText};
 use latnet_dataplane::classifier::{Algo, Classifier, Control, FfpConfig, TableMod, TableSpec};
-use latnet_units::Time;
+use latnet_units::{Duration, Time};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -43,6 +47,34 @@ pub struct PipelineSpec {
     pub ffp: Option<FfpConfig>,
     /// Table-mods then flow-mods, in file order.
     pub messages: Vec<Control>,
+    /// Modelled per-packet processing cost, if any.
+    pub processing: Option<Processing>,
+}
+
+/// A modelled per-packet processing cost: the switch is one server that handles packets in
+/// arrival order; each costs `low_latency` if every entry it hit was a low-latency entry (the
+/// fast path's traffic), `normal` otherwise, plus `per_stage` per table visited. Take the
+/// figures from measurements (e.g. `latnet reproduce ffp`). A packet that would wait more than
+/// `max_backlog` for the server is dropped as `processing-overload`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Processing {
+    /// Cost of a packet that took the low-latency path.
+    #[serde(default)]
+    pub low_latency: Duration,
+    /// Cost of any other packet.
+    #[serde(default)]
+    pub normal: Duration,
+    /// Added per table visited.
+    #[serde(default)]
+    pub per_stage: Duration,
+    /// Longest wait for the server before a packet is dropped (default 10 ms).
+    #[serde(default = "default_backlog")]
+    pub max_backlog: Duration,
+}
+
+fn default_backlog() -> Duration {
+    Duration::from_millis(10)
 }
 
 #[derive(Deserialize)]
@@ -58,6 +90,7 @@ pub(super) struct RawPipeline {
     tables: Vec<Spanned<TableText>>,
     #[serde(default)]
     rules: Vec<Spanned<RuleText>>,
+    processing: Option<Processing>,
 }
 
 fn default_algo() -> Algo {
@@ -122,7 +155,7 @@ pub(super) fn validate(
                 .map_err(|e| cx.at(Some(r.span()), &key, e.to_string()))?;
             messages.push(m);
         }
-        out.push(PipelineSpec { name, algo: p.algo, ffp, messages });
+        out.push(PipelineSpec { name, algo: p.algo, ffp, messages, processing: p.processing });
     }
     Ok(out)
 }
