@@ -59,6 +59,7 @@ fuzz:
 bench: setup
 	$(CARGO) bench --workspace
 	$(PY) bench/ns3_cbr_chain.py
+	$(PY) bench/chameleon_runtime.py
 	$(PY) bench/ns3_tcp_dumbbell.py
 
 reproduce: setup

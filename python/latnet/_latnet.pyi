@@ -57,3 +57,62 @@ def ffp_churn(
     flows: int | None = None,
 ) -> dict[str, list[float] | int]: ...
 def ffp_rules_json(spec_toml: str) -> str: ...
+
+# ---- Chameleon controller (crates/latnet-py/src/chameleon.rs) ----
+
+def chameleon_eval(
+    system: str,
+    scenario: int,
+    runs: list[int],
+    k: int | None = None,
+    queues: int = 8,
+    hosts_per_edge: int | None = None,
+    seed: int = 1,
+    topology_file: str | os.PathLike[str] | None = None,
+    routing: str = "least-delay",
+    reroute_limit: int = 20,
+    multiplier: int = 30000,
+    per_hop_ns: int = 0,
+    shaping: bool = True,
+    burst: str = "real",
+    tag_base: int = 10,
+    max_requests: int = 10000000,
+) -> str: ...
+def chameleon_crosscheck(
+    k: int | None = None,
+    queues: int = 4,
+    hosts_per_edge: int | None = None,
+    scenario: int = 8,
+    seed: int = 1,
+    system: str = "chameleon",
+    topology_file: str | os.PathLike[str] | None = None,
+    per_hop_ns: int = 0,
+    duration_ms: int = 20,
+    background: bool = True,
+    tries: int | None = None,
+    misbehave: int = 1,
+) -> str: ...
+
+class ChameleonController:
+    def __init__(
+        self,
+        k: int | None = None,
+        hosts_per_edge: int | None = None,
+        queues: int = 8,
+        topology_file: str | os.PathLike[str] | None = None,
+        system: str = "chameleon",
+        routing: str = "least-delay",
+        reroute_limit: int = 20,
+        multiplier: int = 30000,
+        per_hop_ns: int = 0,
+        shaping: bool = True,
+        burst: str = "real",
+        tag_base: int = 10,
+    ) -> None: ...
+    def hosts(self) -> list[str]: ...
+    def request(
+        self, src: str, dst: str, rate_bps: float, burst_bytes: float, deadline_ns: float
+    ) -> dict[str, object]: ...
+    def remove(self, id: int) -> bool: ...
+    def flows(self) -> list[dict[str, object]]: ...
+    def __len__(self) -> int: ...

@@ -9,6 +9,7 @@
 // PyO3's macros expand to code that trips these workspace lints.
 #![allow(unsafe_code, missing_debug_implementations)]
 
+mod chameleon;
 mod ffp;
 
 use latnet_sim::{Results, Scenario, Simulator};
@@ -203,5 +204,6 @@ fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     ffp::register(m)?;
+    chameleon::register(m)?;
     Ok(())
 }

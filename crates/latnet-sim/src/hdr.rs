@@ -80,3 +80,11 @@ pub fn decrement_ttl(frame: &mut [u8], l3: L3) -> bool {
         L3::Other(_) => true,
     }
 }
+
+/// Push a tag stack onto a frame so that `tags[0]` is the outermost tag (the first switch's).
+pub fn push_tags(frame: &mut Vec<u8>, tags: &[u16]) -> Result<(), WireError> {
+    for &t in tags.iter().rev() {
+        latnet_wire::push_vlan(frame, latnet_wire::VlanTag::new(t))?;
+    }
+    Ok(())
+}

@@ -25,6 +25,7 @@
 //! | [`switch`] | forwarding models of switches ([`switch::Forwarder`]) |
 //! | [`pipeline_fwd`] | switches classifying with a match-action pipeline and the FFP |
 //! | [`lbf`] | Latency-Based Forwarding: the LBF switch, FIB, host stamping, LBF results |
+//! | [`srcroute`] | source routing by tag stacks (Chameleon) |
 //! | [`tcp`] | TCP: sans-IO connections, congestion controls, pacing, applications |
 //! | [`stats`] | latency summaries (HDR histograms), jitter |
 //! | [`results`] | JSON / CSV results |
@@ -37,6 +38,7 @@ pub mod pipeline_fwd;
 pub mod results;
 pub mod scenario;
 pub mod sim;
+pub mod srcroute;
 pub mod stats;
 pub mod switch;
 pub mod tcp;

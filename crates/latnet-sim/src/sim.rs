@@ -32,7 +32,7 @@ use crate::results::{
 };
 use crate::scenario::{LatencyConvention, NodeKind, Scenario, Switching, TieBreak};
 use crate::stats::{Jitter, LatencyStats};
-use crate::switch::{Forward, Forwarder, SwitchCtx};
+use crate::switch::{Forward, Forwarder, ForwardingSpec, SwitchCtx};
 use crate::traffic::Source;
 use latnet_dataplane::packet::dscp_from_priority;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, Meta, Packet, Queue, Verdict};
@@ -177,8 +177,19 @@ impl Simulator {
                         crate::lbf::template(f.src, f.dst, src, dst, dscp, sp, dp, size, slo)
                             .map(|(t, o)| (t, Some(o)))
                     }
-                    None => hdr::udp_template(f.src, f.dst, src, dst, dscp, sp, dp, size)
-                        .map(|t| (t, None)),
+                    // a tagged flow's size includes its tags (validated: no LBF block with tags)
+                    None => hdr::udp_template(
+                        f.src,
+                        f.dst,
+                        src,
+                        dst,
+                        dscp,
+                        sp,
+                        dp,
+                        size - 4 * f.tags.len(),
+                    )
+                    .and_then(|mut t| hdr::push_tags(&mut t, &f.tags).map(|()| t))
+                    .map(|t| (t, None)),
                 }
                 .unwrap_or_else(|e| panic!("validated flow {}: {e}", f.name))
             })
@@ -241,6 +252,8 @@ impl Simulator {
                     Some(p) => Forwarder::Pipeline(Box::new(
                         crate::pipeline_fwd::PipelineForwarder::new(&sc.pipelines[p], seed),
                     )),
+                    // an explicit `forwarding` model wins over [lbf]
+                    None if n.forwarding != ForwardingSpec::Fib => n.forwarding.build(),
                     None => match lbf.as_ref().and_then(|l| l.switch(i)) {
                         Some(s) => Forwarder::Lbf(Box::new(s)),
                         None => Forwarder::default(),

@@ -11,6 +11,7 @@
 //! | [`Forwarder::Fib`] | default | destination IP → FIB (shortest paths / `[[routes]]`), TTL − 1, priority from DSCP |
 //! | [`Forwarder::Pipeline`] | `pipeline = "NAME"` | a match-action pipeline, optionally with the Fast-Forwarding Path ([`crate::pipeline_fwd`]) |
 //! | [`Forwarder::Lbf`] | `[lbf]` / node `lbf` | as `Fib`, then Latency-Based Forwarding: per-hop budgets from the packet's LBF block, eligible times and deadlines for the queue, early drop or late marking ([`crate::lbf`]) |
+//! | [`Forwarder::TagStack`] | `forwarding = { kind = "tag-stack", base = 10 }` | pop the outer 802.1Q tag `t`, egress local port `t / base`, queue `t % base` ([`crate::srcroute`]) |
 //!
 //! New forwarding models (LBF budgets, match-action pipelines, source routing by tag stacks)
 //! are added as variants here, each in its own module.
@@ -59,6 +60,41 @@ pub enum Forwarder {
     Pipeline(Box<crate::pipeline_fwd::PipelineForwarder>),
     /// Latency-Based Forwarding (see [`crate::lbf`]).
     Lbf(Box<crate::lbf::LbfSwitch>),
+    /// Source routing by tag stacks: `tag = base × local port + queue`.
+    TagStack {
+        /// Multiplier of the port number in a tag.
+        base: u16,
+    },
+}
+
+/// A switch's forwarding model as written in scenario files (`forwarding = { kind = ... }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum ForwardingSpec {
+    /// [`Forwarder::Fib`].
+    #[default]
+    Fib,
+    /// [`Forwarder::TagStack`].
+    TagStack {
+        /// `tag = base × port + queue` (default 10).
+        #[serde(default = "default_tag_base")]
+        base: u16,
+    },
+}
+
+fn default_tag_base() -> u16 {
+    10
+}
+
+impl ForwardingSpec {
+    /// The forwarder this spec describes.
+    pub fn build(self) -> Forwarder {
+        match self {
+            ForwardingSpec::Fib => Forwarder::Fib,
+            ForwardingSpec::TagStack { base } => Forwarder::TagStack { base },
+        }
+    }
 }
 
 impl Forwarder {
@@ -69,6 +105,7 @@ impl Forwarder {
             Forwarder::Fib => fib_forward(cx, pkt),
             Forwarder::Pipeline(p) => p.forward(cx, pkt),
             Forwarder::Lbf(l) => l.forward(cx, pkt),
+            Forwarder::TagStack { base } => crate::srcroute::tag_forward(cx, pkt, *base),
         }
     }
 
@@ -76,7 +113,7 @@ impl Forwarder {
     #[inline]
     pub fn on_transmit(&mut self, now: Time, port: usize, pkt: &mut Packet) {
         match self {
-            Forwarder::Fib | Forwarder::Pipeline(_) => {}
+            Forwarder::Fib | Forwarder::Pipeline(_) | Forwarder::TagStack { .. } => {}
             Forwarder::Lbf(l) => l.on_transmit(now, port, pkt),
         }
     }

@@ -16,6 +16,7 @@ pub use lbf::{
 };
 pub use pipeline::{PipelineSpec, Processing};
 
+use crate::switch::ForwardingSpec;
 use crate::traffic::TrafficSpec;
 use error::ErrCtx;
 use latnet_dataplane::packet::{Priority, BEST_EFFORT};
@@ -154,6 +155,8 @@ pub struct NodeSpec {
     pub address: Ipv4Addr,
     /// Index into [`Scenario::pipelines`] of a switch that classifies with a pipeline.
     pub pipeline: Option<usize>,
+    /// Forwarding model (switches only; hosts keep the default).
+    pub forwarding: ForwardingSpec,
 }
 
 /// A validated bidirectional link.
@@ -215,6 +218,9 @@ pub struct FlowSpec {
     pub traffic: TrafficSpec,
     /// Latency objective carried in an LBF block, if any.
     pub slo: Option<SloSpec>,
+    /// 802.1Q tag stack the source pushes, outermost (first switch) first; empty for none.
+    /// `size` includes the 4 bytes of each tag.
+    pub tags: Vec<u16>,
 }
 
 /// What to write besides the summary.
@@ -325,6 +331,7 @@ struct RawNode {
     queue: Option<Spanned<QueueSpec>>,
     pipeline: Option<Spanned<String>>,
     lbf: Option<Spanned<lbf::RawLbfNode>>,
+    forwarding: Option<Spanned<ForwardingSpec>>,
 }
 
 #[derive(Deserialize)]
@@ -364,6 +371,7 @@ struct RawFlow {
     dst_port: Option<u16>,
     traffic: Spanned<TrafficSpec>,
     slo: Option<Spanned<lbf::RawSlo>>,
+    tags: Option<Spanned<Vec<u16>>>,
 }
 
 // ---------------- validation ----------------
@@ -513,7 +521,34 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 found
             }
         };
-        nodes.push(NodeSpec { name, kind: n.kind, address, pipeline });
+        let forwarding = match &n.forwarding {
+            None => ForwardingSpec::default(),
+            Some(f) if n.kind == NodeKind::Host => {
+                return Err(cx.at(
+                    Some(f.span()),
+                    format!("nodes[{i}].forwarding"),
+                    "only switches have a forwarding model (hosts send by their FIB)",
+                ))
+            }
+            Some(f) => match *f.get_ref() {
+                ForwardingSpec::TagStack { base: 0 } => {
+                    return Err(cx.at(
+                        Some(f.span()),
+                        format!("nodes[{i}].forwarding.base"),
+                        "expected a tag base of at least 1 (tag = base x port + queue)",
+                    ))
+                }
+                spec => spec,
+            },
+        };
+        if let (Some(_), Some(f)) = (pipeline, &n.forwarding) {
+            return Err(cx.at(
+                Some(f.span()),
+                format!("nodes[{i}].forwarding"),
+                "a switch has either a `pipeline` or a `forwarding` model, not both",
+            ));
+        }
+        nodes.push(NodeSpec { name, kind: n.kind, address, pipeline, forwarding });
     }
     let lookup = |s: &Spanned<String>, key: String| -> Result<usize, ScenarioError> {
         index.get(s.get_ref().trim()).copied().ok_or_else(|| {
@@ -645,6 +680,37 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         if !(MIN_FRAME..=MAX_FRAME).contains(&size) {
             return Err(cx.at(Some(f.size.span()), key("size"), format!("expected a frame length in bytes from {MIN_FRAME} (Ethernet + IPv4 + UDP headers) to {MAX_FRAME}, got {size}")));
         }
+        let tags = match &f.tags {
+            None => Vec::new(),
+            Some(t) => {
+                let v = t.get_ref().clone();
+                if v.len() > latnet_wire::MAX_TAGS {
+                    return Err(cx.at(
+                        Some(t.span()),
+                        key("tags"),
+                        format!("expected at most {} tags, got {}", latnet_wire::MAX_TAGS, v.len()),
+                    ));
+                }
+                if let Some(bad) = v.iter().find(|&&x| x > 4095) {
+                    return Err(cx.at(
+                        Some(t.span()),
+                        key("tags"),
+                        format!("expected 802.1Q VIDs from 0 to 4095, got {bad}"),
+                    ));
+                }
+                let need = MIN_FRAME + 4 * v.len() as u32;
+                if size < need {
+                    return Err(cx.at(
+                        Some(f.size.span()),
+                        key("size"),
+                        format!(
+                            "expected at least {need} bytes: headers plus 4 bytes per tag, got {size}"
+                        ),
+                    ));
+                }
+                v
+            }
+        };
         let start = f.start.unwrap_or(Time::ZERO);
         let stop_limit = Time::from_duration(duration);
         let stop = f.stop.as_ref().map_or(stop_limit, |s| (*s.get_ref()).min(stop_limit));
@@ -664,6 +730,20 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             Some(s) => Some(lbf::validate_slo(cx, s, key("slo"), size)?),
             None => None,
         };
+        if let (Some(_), Some(t)) = (&slo, &f.tags) {
+            return Err(cx.at(
+                Some(t.span()),
+                key("tags"),
+                "a flow carries either an LBF `slo` block or a `tags` stack, not both",
+            ));
+        }
+        if let (Some(_), Some(t)) = (f.traffic.get_ref().tcp(), &f.tags) {
+            return Err(cx.at(
+                Some(t.span()),
+                key("tags"),
+                "tag stacks apply to packet sources (cbr, onoff, poisson, token-bucket), not TCP",
+            ));
+        }
         let dst_port = f.dst_port.unwrap_or(20_000u16.wrapping_add(i as u16));
         if f.traffic.get_ref().tcp().is_some() {
             if f.count.is_some() {
@@ -699,6 +779,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             dst_port,
             traffic: f.traffic.get_ref().clone(),
             slo,
+            tags,
         });
     }
     let node_lbf: Vec<_> = raw.nodes.iter().map(|n| n.lbf.as_ref()).collect();

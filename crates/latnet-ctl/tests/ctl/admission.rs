@@ -1,0 +1,367 @@
+//! Admission decisions: the golden vector through the whole controller, monotone bounds and
+//! exact release as properties, invalid requests, rerouting, tags, routing variants.
+
+use crate::{controller, fat_tree, req};
+use latnet_ctl::eval::{self, EvalOptions, SystemKind};
+use latnet_ctl::{
+    BurstModel, Controller, CtlConfig, QueueSet, Rejection, RerouteConfig, Routing, Topology,
+    Workload,
+};
+use latnet_units::{Bytes, Duration};
+use proptest::prelude::*;
+use std::sync::Arc;
+
+fn topo(src: &str) -> Arc<Topology> {
+    Arc::new(Topology::from_toml("t.toml", src).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// h1 - s - h2 at 1 Gbit/s.
+const LINE: &str = r#"
+[defaults.link]
+rate = "1Gbps"
+[[nodes]]
+name = "h1"
+kind = "host"
+[[nodes]]
+name = "s"
+kind = "switch"
+[[nodes]]
+name = "h2"
+kind = "host"
+[[links]]
+a = "h1"
+b = "s"
+[[links]]
+a = "s"
+b = "h2"
+"#;
+
+/// The reference's golden vector, decided by the controller end to end: three queues at the
+/// switch port with the DetServ budgets, no shaping, no burst increase.
+#[test]
+fn golden_vector_through_the_controller() {
+    let t = topo(LINE);
+    let cfg = CtlConfig {
+        switch: QueueSet {
+            budgets: [1_740, 6_600, 11_220].map(Duration::from_micros).to_vec(),
+            buffer: Bytes::new(300_000),
+        },
+        host: QueueSet { budgets: vec![Duration::from_millis(50)], buffer: Bytes::new(10_000_000) },
+        shaping: false,
+        burst: BurstModel::None,
+        reroute: None,
+        ..CtlConfig::with_budgets(vec![Duration::from_millis(1)])
+    };
+    let mut c = controller(&t, cfg);
+    let sw_port = t.node_ports(t.node_id("s").unwrap_or(0))[1];
+    let queue_of = |c: &Controller, id| c.flow(id).map(|e| e.hops[1].queue);
+    let a = c.request(req(&t, "h1", "h2", 322, 186_000, 52)).unwrap_or_else(|e| panic!("{e}"));
+    let b = c.request(req(&t, "h1", "h2", 275, 195_000, 60)).unwrap_or_else(|e| panic!("{e}"));
+    let q2 = c.request(req(&t, "h1", "h2", 93, 90_000, 62)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(queue_of(&c, a.id), Some(0));
+    assert_eq!(queue_of(&c, b.id), Some(1), "q0 would exceed 1.74 ms");
+    assert_eq!(queue_of(&c, q2.id), Some(2), "q1 would exceed its 300,000 B buffer");
+    let ms = |c: &Controller, q| c.bounds(sw_port, q).map(|b| (b.delay_ms() * 1e4).round() / 1e4);
+    assert_eq!(ms(&c, 0), Some(1.5125));
+    assert_eq!(ms(&c, 1), Some(4.5317));
+    assert_eq!(ms(&c, 2), Some(9.4106));
+    let before = c.snapshot();
+    // f1 fits q0 and q1 on its own but would push q2 to 11.9145 ms > 11.22 ms
+    let f1 = c.request(req(&t, "h1", "h2", 81, 5_500, 57));
+    assert_eq!(f1, Err(Rejection::NoPath));
+    assert_eq!(c.snapshot(), before, "a rejection reserves nothing");
+    // f2 is accepted: q2 stays at 10.4892 ms
+    let f2 = c.request(req(&t, "h1", "h2", 30, 15_000, 57)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(queue_of(&c, f2.id), Some(0));
+    assert_eq!(ms(&c, 2), Some(10.4892));
+}
+
+fn all_bounds(c: &Controller) -> Vec<Option<f64>> {
+    let n = c.topology().ports().len();
+    let mut v = Vec::new();
+    for p in 0..n {
+        let st = c.port_state(p);
+        for q in 0..st.len() {
+            v.push(
+                (st.queue(q).flows > 0)
+                    .then(|| c.bounds(p, q).map_or(f64::INFINITY, |b| b.delay.as_f64())),
+            );
+        }
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+
+    /// Adding a flow never lowers any existing bound; removing it restores the previous state
+    /// exactly, after which the same request gets the same embedding again.
+    #[test]
+    fn adding_never_lowers_a_bound_and_removing_restores_exactly(
+        seed in 0u64..1000, scenario in 1usize..=8, queues in prop::sample::select(vec![2usize, 4, 8]),
+    ) {
+        let t = fat_tree(4, 2);
+        let mut cfg = CtlConfig::chameleon(queues).unwrap_or_else(|e| panic!("{e}"));
+        cfg.reroute = None;
+        let mut c = controller(&t, cfg);
+        let mut wl = Workload::new(scenario, t.hosts(), seed, 0).unwrap_or_else(|e| panic!("{e}"));
+        let mut admitted = 0;
+        for _ in 0..150 {
+            let r = wl.next_request().request;
+            let snap = c.snapshot();
+            let bounds = all_bounds(&c);
+            match c.request(r) {
+                Ok(a) => {
+                    admitted += 1;
+                    let after = all_bounds(&c);
+                    for (b0, b1) in bounds.iter().zip(&after) {
+                        if let (Some(b0), Some(b1)) = (b0, b1) {
+                            prop_assert!(b1 >= b0, "a bound went down: {b0} -> {b1}");
+                        }
+                    }
+                    let e = c.remove(a.id).unwrap_or_else(|| panic!("admitted flow"));
+                    prop_assert_eq!(c.snapshot(), snap.clone());
+                    let again = c.request(r).unwrap_or_else(|e| panic!("{e}"));
+                    let e2 = c.flow(again.id).unwrap_or_else(|| panic!("re-admitted"));
+                    prop_assert_eq!(&e.hops, &e2.hops);
+                }
+                Err(_) => prop_assert_eq!(c.snapshot(), snap),
+            }
+        }
+        prop_assert!(admitted > 0);
+    }
+
+    /// With rerouting, removing every flow in any order leaves the empty state.
+    #[test]
+    fn removing_everything_after_reroutes_leaves_nothing(seed in 0u64..1000, order in any::<u64>()) {
+        let t = fat_tree(4, 2);
+        let mut c = controller(&t, CtlConfig::chameleon(4).unwrap_or_else(|e| panic!("{e}")));
+        let empty = c.snapshot();
+        let mut wl = Workload::new(8, t.hosts(), seed, 1).unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..400 {
+            let _ = c.request(wl.next_request().request);
+        }
+        let mut ids: Vec<_> = c.flows().map(|e| e.id).collect();
+        prop_assert!(!ids.is_empty());
+        let n = ids.len();
+        ids.rotate_left((order % n as u64) as usize);
+        for id in ids {
+            prop_assert!(c.remove(id).is_some());
+        }
+        prop_assert_eq!(c.snapshot(), empty);
+        prop_assert!(c.remove(0).is_none(), "a removed flow cannot be removed twice");
+    }
+}
+
+#[test]
+fn invalid_requests_get_a_clear_reason() {
+    let t = fat_tree(4, 2);
+    let mut c = controller(&t, CtlConfig::chameleon(8).unwrap_or_else(|e| panic!("{e}")));
+    let ok = req(&t, "h0_0_0", "h3_1_1", 1, 200, 50);
+    let cases = [
+        (latnet_ctl::FlowRequest { rate: latnet_units::Rate::ZERO, ..ok }, "invalid-rate", "rate"),
+        (latnet_ctl::FlowRequest { burst: Bytes::ZERO, ..ok }, "invalid-burst", "burst"),
+        (
+            latnet_ctl::FlowRequest { deadline: Duration::ZERO, ..ok },
+            "invalid-deadline",
+            "deadline",
+        ),
+        (latnet_ctl::FlowRequest { dst: 10_000, ..ok }, "unknown-host", "unknown host"),
+        (
+            latnet_ctl::FlowRequest { dst: t.node_id("e0_0").unwrap_or(0), ..ok },
+            "not-a-host",
+            "switch",
+        ),
+        (latnet_ctl::FlowRequest { dst: ok.src, ..ok }, "same-host", "same host"),
+        (
+            latnet_ctl::FlowRequest { deadline: Duration::from_micros(700), ..ok },
+            "deadline-below-minimum",
+            "minimum 1ms",
+        ),
+    ];
+    for (r, code, words) in cases {
+        let e = c.request(r).unwrap_err();
+        assert_eq!(e.code(), code);
+        assert!(e.is_invalid());
+        assert!(e.to_string().contains(words), "{e}");
+    }
+    assert_eq!(c.stats().invalid, 7);
+    assert!(c.is_empty());
+    // the minimum is per path: same edge switch is 0.5 + 0.1 ms
+    assert!(c.request(req(&t, "h0_0_0", "h0_0_1", 1, 200, 1)).is_ok());
+}
+
+/// Fig. 1 of the paper in miniature: a big flow sits on the only link a new flow can use;
+/// rerouting moves it to the other spine and the new flow fits. Without rerouting the new
+/// flow is refused. (Make-before-break counts the moved flow twice where its old and new
+/// paths merge, so it must fit there twice: 2 x 400 Mbit/s.)
+#[test]
+fn rerouting_makes_room_as_in_fig_6() {
+    let src = r#"
+[defaults.link]
+rate = "1Gbps"
+[[nodes]]
+name = "s1"
+kind = "switch"
+[[nodes]]
+name = "m1"
+kind = "switch"
+[[nodes]]
+name = "m2"
+kind = "switch"
+[[nodes]]
+name = "s2"
+kind = "switch"
+[[nodes]]
+name = "h1"
+kind = "host"
+[[nodes]]
+name = "h2"
+kind = "host"
+[[nodes]]
+name = "h3"
+kind = "host"
+[[nodes]]
+name = "h6"
+kind = "host"
+[[links]]
+a = "s1"
+b = "m1"
+[[links]]
+a = "s1"
+b = "m2"
+[[links]]
+a = "m1"
+b = "s2"
+[[links]]
+a = "m2"
+b = "s2"
+[[links]]
+a = "h1"
+b = "s1"
+[[links]]
+a = "h2"
+b = "s1"
+[[links]]
+a = "h3"
+b = "s2"
+[[links]]
+a = "m1"
+b = "h6"
+"#;
+    let t = topo(src);
+    for reroute in [false, true] {
+        let mut cfg = CtlConfig::chameleon(2).unwrap_or_else(|e| panic!("{e}"));
+        cfg.reroute = reroute.then_some(RerouteConfig::default());
+        let mut c = controller(&t, cfg);
+        let big = c.request(req(&t, "h2", "h3", 400, 1500, 50)).unwrap_or_else(|e| panic!("{e}"));
+        let path = |c: &Controller, id| {
+            c.flow(id)
+                .map(|e| e.path(&t).iter().map(|&n| t.nodes()[n].name.clone()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            path(&c, big.id),
+            Some(vec!["h2".into(), "s1".into(), "m1".into(), "s2".into(), "h3".into()])
+        );
+        // 0.8 ms: only the direct path s1 - m1 (0.7 ms) fits, not the detour over m2 (0.9 ms)
+        let mut r = req(&t, "h1", "h6", 700, 1500, 1);
+        r.deadline = Duration::from_micros(800);
+        let new = c.request(r);
+        if reroute {
+            let a = new.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(a.rerouted, vec![big.id]);
+            assert_eq!(
+                path(&c, big.id),
+                Some(vec!["h2".into(), "s1".into(), "m2".into(), "s2".into(), "h3".into()])
+            );
+            assert_eq!(
+                path(&c, a.id),
+                Some(vec!["h1".into(), "s1".into(), "m1".into(), "h6".into()])
+            );
+            assert_eq!(c.rerouted_flows(), 1);
+            assert_eq!(c.stats().admitted_after_reroute, 1);
+        } else {
+            assert_eq!(new, Err(Rejection::NoPath));
+        }
+    }
+}
+
+#[test]
+fn tag_stacks_spell_the_path_and_the_queues() {
+    let t = fat_tree(4, 2);
+    for base in [10u16, 100] {
+        let mut cfg = CtlConfig::chameleon(8).unwrap_or_else(|e| panic!("{e}"));
+        cfg.tags.base = base;
+        let mut c = controller(&t, cfg.clone());
+        let mut wl = Workload::new(1, t.hosts(), 3, 0).unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..100 {
+            let _ = c.request(wl.next_request().request);
+        }
+        assert!(c.len() > 10);
+        for e in c.flows() {
+            let tags = c.tags(e);
+            assert_eq!(tags.len(), e.hops.len() - 1, "one tag per switch");
+            // walk the topology by the tags from the first switch
+            let mut at = t.port(e.hops[0].port).peer;
+            for (i, &tag) in tags.iter().enumerate() {
+                let (port, queue) = cfg.tags.decode(tag).unwrap_or_else(|| panic!("tag {tag}"));
+                let p = t.node_ports(at)[usize::from(port)];
+                assert_eq!(p, e.hops[i + 1].port);
+                assert_eq!(queue, e.hops[i + 1].queue);
+                at = t.port(p).peer;
+            }
+            assert_eq!(at, e.request.dst);
+            assert_eq!(e.shaper().rate, e.request.rate);
+            assert!(e.guarantee <= e.request.deadline);
+        }
+    }
+    // a base too large for the VID range is refused up front, not at the first flow
+    let big = fat_tree(4, 40);
+    let mut cfg = CtlConfig::chameleon(4).unwrap_or_else(|e| panic!("{e}"));
+    cfg.tags.base = 100;
+    let e = Controller::new(big, cfg).unwrap_err();
+    assert!(e.contains("4095"), "{e}");
+}
+
+#[test]
+fn larac_and_least_delay_both_respect_deadlines() {
+    let t = fat_tree(4, 4);
+    for routing in [Routing::LeastDelay, Routing::Larac, Routing::MinHops] {
+        let mut cfg = CtlConfig::chameleon(4).unwrap_or_else(|e| panic!("{e}"));
+        cfg.routing = routing;
+        cfg.per_hop = Duration::from_micros(20);
+        let mut c = controller(&t, cfg);
+        let mut wl = Workload::new(8, t.hosts(), 9, 0).unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..300 {
+            let _ = c.request(wl.next_request().request);
+        }
+        assert!(c.len() > 100, "{routing}: {}", c.len());
+        for e in c.flows() {
+            let sum: u64 = e.hops.iter().map(|h| h.budget.as_nanos() + 20_000).sum();
+            assert_eq!(e.guarantee.as_nanos(), sum);
+            assert!(e.guarantee <= e.request.deadline, "{routing}");
+        }
+    }
+}
+
+#[test]
+fn study_runs_are_deterministic_and_chameleon_beats_the_baselines() {
+    let t = fat_tree(4, 2);
+    let opts = EvalOptions::default();
+    let mut clock = || 0u64;
+    let mut accepted = Vec::new();
+    for kind in ["chameleon", "chameleon-noreroute", "silo", "silo-noburst", "qjump"] {
+        let kind: SystemKind = kind.parse().unwrap_or_else(|e| panic!("{e}"));
+        let a = eval::run(kind, &t, &opts, 4, 1, 0, &mut clock).unwrap_or_else(|e| panic!("{e}"));
+        let b = eval::run(kind, &t, &opts, 4, 1, 0, &mut clock).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a, b, "{kind}: same seed, same run");
+        assert_eq!(a.runtime_ns.len() as u64, a.accepted + 1, "{kind}: one time per request");
+        assert!(a.utilisation.iter().all(|&u| (0.0..=1.0).contains(&u)));
+        assert_eq!(a.accepted_by_type.iter().sum::<u64>(), a.accepted);
+        accepted.push(a.accepted);
+    }
+    assert!(accepted[0] >= accepted[1], "rerouting never loses flows on the same sequence");
+    assert!(accepted[1] >= 2 * accepted[2].max(accepted[4]), "{accepted:?}");
+    assert!(accepted[4] <= 32, "QJump admits at most n = 32 flows");
+    assert!("nope".parse::<SystemKind>().unwrap_err().contains("chameleon"));
+}

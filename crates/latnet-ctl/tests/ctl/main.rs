@@ -1,0 +1,29 @@
+//! Integration tests of the controller: admission against hand-computed network calculus,
+//! properties (monotone bounds, exact release), invalid requests, rerouting, topologies, the
+//! study driver, and the packet-level cross-check in latnet-sim.
+
+mod admission;
+mod crosscheck;
+mod topology;
+
+use latnet_ctl::{Controller, CtlConfig, FlowRequest, Topology};
+use latnet_units::{Bytes, Duration, Rate};
+use std::sync::Arc;
+
+pub fn fat_tree(k: usize, m: usize) -> Arc<Topology> {
+    Arc::new(Topology::fat_tree(k, m, Rate::from_gbps(1)).unwrap_or_else(|e| panic!("{e}")))
+}
+
+pub fn controller(topo: &Arc<Topology>, cfg: CtlConfig) -> Controller {
+    Controller::new(topo.clone(), cfg).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn req(topo: &Topology, src: &str, dst: &str, mbps: u64, burst: u64, ms: u64) -> FlowRequest {
+    FlowRequest {
+        src: topo.node_id(src).unwrap_or_else(|| panic!("{src}")),
+        dst: topo.node_id(dst).unwrap_or_else(|| panic!("{dst}")),
+        rate: Rate::from_mbps(mbps),
+        burst: Bytes::new(burst),
+        deadline: Duration::from_millis(ms),
+    }
+}

@@ -1,0 +1,364 @@
+//! Bindings of the Chameleon controller (`latnet-ctl`): a `Controller` class for library use,
+//! and two batch functions for the CLI and `latnet reproduce chameleon` that run whole studies
+//! with the GIL released (`chameleon_eval`, `chameleon_crosscheck`). Results cross the
+//! boundary as JSON text or plain dicts. This is the edge where wall-clock time is read: the
+//! study driver gets a monotonic clock from here.
+
+use crate::LatnetError;
+use latnet_ctl::eval::{self, EvalOptions, SystemKind};
+use latnet_ctl::verify::{self, CheckOptions};
+use latnet_ctl::{
+    BurstModel, Controller, CtlConfig, FlowRequest, RerouteConfig, Routing, Topology, Workload,
+};
+use latnet_units::{Bytes, Duration, Rate};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn topology(
+    k: Option<usize>,
+    hosts_per_edge: Option<usize>,
+    path: Option<PathBuf>,
+) -> PyResult<Arc<Topology>> {
+    let t = match (path, k) {
+        (Some(p), _) => {
+            let text = std::fs::read_to_string(&p)
+                .map_err(|e| LatnetError::new_err(format!("{}: {e}", p.display())))?;
+            Topology::from_toml(&p.display().to_string(), &text)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?
+        }
+        (None, Some(k)) => {
+            let m = hosts_per_edge.unwrap_or(k / 2);
+            Topology::fat_tree(k, m, Rate::from_gbps(1)).map_err(PyValueError::new_err)?
+        }
+        (None, None) => {
+            return Err(PyValueError::new_err("give k (a fat-tree) or a topology file"))
+        }
+    };
+    Ok(Arc::new(t))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn options(
+    queues: usize,
+    routing: &str,
+    reroute_limit: usize,
+    multiplier: u64,
+    per_hop_ns: u64,
+    shaping: bool,
+    burst: &str,
+    tag_base: u16,
+    max_requests: u64,
+) -> PyResult<EvalOptions> {
+    Ok(EvalOptions {
+        queues,
+        routing: routing.parse::<Routing>().map_err(PyValueError::new_err)?,
+        reroute: RerouteConfig { limit: reroute_limit, multiplier },
+        per_hop: Duration::from_nanos(per_hop_ns),
+        shaping,
+        burst: burst.parse::<BurstModel>().map_err(PyValueError::new_err)?,
+        tags: latnet_ctl::TagScheme { base: tag_base },
+        max_requests,
+        ..EvalOptions::default()
+    })
+}
+
+/// Run the admission study for one system: `runs` (a list of run indices) of `scenario`,
+/// each adding requests until the first rejection. Returns a JSON list of run results
+/// (`accepted`, `ended_by`, `reconfigured`, `reroutes`, `accepted_by_type`,
+/// `reconfigured_by_category`, `utilisation`, `runtime_ns`). Releases the GIL.
+#[pyfunction]
+#[pyo3(signature = (system, scenario, runs, k=None, queues=8, hosts_per_edge=None, seed=1,
+    topology_file=None, routing="least-delay", reroute_limit=20, multiplier=30_000, per_hop_ns=0,
+    shaping=true, burst="real", tag_base=10, max_requests=10_000_000))]
+#[allow(clippy::too_many_arguments)]
+fn chameleon_eval(
+    py: Python<'_>,
+    system: &str,
+    scenario: usize,
+    runs: Vec<u64>,
+    k: Option<usize>,
+    queues: usize,
+    hosts_per_edge: Option<usize>,
+    seed: u64,
+    topology_file: Option<PathBuf>,
+    routing: &str,
+    reroute_limit: usize,
+    multiplier: u64,
+    per_hop_ns: u64,
+    shaping: bool,
+    burst: &str,
+    tag_base: u16,
+    max_requests: u64,
+) -> PyResult<String> {
+    let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
+    let topo = topology(k, hosts_per_edge, topology_file)?;
+    let opts = options(
+        queues,
+        routing,
+        reroute_limit,
+        multiplier,
+        per_hop_ns,
+        shaping,
+        burst,
+        tag_base,
+        max_requests,
+    )?;
+    opts.config(kind).map_err(PyValueError::new_err)?;
+    let out = py.allow_threads(|| {
+        let start = Instant::now();
+        let mut clock = move || start.elapsed().as_nanos() as u64;
+        runs.iter()
+            .map(|&r| eval::run(kind, &topo, &opts, scenario, seed, r, &mut clock))
+            .collect::<Result<Vec<_>, String>>()
+    });
+    let out = out.map_err(PyValueError::new_err)?;
+    serde_json::to_string(&out).map_err(|e| LatnetError::new_err(e.to_string()))
+}
+
+/// Admit requests of `scenario` (seeded) until the first rejection — or, with `tries`, offer
+/// that many and keep what is admitted — then run the packet-level cross-check of the admitted
+/// set in the simulator. Returns JSON: `admitted` and the check result (`flows`, `skipped`,
+/// `background_flows`, `phases` with sent / received / dropped, violation counts and the
+/// largest observed / bound ratios). Releases the GIL.
+#[pyfunction]
+#[pyo3(signature = (k=None, queues=4, hosts_per_edge=None, scenario=8, seed=1, system="chameleon",
+    topology_file=None, per_hop_ns=0, duration_ms=20, background=true, tries=None, misbehave=1))]
+#[allow(clippy::too_many_arguments)]
+fn chameleon_crosscheck(
+    py: Python<'_>,
+    k: Option<usize>,
+    queues: usize,
+    hosts_per_edge: Option<usize>,
+    scenario: usize,
+    seed: u64,
+    system: &str,
+    topology_file: Option<PathBuf>,
+    per_hop_ns: u64,
+    duration_ms: u64,
+    background: bool,
+    tries: Option<u64>,
+    misbehave: u64,
+) -> PyResult<String> {
+    let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
+    let topo = topology(k, hosts_per_edge, topology_file)?;
+    let opts =
+        EvalOptions { queues, per_hop: Duration::from_nanos(per_hop_ns), ..EvalOptions::default() };
+    let Some(cfg) = opts.config(kind).map_err(PyValueError::new_err)? else {
+        return Err(PyValueError::new_err("QJump keeps no per-queue model to cross-check"));
+    };
+    let out = py.allow_threads(|| -> Result<String, String> {
+        let mut ctl = Controller::new(topo.clone(), cfg)?;
+        let mut wl = Workload::new(scenario, topo.hosts(), seed, 0)?;
+        match tries {
+            Some(n) => {
+                for _ in 0..n {
+                    let _ = ctl.request(wl.next_request().request);
+                }
+            }
+            None => {
+                for _ in 0..10_000_000u64 {
+                    if ctl.request(wl.next_request().request).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let check = CheckOptions {
+            duration: Duration::from_millis(duration_ms),
+            background,
+            seed,
+            misbehave,
+            ..CheckOptions::default()
+        };
+        let r = verify::cross_check(&ctl, &check)?;
+        let doc = serde_json::json!({ "admitted": ctl.len(), "check": r });
+        serde_json::to_string(&doc).map_err(|e| e.to_string())
+    });
+    out.map_err(PyValueError::new_err)
+}
+
+/// A Chameleon (or Silo) controller: admit, inspect and remove flows.
+#[pyclass(module = "latnet._latnet")]
+struct ChameleonController {
+    inner: Controller,
+}
+
+/// A float from Python as a positive integer (at least 1), or `None`.
+fn positive(x: f64) -> Option<u64> {
+    (x.is_finite() && x >= 1.0 && x < u64::MAX as f64).then_some(x as u64)
+}
+
+#[pymethods]
+impl ChameleonController {
+    /// A controller on a fat-tree (`k`, `hosts_per_edge`) or a topology file, for `system`
+    /// `chameleon`, `chameleon-noreroute`, `silo` or `silo-noburst`.
+    #[new]
+    #[pyo3(signature = (k=None, hosts_per_edge=None, queues=8, topology_file=None,
+        system="chameleon", routing="least-delay", reroute_limit=20, multiplier=30_000,
+        per_hop_ns=0, shaping=true, burst="real", tag_base=10))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        k: Option<usize>,
+        hosts_per_edge: Option<usize>,
+        queues: usize,
+        topology_file: Option<PathBuf>,
+        system: &str,
+        routing: &str,
+        reroute_limit: usize,
+        multiplier: u64,
+        per_hop_ns: u64,
+        shaping: bool,
+        burst: &str,
+        tag_base: u16,
+    ) -> PyResult<Self> {
+        let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
+        let topo = topology(k, hosts_per_edge, topology_file)?;
+        let opts = options(
+            queues,
+            routing,
+            reroute_limit,
+            multiplier,
+            per_hop_ns,
+            shaping,
+            burst,
+            tag_base,
+            1,
+        )?;
+        let cfg: CtlConfig = opts
+            .config(kind)
+            .map_err(PyValueError::new_err)?
+            .ok_or_else(|| PyValueError::new_err("QJump is not a per-queue controller"))?;
+        let inner = Controller::new(topo, cfg).map_err(PyValueError::new_err)?;
+        Ok(ChameleonController { inner })
+    }
+
+    /// Host names, in node order.
+    fn hosts(&self) -> Vec<String> {
+        let t = self.inner.topology();
+        t.hosts().into_iter().map(|h| t.nodes()[h].name.clone()).collect()
+    }
+
+    /// Ask for a flow. Returns a dict: `admitted` (bool), and either `id` and `rerouted` (ids
+    /// of flows moved to make room), or `code` and `reason` (why not). Invalid requests —
+    /// unknown hosts, a rate, burst or deadline that is not a positive number, a deadline
+    /// below what any path offers — are refused the same way, never raised.
+    fn request<'py>(
+        &mut self,
+        py: Python<'py>,
+        src: &str,
+        dst: &str,
+        rate_bps: f64,
+        burst_bytes: f64,
+        deadline_ns: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let refuse = |d: &Bound<'py, PyDict>, code: &str, reason: String| -> PyResult<()> {
+            d.set_item("admitted", false)?;
+            d.set_item("code", code)?;
+            d.set_item("reason", reason)?;
+            Ok(())
+        };
+        let t = self.inner.topology().clone();
+        let (Some(s), Some(ds)) = (t.node_id(src), t.node_id(dst)) else {
+            let which = if t.node_id(src).is_none() { src } else { dst };
+            refuse(&d, "unknown-host", format!("invalid request: unknown host {which:?}"))?;
+            return Ok(d);
+        };
+        let Some(rate) = positive(rate_bps) else {
+            refuse(
+                &d,
+                "invalid-rate",
+                format!("invalid request: the rate must be at least 1 bit/s, got {rate_bps}"),
+            )?;
+            return Ok(d);
+        };
+        let Some(burst) = positive(burst_bytes) else {
+            refuse(
+                &d,
+                "invalid-burst",
+                format!("invalid request: the burst must be at least 1 byte, got {burst_bytes}"),
+            )?;
+            return Ok(d);
+        };
+        let Some(deadline) = positive(deadline_ns) else {
+            refuse(
+                &d,
+                "invalid-deadline",
+                format!("invalid request: the deadline must be at least 1 ns, got {deadline_ns}"),
+            )?;
+            return Ok(d);
+        };
+        let r = FlowRequest {
+            src: s,
+            dst: ds,
+            rate: Rate::from_bps(rate),
+            burst: Bytes::new(burst),
+            deadline: Duration::from_nanos(deadline),
+        };
+        match self.inner.request(r) {
+            Ok(a) => {
+                d.set_item("admitted", true)?;
+                d.set_item("id", a.id)?;
+                d.set_item("rerouted", a.rerouted)?;
+            }
+            Err(e) => refuse(&d, e.code(), e.to_string())?,
+        }
+        Ok(d)
+    }
+
+    /// Remove a flow; False if there is no such flow.
+    fn remove(&mut self, id: u64) -> bool {
+        self.inner.remove(id).is_some()
+    }
+
+    /// The admitted flows: id, src, dst, rate_bps, burst_bytes, deadline_ns, guarantee_ns,
+    /// path (node names), queues (per hop), budgets_ns (per hop), tags (outermost first),
+    /// shaper (rate_bps, burst_bytes).
+    fn flows<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let t = self.inner.topology();
+        self.inner
+            .flows()
+            .map(|e| {
+                let d = PyDict::new(py);
+                d.set_item("id", e.id)?;
+                d.set_item("src", &t.nodes()[e.request.src].name)?;
+                d.set_item("dst", &t.nodes()[e.request.dst].name)?;
+                d.set_item("rate_bps", e.request.rate.bps())?;
+                d.set_item("burst_bytes", e.request.burst.get())?;
+                d.set_item("deadline_ns", e.request.deadline.as_nanos())?;
+                d.set_item("guarantee_ns", e.guarantee.as_nanos())?;
+                let path: Vec<&str> =
+                    e.path(t).iter().map(|&n| t.nodes()[n].name.as_str()).collect();
+                d.set_item("path", path)?;
+                d.set_item("queues", e.hops.iter().map(|h| h.queue).collect::<Vec<_>>())?;
+                d.set_item(
+                    "budgets_ns",
+                    e.hops.iter().map(|h| h.budget.as_nanos()).collect::<Vec<_>>(),
+                )?;
+                d.set_item("tags", self.inner.tags(e))?;
+                let sh = PyDict::new(py);
+                sh.set_item("rate_bps", e.shaper().rate.bps())?;
+                sh.set_item("burst_bytes", e.shaper().burst.get())?;
+                d.set_item("shaper", sh)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// Number of admitted flows.
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+/// Add the Chameleon functions and class to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(chameleon_eval, m)?)?;
+    m.add_function(wrap_pyfunction!(chameleon_crosscheck, m)?)?;
+    m.add_class::<ChameleonController>()?;
+    Ok(())
+}

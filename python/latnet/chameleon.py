@@ -1,0 +1,140 @@
+"""The Chameleon admission study from Python: run systems over the paper's workloads, summarise
+runs, cross-check admitted sets in the simulator.
+
+The work happens in Rust (``latnet._latnet.chameleon_eval`` / ``chameleon_crosscheck``), which
+releases the GIL; runs are spread over a local thread pool (one worker per core by default).
+
+    >>> from latnet import chameleon
+    >>> runs = chameleon.evaluate("chameleon", scenario=8, runs=4, k=4, queues=8)
+    >>> chameleon.summarize(runs)["accepted"]["mean"]
+    >>> ctl = chameleon.Controller(k=4, queues=8)
+    >>> ctl.request("h0_0_0", "h3_1_1", rate_bps=1e6, burst_bytes=300, deadline_ns=10e6)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+import numpy as np
+
+from ._latnet import ChameleonController as Controller
+from ._latnet import chameleon_crosscheck, chameleon_eval
+
+__all__ = [
+    "SYSTEMS",
+    "Controller",
+    "crosscheck",
+    "evaluate",
+    "run_tasks",
+    "summarize",
+]
+
+#: Systems of the study: Chameleon with and without rerouting, Silo with real and without
+#: burst increase, QJump.
+SYSTEMS = ["chameleon", "chameleon-noreroute", "silo", "silo-noburst", "qjump"]
+
+
+def default_hosts_per_edge(k: int) -> int:
+    """The paper's scalability topologies: 40 servers per (k/2) ports, k^3/4 x 40 in total."""
+    return 40 * (k // 2)
+
+
+def run_tasks(
+    tasks: list[dict],
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[list[dict]]:
+    """Run ``chameleon_eval(**task)`` for every task on a thread pool; results in task order.
+
+    ``progress(done, total)`` is called after each task.
+    """
+    workers = workers or os.cpu_count() or 1
+    out: list[list[dict] | None] = [None] * len(tasks)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futs = {pool.submit(chameleon_eval, **t): i for i, t in enumerate(tasks)}
+        for done, fut in enumerate(as_completed(futs), 1):
+            out[futs[fut]] = json.loads(fut.result())
+            if progress:
+                progress(done, len(tasks))
+    return [r or [] for r in out]
+
+
+def evaluate(
+    system: str,
+    scenario: int,
+    runs: int,
+    k: int | None = 4,
+    queues: int = 8,
+    hosts_per_edge: int | None = None,
+    seed: int = 1,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **options,
+) -> list[dict]:
+    """Run ``runs`` runs of one system and scenario; one dict per run (see ``chameleon_eval``).
+
+    ``options`` are passed through: ``topology_file``, ``routing``, ``reroute_limit``,
+    ``multiplier``, ``per_hop_ns``, ``shaping``, ``burst``, ``tag_base``, ``max_requests``.
+    """
+    base = dict(
+        system=system,
+        scenario=scenario,
+        k=k,
+        queues=queues,
+        hosts_per_edge=hosts_per_edge,
+        seed=seed,
+        **options,
+    )
+    tasks = [dict(base, runs=[i]) for i in range(runs)]
+    return [r for rs in run_tasks(tasks, workers, progress) for r in rs]
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else float("nan")
+
+
+def summarize(runs: Iterable[dict]) -> dict:
+    """Statistics over runs: accepted flows (mean, p1, p99, min, max), reconfigured flows and
+    reroutes (mean), link utilisation over all switch-to-switch links of all runs (mean, p10,
+    p50, p90, max), per-request runtime in ms over all requests (p50, mean, p99, max), and
+    why runs ended."""
+    runs = list(runs)
+    acc = np.array([r["accepted"] for r in runs], dtype=float)
+    util = np.concatenate([np.asarray(r["utilisation"], dtype=float) for r in runs] or [[]])
+    rt = np.concatenate([np.asarray(r["runtime_ns"], dtype=float) for r in runs] or [[]]) / 1e6
+    return {
+        "runs": len(runs),
+        "accepted": {
+            "mean": float(acc.mean()) if acc.size else float("nan"),
+            "p1": _pct(acc, 1),
+            "p99": _pct(acc, 99),
+            "min": float(acc.min()) if acc.size else float("nan"),
+            "max": float(acc.max()) if acc.size else float("nan"),
+        },
+        "reconfigured": float(np.mean([r["reconfigured"] for r in runs])) if runs else 0.0,
+        "reroutes": float(np.mean([r["reroutes"] for r in runs])) if runs else 0.0,
+        "utilisation": {
+            "mean": float(util.mean()) if util.size else float("nan"),
+            "p10": _pct(util, 10),
+            "p50": _pct(util, 50),
+            "p90": _pct(util, 90),
+            "max": float(util.max()) if util.size else float("nan"),
+        },
+        "runtime_ms": {
+            "p50": _pct(rt, 50),
+            "mean": float(rt.mean()) if rt.size else float("nan"),
+            "p99": _pct(rt, 99),
+            "max": float(rt.max()) if rt.size else float("nan"),
+            "requests": int(rt.size),
+        },
+        "ended_by": dict(sorted(Counter(r["ended_by"] for r in runs).items())),
+    }
+
+
+def crosscheck(**kwargs) -> dict:
+    """Admit a set and check it packet by packet in the simulator (see ``chameleon_crosscheck``)."""
+    return json.loads(chameleon_crosscheck(**kwargs))

@@ -1,0 +1,209 @@
+"""`latnet chameleon eval` and `latnet chameleon verify`: the Chameleon admission controller.
+
+latnet chameleon eval --system chameleon|chameleon-noreroute|silo|silo-noburst|qjump
+                      --scenario N --runs R --k K --queues Q [--hosts-per-edge M] ...
+latnet chameleon verify --k K --queues Q [--scenario N] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize
+from ..table import render
+
+
+def _progress(enabled: bool, total: int, desc: str):
+    if not enabled:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="run", file=sys.stderr, leave=False)
+
+    def cb(done: int, _total: int) -> None:
+        bar.n = done
+        bar.refresh()
+
+    return cb, bar.close
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity (even; default 4)")
+    p.add_argument(
+        "--hosts-per-edge",
+        type=int,
+        metavar="M",
+        help="servers per edge switch (default k/2, the standard fat-tree; the paper's "
+        "scalability study uses 40*k/2)",
+    )
+    p.add_argument("--topology", metavar="FILE", help="a topology file instead of a fat-tree")
+    p.add_argument("--queues", type=int, default=8, help="queues per switch port (default 8)")
+    p.add_argument("--scenario", type=int, default=8, help="workload scenario 1..8 (Table 2)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the request streams")
+    p.add_argument(
+        "--per-hop-us",
+        type=float,
+        default=0.0,
+        help="constant per hop added to the end-to-end delay (us, default 0)",
+    )
+
+
+def _topo_kwargs(args) -> dict:
+    if args.topology:
+        return {"k": None, "topology_file": args.topology}
+    return {"k": args.k, "hosts_per_edge": args.hosts_per_edge}
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    cb, close = _progress(not args.quiet and sys.stderr.isatty(), args.runs, args.system)
+    try:
+        runs = evaluate(
+            args.system,
+            scenario=args.scenario,
+            runs=args.runs,
+            queues=args.queues,
+            seed=args.seed,
+            workers=args.workers,
+            progress=cb,
+            routing=args.routing,
+            reroute_limit=args.reroute_limit,
+            multiplier=args.multiplier,
+            per_hop_ns=int(args.per_hop_us * 1000),
+            shaping=not args.no_shaping,
+            burst=args.burst,
+            **_topo_kwargs(args),
+        )
+    except ValueError as e:
+        print(f"latnet: {e}", file=sys.stderr)
+        return 2
+    finally:
+        close()
+    s = summarize(runs)
+    where = args.topology or f"k={args.k}"
+    print(
+        f"{args.system}, scenario {args.scenario}, {where}, {args.queues} queues, "
+        f"{s['runs']} runs, seed {args.seed}"
+    )
+    a, u, t = s["accepted"], s["utilisation"], s["runtime_ms"]
+    rows = [
+        ["accepted flows", f"{a['mean']:.1f}", f"{a['p1']:.0f}", f"{a['p99']:.0f}", ""],
+        ["reconfigured flows", f"{s['reconfigured']:.1f}", "", "", ""],
+        ["link utilisation", f"{u['mean']:.3f}", f"{u['p10']:.3f}", f"{u['p90']:.3f}", ""],
+        ["runtime per request (ms)", f"{t['mean']:.3f}", "", f"{t['p99']:.3f}", ""],
+    ]
+    rows[2][4] = f"p50 {u['p50']:.3f}, max {u['max']:.3f}"
+    rows[3][4] = f"p50 {t['p50']:.3f}, max {t['max']:.3f}"
+    rows[1][4] = f"{s['reroutes']:.1f} reroutes per run"
+    print(render(["", "mean", "p1 / p10", "p99 / p90", ""], rows))
+    ended = ", ".join(f"{k} x{v}" for k, v in s["ended_by"].items())
+    print(f"\nruns ended by: {ended}; {t['requests']:,} requests timed")
+    print("utilisation: reserved rate / capacity of switch-to-switch links (host links excluded)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": s, "runs": runs}, f)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        doc = crosscheck(
+            queues=args.queues,
+            scenario=args.scenario,
+            seed=args.seed,
+            system=args.system,
+            per_hop_ns=int(args.per_hop_us * 1000),
+            duration_ms=args.duration_ms,
+            background=not args.no_background,
+            tries=args.tries,
+            **_topo_kwargs(args),
+        )
+    except ValueError as e:
+        print(f"latnet: {e}", file=sys.stderr)
+        return 2
+    c = doc["check"]
+    print(
+        f"{args.system}: {doc['admitted']} flows admitted, {c['flows']} simulated "
+        f"({c['skipped']} skipped), {c['background_flows']} best-effort background flows"
+    )
+    rows = []
+    for p in c["phases"]:
+        viol = p["deadline_violations"] + p["budget_violations"] + p["bound_violations"]
+        rows.append(
+            [
+                p["phase"],
+                p["sent"],
+                p["received"],
+                p["dropped"],
+                viol + p["misrouted"],
+                f"{p['max_e2e_over_deadline']:.3f}",
+                f"{p['max_queue_over_budget']:.3f}",
+                f"{p['max_queue_over_bound']:.3f}",
+            ]
+        )
+    headers = ["phase", "sent", "recv", "drop", "violations"]
+    headers += ["e2e/deadline", "queue/budget", "queue/bound"]
+    print(render(headers, rows))
+    bad = sum(
+        p["deadline_violations"] + p["budget_violations"] + p["bound_violations"] + p["dropped"]
+        for p in c["phases"]
+    )
+    return 1 if bad else 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "chameleon",
+        help="the Chameleon admission controller: admission study, packet-level check",
+        description="Chameleon (CoNEXT 2020): network-calculus admission per priority queue, "
+        "queue-level routing, rerouting; with the Silo and QJump baselines.",
+    )
+    sub = p.add_subparsers(dest="chameleon_command", required=True, metavar="COMMAND")
+
+    e = sub.add_parser(
+        "eval",
+        help="add requests until the first rejection, over several runs",
+        description="Run one system over a workload scenario of the paper (Tables 1 and 2): "
+        "each run adds seeded requests until the first rejection. Prints accepted flows "
+        "(mean, p1, p99 over runs), link utilisation, per-request runtime and reconfigured "
+        "flows.",
+    )
+    e.add_argument("--system", choices=SYSTEMS, default="chameleon")
+    e.add_argument("--runs", type=int, default=10, help="runs (default 10)")
+    _common(e)
+    e.add_argument(
+        "--routing",
+        default="least-delay",
+        choices=["least-delay", "larac", "min-hops"],
+        help="Chameleon's path search (default least-delay, the paper's text; larac as shipped)",
+    )
+    e.add_argument(
+        "--reroute-limit",
+        type=int,
+        default=20,
+        help="candidate flows tried per failed request (paper 20, shipped 10)",
+    )
+    e.add_argument("--multiplier", type=int, default=30000, help="rerouting cost multiplier")
+    e.add_argument("--burst", default="real", choices=["none", "real", "worst-case"])
+    e.add_argument("--no-shaping", action="store_true", help="no input-link shaping")
+    e.add_argument("--workers", type=int, help="parallel runs (default: one per core)")
+    e.add_argument("--json", metavar="FILE", help="also write the summary and every run")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
+    e.set_defaults(func=cmd_eval)
+
+    v = sub.add_parser(
+        "verify",
+        help="simulate an admitted set packet by packet and compare with the bounds",
+        description="Admit a scenario's requests until the first rejection, then run the "
+        "admitted set in the simulator (tag-stack source routing, strict priority, greedy "
+        "token-bucket sources in several phases) and report the largest observed / bound "
+        "ratios. Exit status 1 if any packet missed its deadline or any queue its budget.",
+    )
+    v.add_argument("--system", default="chameleon", choices=SYSTEMS[:4])
+    _common(v)
+    v.add_argument("--duration-ms", type=int, default=20, help="sending time (default 20 ms)")
+    v.add_argument("--tries", type=int, help="offer this many requests, keep what is admitted")
+    v.add_argument("--no-background", action="store_true", help="no best-effort background")
+    v.set_defaults(func=cmd_verify)

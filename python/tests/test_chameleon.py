@@ -1,0 +1,118 @@
+"""Tests of the Chameleon bindings, CLI and reproduction (quick)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from latnet import chameleon
+from latnet.cli import main
+
+
+def test_controller_admits_inspects_and_removes():
+    ctl = chameleon.Controller(k=4, queues=8)
+    hosts = ctl.hosts()
+    assert len(hosts) == 16
+    r = ctl.request(hosts[0], hosts[-1], rate_bps=2e6, burst_bytes=300, deadline_ns=10e6)
+    assert r["admitted"], r
+    (f,) = ctl.flows()
+    assert f["path"][0] == hosts[0] and f["path"][-1] == hosts[-1]
+    assert len(f["tags"]) == len(f["path"]) - 2, "one tag per switch"
+    assert len(f["queues"]) == len(f["path"]) - 1
+    assert f["guarantee_ns"] <= f["deadline_ns"]
+    assert f["shaper"] == {"rate_bps": 2_000_000, "burst_bytes": 300}
+    assert ctl.remove(r["id"]) and not ctl.remove(r["id"])
+    assert len(ctl) == 0
+
+
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (("h0_0_0", "h3_1_1", -5.0, 300, 10e6), "invalid-rate", "rate"),
+        (("h0_0_0", "h3_1_1", 0.0, 300, 10e6), "invalid-rate", "rate"),
+        (("h0_0_0", "h3_1_1", float("nan"), 300, 10e6), "invalid-rate", "rate"),
+        (("h0_0_0", "h3_1_1", 1e6, -1, 10e6), "invalid-burst", "burst"),
+        (("h0_0_0", "nowhere", 1e6, 300, 10e6), "unknown-host", "nowhere"),
+        (("h0_0_0", "e0_0", 1e6, 300, 10e6), "not-a-host", "switch"),
+        (("h0_0_0", "h3_1_1", 1e6, 300, 0.2e6), "deadline-below-minimum", "minimum"),
+        (("h0_0_0", "h3_1_1", 1e6, 300, -1), "invalid-deadline", "deadline"),
+    ],
+)
+def test_invalid_requests_are_refused_with_a_reason(args, code, words):
+    ctl = chameleon.Controller(k=4, queues=8)
+    r = ctl.request(*args)
+    assert r["admitted"] is False
+    assert r["code"] == code
+    assert words in r["reason"]
+    assert len(ctl) == 0
+
+
+def test_evaluate_and_summarize_are_deterministic():
+    a = chameleon.evaluate("chameleon-noreroute", scenario=3, runs=3, k=4, workers=2)
+    b = chameleon.evaluate("chameleon-noreroute", scenario=3, runs=3, k=4, workers=1)
+    assert [r["accepted"] for r in a] == [r["accepted"] for r in b]
+    s = chameleon.summarize(a)
+    assert s["runs"] == 3
+    assert s["accepted"]["p1"] <= s["accepted"]["mean"] <= s["accepted"]["p99"]
+    assert 0 <= s["utilisation"]["p50"] <= s["utilisation"]["max"] <= 1
+    assert s["runtime_ms"]["requests"] == sum(r["accepted"] + 1 for r in a)
+
+
+def test_cli_eval_prints_the_summary(capsys):
+    rc = main(
+        ["chameleon", "eval", "--system", "silo", "--scenario", "2", "--runs", "2", "--quiet"]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "accepted flows" in out and "runtime per request" in out and "link utilisation" in out
+
+
+def test_cli_errors_are_clear(tmp_path, capsys):
+    bad = tmp_path / "t.toml"
+    bad.write_text('[[nodes]]\nname = "a"\nkind = "host"\n[[links]]\na = "a"\nb = "zz"\n')
+    rc = main(["chameleon", "eval", "--topology", str(bad), "--runs", "1", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "t.toml:6:5" in err and "unknown node" in err
+    rc = main(["chameleon", "eval", "--k", "5", "--runs", "1", "--quiet"])
+    assert rc == 2 and "even k" in capsys.readouterr().err
+
+
+def test_cli_verify_finds_no_violation(capsys):
+    rc = main(["chameleon", "verify", "--k", "4", "--queues", "4", "--duration-ms", "5"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "queue/bound" in out
+
+
+def test_reproduce_quick(tmp_path):
+    rc = main(["reproduce", "chameleon", "--quick", "--out", str(tmp_path)])
+    assert rc == 0
+    doc = json.loads((tmp_path / "reproduce-chameleon.json").read_text())
+    assert doc["seed"] == "chameleon" and doc["quick"] is True
+    tables = {t["id"]: t for t in doc["tables"]}
+    assert set(tables) >= {
+        "accepted-k4",
+        "ratio-k4",
+        "reconfigured-k4",
+        "utilisation-k4",
+        "runtime-k4",
+        "accepted-scale",
+        "ratio-scale",
+        "runtime-scale",
+        "crosscheck",
+    }
+    # the issue's acceptance: Chameleon at least 2x Silo and QJump in every k=4 scenario
+    acc = {r["label"]: r["ours"]["mean"] for r in tables["accepted-k4"]["rows"]}
+    for sc in range(1, 9):
+        for base in ("silo", "silo-noburst", "qjump"):
+            assert acc[f"scenario {sc} chameleon"] >= 2 * acc[f"scenario {sc} {base}"], (sc, base)
+    assert all(
+        r["ours"]["mean"] <= 32 for r in tables["accepted-k4"]["rows"] if "qjump" in r["label"]
+    )
+    for r in tables["crosscheck"]["rows"]:
+        assert r["ours"]["violations"] == 0, r
+        assert r["ours"]["queue/bound"] <= 1.0
+    for png in ("accepted_k4", "utilisation_ecdf", "runtime_vs_k", "accepted_vs_k"):
+        assert (tmp_path / f"chameleon_{png}.png").stat().st_size > 1000
