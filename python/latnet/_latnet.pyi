@@ -46,6 +46,14 @@ def ffp_measure(
     flows: int | None = None,
     fast_keys: bool = True,
 ) -> dict[str, list[float] | int]: ...
+def ffp_compare(
+    spec_toml: str,
+    ll_permille: int,
+    packets: int,
+    size: int,
+    repeats: int,
+    flows: int | None = None,
+) -> dict[str, dict[str, list[float] | int] | int]: ...
 def ffp_churn(
     spec_toml: str,
     algo: str,

@@ -53,3 +53,18 @@ def test_ffp_measure_checks_decisions_and_refuses_bad_input():
         _latnet.ffp_measure(spec, "fast", True, 500, 10, 128, 1)
     with pytest.raises(_latnet.LatnetError, match="workload spec"):
         _latnet.ffp_measure("scenario = 3", "pof", True, 500, 10, 128, 1)
+
+
+def test_ffp_compare_times_every_pipeline_on_the_same_packets():
+    spec = (
+        'scenario = "acl"\nrules = 40\nroutes = 64\nll_rules_permille = 500\nflows = 16\nseed = 4\n'
+    )
+    r = _latnet.ffp_compare(spec, 500, 3000, 256, 3)
+    assert r["mismatches"] == 0
+    assert r["ll_packets"] + r["normal_packets"] == 3000 and r["ll_packets"] > 0
+    for key in ("pof", "pof_ffp", "pof_ffp_bitwise", "strong", "strong_ffp"):
+        e = r[key]
+        assert len(e["ll_ns"]) == len(e["normal_ns"]) == len(e["all_ns"]) == 3
+        assert all(x > 0 for x in e["all_ns"])
+        # only the composite pipelines have a fast path, and it is used
+        assert (e["lut_hits"] > 0) == key.endswith(("ffp", "bitwise"))

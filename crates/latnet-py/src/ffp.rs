@@ -49,6 +49,73 @@ fn build(spec_toml: &str, flows: Option<u32>) -> PyResult<Workload> {
     Ok(workload::build(&spec))
 }
 
+/// One scenario's traffic mix, ready to time: frames per flow (low-latency flows first) and the
+/// packet sequence as a whole and split into its low-latency and normal parts.
+struct Mix {
+    w: Workload,
+    frames: Vec<Vec<u8>>,
+    all: Vec<usize>,
+    ll: Vec<usize>,
+    normal: Vec<usize>,
+    size: u32,
+}
+
+impl Mix {
+    fn new(
+        spec_toml: &str,
+        flows: Option<u32>,
+        ll_permille: u32,
+        packets: usize,
+        size: usize,
+    ) -> PyResult<Mix> {
+        let w = build(spec_toml, flows)?;
+        let seq = workload::mix(&w, packets, ll_permille.min(1000), 7);
+        let nll = w.ll_flows.len();
+        let frames =
+            w.ll_flows.iter().chain(&w.normal_flows).map(|h| workload::frame(h, size)).collect();
+        let all: Vec<usize> = seq.iter().map(|&(ll, i)| if ll { i } else { nll + i }).collect();
+        let ll = all.iter().copied().filter(|&i| i < nll).collect();
+        let normal = all.iter().copied().filter(|&i| i >= nll).collect();
+        Ok(Mix { w, frames, all, ll, normal, size: size as u32 })
+    }
+
+    /// A warm-up pass over the whole mix, checking every decision (and the packet bytes)
+    /// against a plain strong pipeline; returns the number of differences.
+    fn warm_and_check(&self, c: &mut Classifier) -> u64 {
+        let mut reference = self.w.classifier(Algo::Strong, None);
+        let mut mismatches = 0u64;
+        for &i in &self.all {
+            let (mut a, mut b) = (self.frames[i].clone(), self.frames[i].clone());
+            let (x, y) = (
+                c.process(Time::ZERO, &mut a, 1, self.size),
+                reference.process(Time::ZERO, &mut b, 1, self.size),
+            );
+            if x != y || a != b || a != self.frames[i] {
+                mismatches += 1;
+            }
+        }
+        mismatches
+    }
+
+    /// ns per packet of the whole mix, its low-latency part and its normal part.
+    fn time(&mut self, c: &mut Classifier) -> [f64; 3] {
+        [
+            time_seq(c, &mut self.frames, &self.all, self.size),
+            time_seq(c, &mut self.frames, &self.ll, self.size),
+            time_seq(c, &mut self.frames, &self.normal, self.size),
+        ]
+    }
+}
+
+fn lut_hits_misses(c: &Classifier) -> (u64, u64) {
+    match c {
+        Classifier::Composite(cp) => {
+            cp.lut_stats().iter().fold((0u64, 0u64), |(h, m), l| (h + l.hits, m + l.misses))
+        }
+        Classifier::Plain(_) => (0, 0),
+    }
+}
+
 /// ns per packet of one pipeline on one scenario's traffic mix.
 ///
 /// Returns a dict: `all_ns`, `ll_ns`, `normal_ns` (one value per repeat: the whole mix, then
@@ -72,53 +139,93 @@ pub fn ffp_measure<'py>(
     fast_keys: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let algo = algo_of(algo)?;
-    let w = build(spec_toml, flows)?;
-    let seq = workload::mix(&w, packets, ll_permille.min(1000), 7);
-    let size32 = size as u32;
-    // frames: low-latency flows first, then normal flows
-    let nll = w.ll_flows.len();
-    let mut frames: Vec<Vec<u8>> =
-        w.ll_flows.iter().chain(&w.normal_flows).map(|h| workload::frame(h, size)).collect();
-    let all: Vec<usize> = seq.iter().map(|&(ll, i)| if ll { i } else { nll + i }).collect();
-    let ll: Vec<usize> = all.iter().copied().filter(|&i| i < nll).collect();
-    let normal: Vec<usize> = all.iter().copied().filter(|&i| i >= nll).collect();
+    let mut mix = Mix::new(spec_toml, flows, ll_permille, packets, size)?;
     let cfg = FfpConfig { fast_keys, ..FfpConfig::default() };
-    let mut c = w.classifier(algo, ffp.then_some(cfg));
-    let mut reference = w.classifier(Algo::Strong, None);
-    // warm-up pass, checking every decision (and the packet bytes) against the reference
-    let mut mismatches = 0u64;
-    for &i in &all {
-        let (mut a, mut b) = (frames[i].clone(), frames[i].clone());
-        let (x, y) = (
-            c.process(Time::ZERO, &mut a, 1, size32),
-            reference.process(Time::ZERO, &mut b, 1, size32),
-        );
-        if x != y || a != b || a != frames[i] {
-            mismatches += 1;
-        }
-    }
+    let mut c = mix.w.classifier(algo, ffp.then_some(cfg));
+    let mismatches = mix.warm_and_check(&mut c);
     let (mut t_all, mut t_ll, mut t_n) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..repeats.max(1) {
         py.check_signals()?;
-        t_all.push(time_seq(&mut c, &mut frames, &all, size32));
-        t_ll.push(time_seq(&mut c, &mut frames, &ll, size32));
-        t_n.push(time_seq(&mut c, &mut frames, &normal, size32));
+        let [a, l, n] = mix.time(&mut c);
+        t_all.push(a);
+        t_ll.push(l);
+        t_n.push(n);
     }
     let d = PyDict::new(py);
     d.set_item("all_ns", t_all)?;
     d.set_item("ll_ns", t_ll)?;
     d.set_item("normal_ns", t_n)?;
-    d.set_item("ll_packets", ll.len())?;
-    d.set_item("normal_packets", normal.len())?;
+    d.set_item("ll_packets", mix.ll.len())?;
+    d.set_item("normal_packets", mix.normal.len())?;
     d.set_item("mismatches", mismatches)?;
-    let (hits, misses) = match &c {
-        Classifier::Composite(cp) => {
-            cp.lut_stats().iter().fold((0u64, 0u64), |(h, m), l| (h + l.hits, m + l.misses))
-        }
-        Classifier::Plain(_) => (0, 0),
-    };
+    let (hits, misses) = lut_hits_misses(&c);
     d.set_item("lut_hits", hits)?;
     d.set_item("lut_misses", misses)?;
+    Ok(d)
+}
+
+/// The pipelines `ffp_compare` times side by side, by the key of its result.
+const COMPARED: [(&str, Algo, Option<bool>); 5] = [
+    ("pof", Algo::Pof, None),
+    ("pof_ffp", Algo::Pof, Some(true)),
+    ("pof_ffp_bitwise", Algo::Pof, Some(false)),
+    ("strong", Algo::Strong, None),
+    ("strong_ffp", Algo::Strong, Some(true)),
+];
+
+/// ns per packet of every pipeline (POF-style, POF + FFP with word-wise and with bit-wise
+/// keys, strong, strong + FFP) on the same traffic mix, timed in rotation: each repeat times
+/// every pipeline once, so load from other processes falls on all of them alike, and a
+/// comparison can use the fastest repeat of each (noise only ever adds time).
+///
+/// Returns a dict: per pipeline key a dict with `all_ns`, `ll_ns`, `normal_ns` (one value per
+/// repeat), `lut_hits`, `lut_misses`; plus `ll_packets`, `normal_packets` and `mismatches`
+/// (decisions of any pipeline that differ from a plain strong pipeline's).
+#[pyfunction]
+#[pyo3(signature = (spec_toml, ll_permille, packets, size, repeats, flows=None))]
+pub fn ffp_compare<'py>(
+    py: Python<'py>,
+    spec_toml: &str,
+    ll_permille: u32,
+    packets: usize,
+    size: usize,
+    repeats: usize,
+    flows: Option<u32>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut mix = Mix::new(spec_toml, flows, ll_permille, packets, size)?;
+    let mut mismatches = 0;
+    let mut cs: Vec<Classifier> = COMPARED
+        .iter()
+        .map(|&(_, algo, fast_keys)| {
+            let cfg = fast_keys.map(|fast_keys| FfpConfig { fast_keys, ..FfpConfig::default() });
+            let mut c = mix.w.classifier(algo, cfg);
+            mismatches += mix.warm_and_check(&mut c);
+            c
+        })
+        .collect();
+    let mut times = vec![[const { Vec::new() }; 3]; cs.len()];
+    for _ in 0..repeats.max(1) {
+        py.check_signals()?;
+        for (c, t) in cs.iter_mut().zip(&mut times) {
+            for (v, x) in t.iter_mut().zip(mix.time(c)) {
+                v.push(x);
+            }
+        }
+    }
+    let d = PyDict::new(py);
+    for ((key, ..), (c, [a, l, n])) in COMPARED.iter().zip(cs.iter().zip(times)) {
+        let e = PyDict::new(py);
+        e.set_item("all_ns", a)?;
+        e.set_item("ll_ns", l)?;
+        e.set_item("normal_ns", n)?;
+        let (hits, misses) = lut_hits_misses(c);
+        e.set_item("lut_hits", hits)?;
+        e.set_item("lut_misses", misses)?;
+        d.set_item(*key, e)?;
+    }
+    d.set_item("ll_packets", mix.ll.len())?;
+    d.set_item("normal_packets", mix.normal.len())?;
+    d.set_item("mismatches", mismatches)?;
     Ok(d)
 }
 
@@ -229,6 +336,7 @@ pub fn ffp_rules_json(spec_toml: &str) -> PyResult<String> {
 /// Register this file's functions.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ffp_measure, m)?)?;
+    m.add_function(wrap_pyfunction!(ffp_compare, m)?)?;
     m.add_function(wrap_pyfunction!(ffp_churn, m)?)?;
     m.add_function(wrap_pyfunction!(ffp_rules_json, m)?)?;
     Ok(())
