@@ -58,6 +58,8 @@ drop_reasons! {
     Policed = "policed",
     /// An explicit drop instruction of a classifier rule.
     RuleDrop = "rule-drop",
+    /// A known IP option (packet value, large flow) that is malformed.
+    MalformedOption = "malformed-option",
     /// A packet left in a queue or on a link when the run ended.
     EndOfRun = "end-of-run",
 }

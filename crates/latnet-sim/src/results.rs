@@ -119,6 +119,10 @@ pub struct PortResult {
     /// Per-class queue counters for schedulers with classes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<QueueResult>,
+    /// Dual-queue AQMs (VDQ-CSAQM, DualPI2): per-epoch sojourn percentiles per physical queue,
+    /// marks, drops and the control trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<latnet_dataplane::queue::AqmReport>,
 }
 
 /// Queue counters.
@@ -185,6 +189,7 @@ impl PortResult {
                 .into_iter()
                 .map(|s| QueueResult::from_stats(s, None))
                 .collect(),
+            aqm: q.aqm_report(),
         }
     }
 }

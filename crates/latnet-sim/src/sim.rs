@@ -137,7 +137,9 @@ impl Simulator {
                 let spec = if p.node == l.a { &l.queue_ab } else { &l.queue_ba };
                 PortState {
                     // Specs were validated when the scenario was; a failure here is a bug.
-                    queue: spec.build().unwrap_or_else(|e| panic!("validated queue spec: {e}")),
+                    queue: spec
+                        .build_seeded(seed ^ (STREAM_PORT + i as u64))
+                        .unwrap_or_else(|e| panic!("validated queue spec: {e}")),
                     busy: false,
                     wake_at: None,
                     loss_threshold: (l.loss * 2f64.powi(64)) as u64,

@@ -374,3 +374,6 @@ proptest! {
         }
     }
 }
+
+#[path = "sim/l4s.rs"]
+mod l4s;

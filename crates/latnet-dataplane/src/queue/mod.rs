@@ -17,11 +17,20 @@
 //! Every queue is bounded in packets and bytes ([`QueueLimits`]) and counts what it does in
 //! [`QueueStats`], drops by [`DropReason`].
 
+pub mod aqm_stats;
+pub mod dualpi2;
+mod dualq;
 mod fifo;
 mod prio;
+pub mod pv_mark;
+pub mod vdq;
 
+pub use aqm_stats::AqmReport;
+pub use dualpi2::{DualPi2, Dualpi2Profile, Dualpi2Spec};
 pub use fifo::Fifo;
 pub use prio::StrictPriority;
+pub use pv_mark::{MarkAt, PvMarking, PvMarkingSpec};
+pub use vdq::{CtvRule, Drain, VdqCsaqm, VdqSpec};
 
 use crate::drop::{DropCounters, DropReason};
 use crate::packet::Packet;
@@ -194,6 +203,12 @@ pub enum QueueSpec {
         #[serde(flatten)]
         limits: QueueLimits,
     },
+    /// VDQ-CSAQM, the L4S scheduler of seed 001 (see [`VdqCsaqm`]).
+    VdqCsaqm(VdqSpec),
+    /// DualPI2 (RFC 9332 / Linux `sch_dualpi2`, see [`DualPi2`]).
+    Dualpi2(Dualpi2Spec),
+    /// A Per Packet Value marker around a queue (see [`PvMarking`]).
+    PvMarker(PvMarkingSpec),
 }
 
 impl Default for QueueSpec {
@@ -203,9 +218,19 @@ impl Default for QueueSpec {
 }
 
 impl QueueSpec {
-    /// Build the queue this spec describes.
+    /// Build the queue this spec describes (random streams seeded with 0; see
+    /// [`Self::build_seeded`]).
     pub fn build(&self) -> Result<AnyQueue, SpecError> {
+        self.build_seeded(0)
+    }
+
+    /// Build the queue this spec describes; queues that draw random numbers (DualPI2, the PV
+    /// marker) seed their own ChaCha stream from `seed` (the runner passes one per port).
+    pub fn build_seeded(&self, seed: u64) -> Result<AnyQueue, SpecError> {
         match self {
+            QueueSpec::VdqCsaqm(s) => Ok(AnyQueue::VdqCsaqm(Box::new(VdqCsaqm::new(s)?))),
+            QueueSpec::Dualpi2(s) => Ok(AnyQueue::Dualpi2(Box::new(DualPi2::new(s, seed)?))),
+            QueueSpec::PvMarker(s) => Ok(AnyQueue::PvMarker(Box::new(PvMarking::new(s, seed)?))),
             QueueSpec::Fifo { limits } => Ok(AnyQueue::Fifo(Fifo::new(check_limits(*limits)?))),
             QueueSpec::Priority { classes, limits } => {
                 if !(1..=8).contains(classes) {
@@ -241,6 +266,12 @@ pub enum AnyQueue {
     Fifo(Fifo),
     /// See [`StrictPriority`].
     Priority(StrictPriority),
+    /// See [`VdqCsaqm`].
+    VdqCsaqm(Box<VdqCsaqm>),
+    /// See [`DualPi2`].
+    Dualpi2(Box<DualPi2>),
+    /// See [`PvMarking`].
+    PvMarker(Box<PvMarking>),
 }
 
 macro_rules! dispatch {
@@ -248,6 +279,9 @@ macro_rules! dispatch {
         match $self {
             AnyQueue::Fifo($q) => $e,
             AnyQueue::Priority($q) => $e,
+            AnyQueue::VdqCsaqm($q) => $e,
+            AnyQueue::Dualpi2($q) => $e,
+            AnyQueue::PvMarker($q) => $e,
         }
     };
 }
@@ -285,7 +319,21 @@ impl AnyQueue {
     pub fn class_stats(&self) -> Vec<&QueueStats> {
         match self {
             AnyQueue::Priority(p) => p.classes().iter().map(|c| c.stats()).collect(),
+            AnyQueue::VdqCsaqm(q) => q.class_stats().to_vec(),
+            AnyQueue::Dualpi2(q) => q.class_stats().to_vec(),
+            AnyQueue::PvMarker(q) => q.inner().class_stats(),
             _ => Vec::new(),
+        }
+    }
+
+    /// The report of a dual-queue AQM (per-epoch sojourn percentiles, control traces), if this
+    /// queue is one (or wraps one).
+    pub fn aqm_report(&self) -> Option<AqmReport> {
+        match self {
+            AnyQueue::VdqCsaqm(q) => Some(q.report()),
+            AnyQueue::Dualpi2(q) => Some(q.report()),
+            AnyQueue::PvMarker(q) => q.inner().aqm_report(),
+            _ => None,
         }
     }
 }
