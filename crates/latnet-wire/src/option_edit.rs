@@ -14,6 +14,8 @@
 //!   hop-by-hop header (its old option bytes stay where they are, so their alignment holds) or a
 //!   new hop-by-hop header is inserted after the fixed header; the payload length is updated.
 //!   Upper-layer checksums do not change: the pseudo-header counts the upper-layer length only.
+//!   `Unsupported` if a new header would make the chain longer than
+//!   [`crate::ipv6_ext::MAX_EXT_HEADERS`] (the frame would no longer parse).
 //!
 //! Every function validates what it walks and returns [`WireError`] on malformed input; none
 //! panics, whatever the bytes. Ranges returned index the frame.
@@ -190,7 +192,17 @@ pub fn insert_ip_option(
         Ip::V6 { off } => {
             let (start, old_len, next, old_area) = match hop_by_hop(frame, off) {
                 Some((s, l)) => (s, l, frame[s], frame[s + 2..s + l].to_vec()),
-                None => (off + ipv6::HEADER_LEN, 0, frame[off + 6], Vec::new()),
+                None => {
+                    // a new extension header must not push the chain past what parsers walk
+                    let up = crate::ipv6_ext::find_upper_layer(&frame[off..])?;
+                    if usize::from(up.ext_headers) >= crate::ipv6_ext::MAX_EXT_HEADERS {
+                        return Err(WireError::unsupported(
+                            Layer::Ipv6ExtHeader,
+                            "no room for option",
+                        ));
+                    }
+                    (off + ipv6::HEADER_LEN, 0, frame[off + 6], Vec::new())
+                }
             };
             // Old option bytes stay at their offsets; ours is appended, aligned, then padding.
             let mut area = vec![0u8; old_area.len() + data.len() + 2 + 16];
@@ -313,6 +325,26 @@ mod tests {
         let hl = (usize::from(f[55]) + 1) * 8;
         assert_eq!(h.l4_offset(), Some(54 + hl));
         assert_eq!(usize::from(be16(&f, 18)), hl + 8 + 1000);
+    }
+
+    /// Found by fuzzing: a packet with the most extension headers parsers walk gets no new
+    /// hop-by-hop header (it would no longer parse).
+    #[test]
+    fn ipv6_full_extension_chain_is_refused() {
+        let mut f = v6();
+        // eight destination-options headers of 8 bytes each (next header 60, then UDP)
+        let mut chain = Vec::new();
+        for k in 0..8 {
+            chain.extend_from_slice(&[if k == 7 { 17 } else { 60 }, 0, 1, 4, 0, 0, 0, 0]);
+        }
+        f.splice(54..54, chain);
+        f[14 + 6] = 60;
+        let plen = be16(&f, 18) + 64;
+        put16(&mut f, 18, plen);
+        assert!(parse_headers(&f).is_ok());
+        let before = f.clone();
+        assert!(matches!(set_ip_option(&mut f, K, &[1, 2]), Err(WireError::Unsupported { .. })));
+        assert_eq!(f, before);
     }
 
     #[test]
