@@ -35,6 +35,10 @@ $(VENV)/.deps-stamp: requirements-dev.txt
 build: venv
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
 	  $(VENV)/bin/maturin develop --release --quiet
+	$(CARGO) build --release --quiet -p latnet-switch
+	install -m 755 "$$($(CARGO) metadata --format-version 1 --no-deps | \
+	  $(PY) -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/latnet-switch" \
+	  $(VENV)/bin/latnet-switch
 
 lint: venv
 	$(CARGO) fmt --all -- --check
@@ -50,6 +54,7 @@ py-test: build
 
 fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS)
+	$(CARGO) test -p latnet-dataplane --release --test classifier -- --ignored
 
 bench: setup
 	$(CARGO) bench --workspace

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Install the Debian packages latnet needs, if any is missing. Needs root (or sudo).
 set -euo pipefail
-pkgs=(python3-venv build-essential pkg-config)
+# iperf3, irtt, ethtool, iputils-ping, iproute2: emulation testbeds (latnet-switch);
+# openvswitch-switch: the Open vSwitch userspace datapath of bench/switch_peers.py.
+pkgs=(python3-venv build-essential pkg-config iproute2 iperf3 irtt ethtool iputils-ping
+  openvswitch-switch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

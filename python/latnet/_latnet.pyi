@@ -31,3 +31,27 @@ def run(
     packets: bool | None = None,
     progress: Callable[[int, int, int], bool | None] | None = None,
 ) -> SimResults: ...
+
+# composite pipeline measurements (crates/latnet-py/src/ffp.rs)
+def ffp_measure(
+    spec_toml: str,
+    algo: str,
+    ffp: bool,
+    ll_permille: int,
+    packets: int,
+    size: int,
+    repeats: int,
+    flows: int | None = None,
+    fast_keys: bool = True,
+) -> dict[str, list[float] | int]: ...
+def ffp_churn(
+    spec_toml: str,
+    algo: str,
+    ffp: bool,
+    every: int,
+    packets: int,
+    size: int,
+    repeats: int,
+    flows: int | None = None,
+) -> dict[str, list[float] | int]: ...
+def ffp_rules_json(spec_toml: str) -> str: ...

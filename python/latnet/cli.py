@@ -1,6 +1,7 @@
 """The `latnet` command.
 
 latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--plot] [--quiet]
+           [--mode sim|emu|both]
 latnet check SCENARIO.toml
 latnet reproduce SEED [--quick] [--out DIR]
 """
@@ -53,6 +54,10 @@ def _progress_bar(enabled: bool, label: str):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.mode != "sim":
+        from .commands.emulate import cmd_run_emu
+
+        return cmd_run_emu(args)
     path = Path(args.scenario)
     cb, close = _progress_bar(not args.quiet and sys.stderr.isatty(), path.stem)
     try:
@@ -134,6 +139,13 @@ def parser() -> argparse.ArgumentParser:
         "--plot", action="store_true", help="also draw latency_cdf.png (implies per-packet records)"
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar, table only")
+    r.add_argument(
+        "--mode",
+        choices=["sim", "emu", "both"],
+        default="sim",
+        help="sim: the simulator (default); emu: real packets between network namespaces "
+        "through latnet-switch (root); both: run both and print them side by side",
+    )
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("check", help="validate a scenario file without running it")

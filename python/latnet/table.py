@@ -60,10 +60,60 @@ def flow_table(results) -> str:
                 fmt_us(f["jitter_ns"]),
             ]
         )
+    switching = s.get("switching", "store-and-forward")
+    conv = s["latency_convention"] + ("" if switching == "store-and-forward" else f", {switching}")
     title = (
         f"{s['scenario']}: seed {s['seed']}, {s['duration_ns'] / 1e9:g} s of traffic, "
-        f"{s['events']:,} events, latency {s['latency_convention']} (us)"
+        f"{s['events']:,} events, latency {conv} (us)"
     )
     headers = ["flow", "path", "prio", "sent", "recv", "loss%", "Mbit/s"]
     headers += ["min", "mean", "p99", "max", "jitter"]
-    return render(headers, rows, title)
+    out = render(headers, rows, title)
+    if s.get("lbf"):
+        out += "\n\n" + lbf_table(s["lbf"])
+    return out
+
+
+def lbf_table(lbf: dict) -> str:
+    """Latency-Based Forwarding: outcomes of the flows with an SLO and the switches' counters."""
+    rows = []
+    for f in lbf["flows"]:
+        upper = "-" if f["upper_ns"] is None else fmt_us(f["upper_ns"])
+        rows.append(
+            [
+                f["flow"],
+                f"{f['carry']}/{f['encap']}",
+                fmt_us(f["lower_ns"]),
+                upper,
+                f["received"],
+                f["early"],
+                f["on_time"],
+                f["late_marked"],
+                f["late_unmarked"],
+                sum(f["early_drops"].values()),
+                sum(f["expired"].values()),
+            ]
+        )
+    headers = ["flow", "carry", "lb", "ub", "recv", "early", "on-time", "late(marked)"]
+    headers += ["late(unmarked)", "dropped early", "expired"]
+    title = f"LBF flows (us; latency {lbf['latency_convention']}, {lbf['switching']})"
+    out = render(headers, rows, title) if rows else title + ": none"
+    srows = [
+        [
+            x["node"],
+            x["lbf_packets"],
+            x["best_effort"],
+            x["malformed"],
+            x["early_drops"],
+            x["marked_late"],
+            x["damper_violations"],
+        ]
+        for x in lbf["switches"]
+    ]
+    if srows:
+        sh = ["switch", "lbf pkts", "best effort", "malformed", "early drops", "marked late"]
+        sh += ["damper viol."]
+        out += "\n\n" + render(sh, srows, "LBF switches")
+    if lbf["notifications_total"]:
+        out += f"\n\n{lbf['notifications_total']:,} late notifications (results.json: lbf)"
+    return out

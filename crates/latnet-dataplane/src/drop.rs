@@ -62,6 +62,8 @@ drop_reasons! {
     MalformedOption = "malformed-option",
     /// A packet left in a queue or on a link when the run ended.
     EndOfRun = "end-of-run",
+    /// A Latency-Based Forwarding block that could not be parsed.
+    LbfMalformed = "lbf-malformed",
 }
 
 impl fmt::Display for DropReason {

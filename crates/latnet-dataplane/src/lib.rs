@@ -8,8 +8,9 @@
 //! | module | what |
 //! |---|---|
 //! | [`packet`] | [`Packet`]: header bytes + virtual payload length + per-run [`Meta`] |
+//! | [`classifier`] | match-action tables (POF-style fields), two pipelines, the Fast-Forwarding Path |
 //! | [`drop`] | [`DropReason`] and [`DropCounters`] (fixed array indexed by reason) |
-//! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`AnyQueue`], [`QueueSpec`] |
+//! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`LbfQueue`], [`AnyQueue`], [`QueueSpec`] |
 //! | [`queue::vdq`], [`queue::dualpi2`] | the L4S AQMs: [`VdqCsaqm`] (seed 001) and [`DualPi2`] (RFC 9332, Linux) |
 //! | [`ppv`], [`queue::pv_mark`] | Per Packet Value: throughput-value functions, the edge [`PvMarker`], [`PvMarking`] |
 //! | [`flow_counter`] | the large-flow counter of switch-assisted pacing (seed 003) |
@@ -18,6 +19,7 @@
 //! Priorities: 0 is the highest, 7 is best effort; on the wire priority `p` is DSCP `CS(7-p)`
 //! (see [`packet::priority_from_dscp`]).
 
+pub mod classifier;
 pub mod drop;
 pub mod flow_counter;
 pub mod packet;
@@ -30,7 +32,7 @@ pub use flow_counter::{CounterAction, CounterSpec, LargeFlowCounter};
 pub use packet::{FlowId, Meta, Packet, Priority, BEST_EFFORT};
 pub use ppv::{PvMarker, Tvf};
 pub use queue::{
-    AnyQueue, Dropped, DualPi2, Fifo, PvMarking, Queue, QueueLimits, QueueSpec, QueueStats,
-    StrictPriority, VdqCsaqm, Verdict,
+    AnyQueue, Dropped, DualPi2, Fifo, LbfOrder, LbfQueue, PvMarking, Queue, QueueLimits, QueueSpec,
+    QueueStats, StrictPriority, VdqCsaqm, Verdict,
 };
 pub use ratio::Ratio;

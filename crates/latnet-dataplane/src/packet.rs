@@ -58,6 +58,17 @@ pub struct Meta {
     pub hops: u8,
     /// Serialization time spent on earlier links (lets reports use either latency convention).
     pub ser_so_far: Duration,
+    /// Not before this instant: non-work-conserving queues (LBF, dampers) hold the packet
+    /// until then; set per hop by the forwarder (0 = at once).
+    pub eligible: Time,
+    /// Ordering deadline at this hop (LBF upper-bound budget); `None` = no deadline.
+    pub deadline: Option<Time>,
+    /// A queue that honours it drops the packet at dequeue once `now` is past this instant
+    /// (`deadline-expired`); `None` = never.
+    pub expires: Option<Time>,
+    /// LBF: after this instant the packet can no longer meet its upper bound (used to mark it
+    /// late when it starts transmission); `None` = no upper bound.
+    pub late_at: Option<Time>,
 }
 
 impl Packet {

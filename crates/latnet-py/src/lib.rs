@@ -9,6 +9,8 @@
 // PyO3's macros expand to code that trips these workspace lints.
 #![allow(unsafe_code, missing_debug_implementations)]
 
+mod ffp;
+
 use latnet_sim::{Results, Scenario, Simulator};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -187,5 +189,6 @@ fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimResults>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    ffp::register(m)?;
     Ok(())
 }

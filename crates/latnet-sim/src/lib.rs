@@ -23,12 +23,16 @@
 //! | [`traffic`] | sources: CBR, on/off bursts, Poisson, token bucket |
 //! | [`sim`] | the run loop: hosts, switches, links |
 //! | [`switch`] | forwarding models of switches ([`switch::Forwarder`]) |
+//! | [`pipeline_fwd`] | switches classifying with a match-action pipeline and the FFP |
+//! | [`lbf`] | Latency-Based Forwarding: the LBF switch, FIB, host stamping, LBF results |
 //! | [`stats`] | latency summaries (HDR histograms), jitter |
 //! | [`results`] | JSON / CSV results |
 
 pub mod engine;
 mod hdr;
+pub mod lbf;
 pub mod net;
+pub mod pipeline_fwd;
 pub mod results;
 pub mod scenario;
 pub mod sim;
@@ -37,7 +41,7 @@ pub mod switch;
 pub mod traffic;
 
 pub use results::Results;
-pub use scenario::{LatencyConvention, Scenario, ScenarioError, TieBreak};
+pub use scenario::{LatencyConvention, Scenario, ScenarioError, Switching, TieBreak};
 pub use sim::{Progress, Simulator};
 
 /// Parse, validate and run a scenario file with an optional seed override.

@@ -25,6 +25,8 @@ pub struct Results {
     pub end_ns: u64,
     /// What reported latencies include.
     pub latency_convention: String,
+    /// When frames reach switches: `store-and-forward` or `cut-through`.
+    pub switching: String,
     /// Ordering rule of simultaneous events.
     pub tie_break: String,
     /// Events executed.
@@ -36,6 +38,10 @@ pub struct Results {
     /// Every node in scenario order, with its drops outside queues (malformed, no route, TTL,
     /// not for host).
     pub nodes: Vec<NodeResult>,
+    /// Latency-Based Forwarding counters, per-flow outcomes and late notifications (only in
+    /// runs with LBF switches or flows with an SLO).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lbf: Option<crate::lbf::LbfResults>,
     /// Per-packet and per-hop records, when `[output] packets = true`.
     #[serde(skip)]
     pub log: Option<PacketLog>,

@@ -22,11 +22,12 @@
 
 use crate::engine::{EventQueue, MAX_TIE};
 use crate::hdr;
+use crate::lbf::LbfState;
 use crate::net::{Topology, NO_PORT};
 use crate::results::{
     FlowResult, HopRecord, HopResult, NodeResult, PacketLog, PacketRecord, PortResult, Results,
 };
-use crate::scenario::{LatencyConvention, NodeKind, Scenario, TieBreak};
+use crate::scenario::{LatencyConvention, NodeKind, Scenario, Switching, TieBreak};
 use crate::stats::{Jitter, LatencyStats};
 use crate::switch::{Forward, Forwarder, SwitchCtx};
 use crate::traffic::Source;
@@ -116,6 +117,8 @@ pub struct Simulator {
     end: Time,
     next_id: u64,
     log: Option<PacketLog>,
+    /// Latency-Based Forwarding state (runs with LBF switches or SLO flows).
+    lbf: Option<LbfState>,
 }
 
 impl Simulator {
@@ -151,25 +154,36 @@ impl Simulator {
                 }
             })
             .collect();
+        // Sizes and priorities were validated with the scenario: building cannot fail.
+        let templates: Vec<(Vec<u8>, Option<usize>)> = sc
+            .flows
+            .iter()
+            .map(|f| {
+                let (src, dst) = (sc.nodes[f.src].address, sc.nodes[f.dst].address);
+                let dscp = dscp_from_priority(f.priority);
+                let (sp, dp, size) = (f.src_port, f.dst_port, f.size as usize);
+                match &f.slo {
+                    Some(slo) => {
+                        crate::lbf::template(f.src, f.dst, src, dst, dscp, sp, dp, size, slo)
+                            .map(|(t, o)| (t, Some(o)))
+                    }
+                    None => hdr::udp_template(f.src, f.dst, src, dst, dscp, sp, dp, size)
+                        .map(|t| (t, None)),
+                }
+                .unwrap_or_else(|e| panic!("validated flow {}: {e}", f.name))
+            })
+            .collect();
+        let offsets: Vec<Option<usize>> = templates.iter().map(|t| t.1).collect();
+        let lbf = LbfState::new(&sc, &topo, &offsets);
         let flows = sc
             .flows
             .iter()
+            .zip(templates)
             .enumerate()
-            .map(|(i, f)| FlowState {
+            .map(|(i, (f, (template, _)))| FlowState {
                 source: Source::new(f.traffic.clone(), f.size, f.start),
                 rng: rng_for(STREAM_FLOW + i as u64),
-                // Sizes and priorities were validated with the scenario: building cannot fail.
-                template: hdr::udp_template(
-                    f.src,
-                    f.dst,
-                    sc.nodes[f.src].address,
-                    sc.nodes[f.dst].address,
-                    dscp_from_priority(f.priority),
-                    f.src_port,
-                    f.dst_port,
-                    f.size as usize,
-                )
-                .unwrap_or_else(|e| panic!("validated flow {}: {e}", f.name)),
+                template,
                 sent: 0,
                 received: 0,
                 rx_bytes: 0,
@@ -185,7 +199,7 @@ impl Simulator {
             .iter()
             .enumerate()
             .filter(|(_, n)| n.kind == NodeKind::Host)
-            .map(|(i, n)| (IpAddr::V4(n.address), i))
+            .flat_map(|(i, n)| crate::lbf::host_addresses(n.address).map(|a| (a, i)))
             .collect::<HashMap<_, _>>();
         let end = Time::from_duration(sc.sim.duration + sc.sim.drain);
         let log = sc.output.packets.then(PacketLog::default);
@@ -193,7 +207,18 @@ impl Simulator {
         let forwarders = sc
             .nodes
             .iter()
-            .map(|n| (n.kind == NodeKind::Switch).then(Forwarder::default))
+            .enumerate()
+            .map(|(i, n)| {
+                (n.kind == NodeKind::Switch).then(|| match n.pipeline {
+                    Some(p) => Forwarder::Pipeline(Box::new(
+                        crate::pipeline_fwd::PipelineForwarder::new(&sc.pipelines[p], seed),
+                    )),
+                    None => match lbf.as_ref().and_then(|l| l.switch(i)) {
+                        Some(s) => Forwarder::Lbf(Box::new(s)),
+                        None => Forwarder::default(),
+                    },
+                })
+            })
             .collect();
         let mut sim = Simulator {
             sc,
@@ -208,6 +233,7 @@ impl Simulator {
             end,
             next_id: 0,
             log,
+            lbf,
         };
         for i in 0..sim.flows.len() {
             sim.schedule_next_emission(i);
@@ -321,7 +347,10 @@ impl Simulator {
         };
         self.next_id += 1;
         f.sent += 1;
-        let pkt = Packet::new(data, virtual_len, meta);
+        let mut pkt = Packet::new(data, virtual_len, meta);
+        if let Some(l) = &self.lbf {
+            l.on_emit(self.now, &mut pkt);
+        }
         match self.topo.fib[src][dst] {
             NO_PORT => self.drop_at_node(src, pkt, DropReason::NoRoute),
             p => self.enqueue(p as usize, pkt),
@@ -438,21 +467,34 @@ impl Simulator {
         let node = self.topo.ports[port].node;
         if let Some(fwd) = self.forwarders[node].as_mut() {
             fwd.on_transmit(self.now, port, &mut pkt);
+        } else if let Some(l) = &self.lbf {
+            l.host_transmit(self.now, port, &mut pkt);
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
-        pkt.meta.ser_so_far += tx;
+        // Cut-through: a switch acts on the first bit; hosts always receive whole frames.
+        let whole = self.sc.sim.switching == Switching::StoreAndForward
+            || self.sc.nodes[self.topo.ports[port].peer].kind == NodeKind::Host;
+        let ser = if whole { tx } else { Duration::ZERO };
+        pkt.meta.ser_so_far += ser;
         let tie = self.tie(pkt.meta.flow);
-        self.events.schedule(self.now + tx + delay, tie, Event::Arrive { port: port as u32, pkt });
+        self.events.schedule(self.now + ser + delay, tie, Event::Arrive { port: port as u32, pkt });
     }
 
     fn deliver(&mut self, pkt: Packet) {
-        let lat = self.latency(&pkt.meta);
+        let mut lat = self.latency(&pkt.meta);
+        if let Some(l) = &self.lbf {
+            // gLBF: the receiver applies the last hop's damper residue before the application.
+            lat += l.final_hold(&pkt);
+        }
         let f = &mut self.flows[pkt.meta.flow as usize];
         f.received += 1;
         f.rx_bytes += pkt.wire_len().get();
         f.last_rx = self.now;
         f.lat.record(lat);
         f.jitter.record(lat);
+        if let Some(l) = &mut self.lbf {
+            l.on_deliver(&pkt, lat);
+        }
         if let Some(log) = &mut self.log {
             log.packets.push(PacketRecord::received(&pkt.meta, self.now, lat));
         }
@@ -466,6 +508,9 @@ impl Simulator {
     fn record_drop(&mut self, pkt: Packet, reason: DropReason, node: usize) {
         if let Some(f) = self.flows.get_mut(pkt.meta.flow as usize) {
             f.drops.count(reason);
+        }
+        if let Some(l) = &mut self.lbf {
+            l.on_drop(pkt.meta.flow as usize, node, reason);
         }
         if let Some(log) = &mut self.log {
             log.packets.push(PacketRecord::dropped(&pkt.meta, self.now, reason, node as u32));
@@ -485,7 +530,7 @@ impl Simulator {
         }
         for port in 0..self.ports.len() {
             let node = self.topo.ports[port].node;
-            while let Some(pkt) = self.ports[port].queue.dequeue(Time::MAX) {
+            while let Some(pkt) = self.ports[port].queue.drain() {
                 leftovers.push((pkt, node));
             }
             self.collect_queue_drops(port);
@@ -499,7 +544,13 @@ impl Simulator {
         self.summarize(events)
     }
 
-    fn summarize(self, events: u64) -> Results {
+    fn summarize(mut self, events: u64) -> Results {
+        let lbf = self.lbf.take().map(|l| {
+            l.results(self.forwarders.iter().filter_map(|f| match f {
+                Some(Forwarder::Lbf(s)) => Some(&**s),
+                _ => None,
+            }))
+        });
         let sc = &self.sc;
         let node_name = |i: usize| sc.nodes[i].name.clone();
         let end = self.end;
@@ -576,11 +627,13 @@ impl Simulator {
             duration_ns: sc.sim.duration.as_nanos(),
             end_ns: end.as_nanos(),
             latency_convention: sc.sim.latency.as_str().to_owned(),
+            switching: sc.sim.switching.as_str().to_owned(),
             tie_break: sc.sim.tie_break.as_str().to_owned(),
             events,
             flows,
             ports,
             nodes,
+            lbf,
             log: self.log,
         }
     }

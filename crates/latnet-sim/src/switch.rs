@@ -9,6 +9,8 @@
 //! | forwarder | scenario | decision |
 //! |---|---|---|
 //! | [`Forwarder::Fib`] | default | destination IP → FIB (shortest paths / `[[routes]]`), TTL − 1, priority from DSCP |
+//! | [`Forwarder::Pipeline`] | `pipeline = "NAME"` | a match-action pipeline, optionally with the Fast-Forwarding Path ([`crate::pipeline_fwd`]) |
+//! | [`Forwarder::Lbf`] | `[lbf]` / node `lbf` | as `Fib`, then Latency-Based Forwarding: per-hop budgets from the packet's LBF block, eligible times and deadlines for the queue, early drop or late marking ([`crate::lbf`]) |
 //!
 //! New forwarding models (LBF budgets, match-action pipelines, source routing by tag stacks)
 //! are added as variants here, each in its own module.
@@ -50,6 +52,10 @@ pub enum Forwarder {
     /// Destination-based forwarding on the FIB.
     #[default]
     Fib,
+    /// A match-action pipeline (plain or composite).
+    Pipeline(Box<crate::pipeline_fwd::PipelineForwarder>),
+    /// Latency-Based Forwarding (see [`crate::lbf`]).
+    Lbf(Box<crate::lbf::LbfSwitch>),
 }
 
 impl Forwarder {
@@ -58,14 +64,17 @@ impl Forwarder {
     pub fn forward(&mut self, cx: &SwitchCtx<'_>, pkt: &mut Packet) -> Forward {
         match self {
             Forwarder::Fib => fib_forward(cx, pkt),
+            Forwarder::Pipeline(p) => p.forward(cx, pkt),
+            Forwarder::Lbf(l) => l.forward(cx, pkt),
         }
     }
 
     /// `pkt` starts transmission on `port` at `now`.
     #[inline]
-    pub fn on_transmit(&mut self, _now: Time, _port: usize, _pkt: &mut Packet) {
+    pub fn on_transmit(&mut self, now: Time, port: usize, pkt: &mut Packet) {
         match self {
-            Forwarder::Fib => {}
+            Forwarder::Fib | Forwarder::Pipeline(_) => {}
+            Forwarder::Lbf(l) => l.on_transmit(now, port, pkt),
         }
     }
 }

@@ -26,6 +26,8 @@ pub enum Layer {
     Tcp,
     /// A TCP option.
     TcpOption,
+    /// The Latency-Based Forwarding block (see [`crate::lbf`]).
+    Lbf,
 }
 
 impl fmt::Display for Layer {
@@ -41,6 +43,7 @@ impl fmt::Display for Layer {
             Layer::Udp => "UDP",
             Layer::Tcp => "TCP",
             Layer::TcpOption => "TCP option",
+            Layer::Lbf => "LBF block",
         })
     }
 }

@@ -13,6 +13,7 @@
 //! | [`tcp`] | TCP | [`TcpPacket`] | [`TcpRepr`], [`TcpFlags`], [`TcpSeqNumber`] |
 //! | [`tcp_option`] | TCP options | — | [`TcpOption`], [`TcpOptions`], [`TcpOptionBuf`] |
 //! | [`checksum`] | RFC 1071 / RFC 1624 checksums, pseudo-headers | — | free functions |
+//! | [`lbf`] | Latency-Based Forwarding block (IPv6 hop-by-hop option or UDP shim) | [`LbfBlock`] | [`LbfRepr`], [`LbfMode`], [`lbf::locate`] |
 //! | [`headers`] | one-call walk for switches | — | [`parse_headers`] → [`Headers`], [`FlowKey`] |
 //! | [`build`] | header builders for simulators | — | [`build_udp_ipv4`], [`build_udp_ipv6`], [`build_tcp_ipv4`], [`build_tcp_ipv6`] |
 //! | [`option_edit`] | one IPv4 option / IPv6 hop-by-hop option of a whole frame | — | [`find_ip_option`], [`set_ip_option`] (rewrite or insert) |
@@ -63,6 +64,7 @@ pub mod ipv4_option;
 pub mod ipv6;
 pub mod ipv6_ext;
 pub mod large_flow;
+pub mod lbf;
 pub mod option_edit;
 pub mod ppv;
 pub mod tcp;
@@ -84,6 +86,7 @@ pub use ipv6_ext::{
     Ipv6OptionsWriter, RouterAlert, UnknownOptionAction, UpperLayer,
 };
 pub use large_flow::{large_flow_option, set_large_flow_option, LargeFlowMsg, LargeFlowOption};
+pub use lbf::{LbfBlock, LbfMode, LbfRepr};
 pub use option_edit::{find_ip_option, set_ip_option, OptionKinds};
 pub use ppv::{packet_info, packet_value, set_packet_value, PacketValue, PvInfo};
 pub use tcp::{TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};

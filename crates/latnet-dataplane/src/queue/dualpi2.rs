@@ -475,9 +475,9 @@ impl Queue for DualPi2 {
         pkt.meta.arrival = now;
         let (class, held) = match dualq::read(pkt, 0, false) {
             Ok(x) => x,
-            Err((reason, pkt)) => {
-                self.stats.on_drop(reason);
-                return Verdict::drop(pkt, reason);
+            Err(d) => {
+                self.stats.on_drop(d.reason);
+                return Verdict::Dropped(*d);
             }
         };
         if let Some(reason) = full {
@@ -572,6 +572,11 @@ impl Queue for DualPi2 {
 
     fn poll_drop(&mut self) -> Option<Dropped> {
         self.dropped.pop_front()
+    }
+
+    fn drain(&mut self) -> Option<Packet> {
+        let h = self.q[L4S].pop().or_else(|| self.q[CLASSIC].pop())?;
+        Some(h.pkt)
     }
 
     fn len(&self) -> usize {

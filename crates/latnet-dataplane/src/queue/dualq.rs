@@ -2,6 +2,7 @@
 //! Classic classifier (RFC 9331: ECT(1) and CE go to the L4S queue), the packets they hold with
 //! what was read from their headers at enqueue, and CE marking of the held bytes.
 
+use super::Dropped;
 use crate::drop::DropReason;
 use crate::packet::Packet;
 use latnet_units::{Bytes, Time};
@@ -28,25 +29,22 @@ pub struct Held {
     pub l3: L3,
 }
 
-/// Read class, ECN and packet value. Errors hand the packet back with its drop reason:
-/// `malformed` for a frame that does not parse as IP, `malformed-option` for a malformed value
-/// option.
-pub fn read(
-    pkt: Packet,
-    default_pv: u16,
-    want_pv: bool,
-) -> Result<(usize, Held), (DropReason, Packet)> {
-    let Ok(h) = parse_headers(&pkt.data) else { return Err((DropReason::Malformed, pkt)) };
-    let Some(key) = h.key else { return Err((DropReason::Malformed, pkt)) };
+/// Read class, ECN and packet value. Errors hand the packet back with its drop reason (boxed:
+/// the rare path): `malformed` for a frame that does not parse as IP, `malformed-option` for a
+/// malformed value option.
+pub fn read(pkt: Packet, default_pv: u16, want_pv: bool) -> Result<(usize, Held), Box<Dropped>> {
+    let err = |reason, pkt| Err(Box::new(Dropped { pkt, reason }));
+    let Ok(h) = parse_headers(&pkt.data) else { return err(DropReason::Malformed, pkt) };
+    let Some(key) = h.key else { return err(DropReason::Malformed, pkt) };
     let pv = if want_pv {
         let kinds = latnet_wire::ppv::KINDS;
         match latnet_wire::option_edit::find_ip_option_in(&pkt.data, &h, kinds) {
             Ok(Some(r)) => match pkt.data.get(r) {
                 Some([a, b]) => u16::from_be_bytes([*a, *b]),
-                _ => return Err((DropReason::MalformedOption, pkt)),
+                _ => return err(DropReason::MalformedOption, pkt),
             },
             Ok(None) => default_pv,
-            Err(_) => return Err((DropReason::MalformedOption, pkt)),
+            Err(_) => return err(DropReason::MalformedOption, pkt),
         }
     } else {
         default_pv

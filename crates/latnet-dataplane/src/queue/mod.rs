@@ -13,6 +13,8 @@
 //!    (LBF, shapers, dampers) return a future instant and the runner schedules a wake-up.
 //! 3. After any call, [`Queue::poll_drop`] until `None`: packets the queue dropped on its own
 //!    (expired at dequeue, pushed out), each with its reason, so the runner can record them.
+//! 4. At the end of a run, [`Queue::drain`] until `None`: every packet still held, regardless of
+//!    eligible times and expiry (nothing is counted as dropped by the queue).
 //!
 //! Every queue is bounded in packets and bytes ([`QueueLimits`]) and counts what it does in
 //! [`QueueStats`], drops by [`DropReason`].
@@ -21,6 +23,7 @@ pub mod aqm_stats;
 pub mod dualpi2;
 mod dualq;
 mod fifo;
+mod lbf;
 mod prio;
 pub mod pv_mark;
 pub mod vdq;
@@ -28,13 +31,14 @@ pub mod vdq;
 pub use aqm_stats::AqmReport;
 pub use dualpi2::{DualPi2, Dualpi2Profile, Dualpi2Spec};
 pub use fifo::Fifo;
+pub use lbf::{LbfOrder, LbfQueue};
 pub use prio::StrictPriority;
 pub use pv_mark::{MarkAt, PvMarking, PvMarkingSpec};
 pub use vdq::{CtvRule, Drain, VdqCsaqm, VdqSpec};
 
 use crate::drop::{DropCounters, DropReason};
 use crate::packet::Packet;
-use latnet_units::{Bytes, Time};
+use latnet_units::{Bytes, Duration, Time};
 use serde::Deserialize;
 
 /// A packet the element dropped, with the reason.
@@ -74,6 +78,11 @@ pub trait Queue {
     /// A packet the queue dropped on its own since the last call, if any.
     fn poll_drop(&mut self) -> Option<Dropped> {
         None
+    }
+    /// Remove any packet, ignoring eligible times and expiry (the runner empties queues this
+    /// way at the end of a run). Counts nothing.
+    fn drain(&mut self) -> Option<Packet> {
+        self.dequeue(Time::MAX)
     }
     /// Packets held.
     fn len(&self) -> usize;
@@ -203,12 +212,81 @@ pub enum QueueSpec {
         #[serde(flatten)]
         limits: QueueLimits,
     },
+    /// The LBF seed's two-stage queue: PIFO on the eligible time, then FIFO or strict priority
+    /// by upper-bound budget (see [`LbfQueue`]).
+    Lbf {
+        /// Stage 2: `fifo` (default) or `priority`.
+        #[serde(default)]
+        second: LbfSecond,
+        /// Width of a budget class (`second = "priority"`), default 100 us.
+        #[serde(default = "default_lbf_width")]
+        class_width: Duration,
+        /// Number of budget classes (`second = "priority"`), default 8.
+        #[serde(default = "default_lbf_classes")]
+        classes: u16,
+        /// Limits over both stages.
+        #[serde(flatten)]
+        limits: QueueLimits,
+    },
+    /// The LBF proof of concept's queue: slack buckets, earliest eligible first.
+    LbfSlack {
+        /// Width of a slack bucket, default 100 us.
+        #[serde(default = "default_lbf_width")]
+        bucket: Duration,
+        /// Number of buckets, default 64.
+        #[serde(default = "default_lbf_buckets")]
+        buckets: u16,
+        /// Limits over both stages.
+        #[serde(flatten)]
+        limits: QueueLimits,
+    },
+    /// LBF with dynamic priority: among eligible packets, least laxity (earliest deadline).
+    LbfDynamic {
+        /// Limits over both stages.
+        #[serde(flatten)]
+        limits: QueueLimits,
+    },
     /// VDQ-CSAQM, the L4S scheduler of seed 001 (see [`VdqCsaqm`]).
     VdqCsaqm(VdqSpec),
     /// DualPI2 (RFC 9332 / Linux `sch_dualpi2`, see [`DualPi2`]).
     Dualpi2(Dualpi2Spec),
     /// A Per Packet Value marker around a queue (see [`PvMarking`]).
     PvMarker(PvMarkingSpec),
+}
+
+/// Stage 2 of the `lbf` queue kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LbfSecond {
+    /// FIFO in eligible order.
+    #[default]
+    Fifo,
+    /// Strict priority by upper-bound budget classes.
+    Priority,
+}
+
+fn default_lbf_width() -> Duration {
+    Duration::from_micros(100)
+}
+fn default_lbf_classes() -> u16 {
+    8
+}
+fn default_lbf_buckets() -> u16 {
+    64
+}
+
+fn check_classes(n: u16, field: &'static str) -> Result<u16, SpecError> {
+    if n == 0 || usize::from(n) > lbf::MAX_CLASSES {
+        return Err(SpecError::OutOfRange { field, expected: "between 1 and 1024" });
+    }
+    Ok(n)
+}
+
+fn check_width(w: Duration, field: &'static str) -> Result<Duration, SpecError> {
+    if w.is_zero() {
+        return Err(SpecError::OutOfRange { field, expected: "a duration above zero" });
+    }
+    Ok(w)
 }
 
 impl Default for QueueSpec {
@@ -244,6 +322,26 @@ impl QueueSpec {
                     (0..*classes).map(|_| AnyQueue::Fifo(Fifo::new(limits))).collect::<Vec<_>>();
                 Ok(AnyQueue::Priority(StrictPriority::new(children)))
             }
+            QueueSpec::Lbf { second, class_width, classes, limits } => {
+                let order = match second {
+                    LbfSecond::Fifo => LbfOrder::Fifo,
+                    LbfSecond::Priority => LbfOrder::Budget {
+                        width: check_width(*class_width, "class_width")?,
+                        classes: check_classes(*classes, "classes")?,
+                    },
+                };
+                Ok(AnyQueue::Lbf(LbfQueue::new(check_limits(*limits)?, order)))
+            }
+            QueueSpec::LbfSlack { bucket, buckets, limits } => {
+                let order = LbfOrder::Slack {
+                    width: check_width(*bucket, "bucket")?,
+                    buckets: check_classes(*buckets, "buckets")?,
+                };
+                Ok(AnyQueue::Lbf(LbfQueue::new(check_limits(*limits)?, order)))
+            }
+            QueueSpec::LbfDynamic { limits } => {
+                Ok(AnyQueue::Lbf(LbfQueue::new(check_limits(*limits)?, LbfOrder::Deadline)))
+            }
         }
     }
 }
@@ -266,6 +364,8 @@ pub enum AnyQueue {
     Fifo(Fifo),
     /// See [`StrictPriority`].
     Priority(StrictPriority),
+    /// See [`LbfQueue`].
+    Lbf(LbfQueue),
     /// See [`VdqCsaqm`].
     VdqCsaqm(Box<VdqCsaqm>),
     /// See [`DualPi2`].
@@ -279,6 +379,7 @@ macro_rules! dispatch {
         match $self {
             AnyQueue::Fifo($q) => $e,
             AnyQueue::Priority($q) => $e,
+            AnyQueue::Lbf($q) => $e,
             AnyQueue::VdqCsaqm($q) => $e,
             AnyQueue::Dualpi2($q) => $e,
             AnyQueue::PvMarker($q) => $e,
@@ -302,6 +403,9 @@ impl Queue for AnyQueue {
     #[inline]
     fn poll_drop(&mut self) -> Option<Dropped> {
         dispatch!(self, q => q.poll_drop())
+    }
+    fn drain(&mut self) -> Option<Packet> {
+        dispatch!(self, q => q.drain())
     }
     fn len(&self) -> usize {
         dispatch!(self, q => q.len())

@@ -81,6 +81,10 @@ impl Queue for StrictPriority {
         self.classes.iter().filter_map(|c| c.next_ready(now)).min()
     }
 
+    fn drain(&mut self) -> Option<Packet> {
+        self.classes.iter_mut().find_map(|c| c.drain())
+    }
+
     fn poll_drop(&mut self) -> Option<Dropped> {
         for child in &mut self.classes {
             if let Some(d) = child.poll_drop() {

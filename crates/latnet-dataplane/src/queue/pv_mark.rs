@@ -122,6 +122,10 @@ impl Queue for PvMarking {
         self.inner.next_ready(now)
     }
 
+    fn drain(&mut self) -> Option<Packet> {
+        self.inner.drain()
+    }
+
     fn poll_drop(&mut self) -> Option<Dropped> {
         if let Some(d) = self.dropped.pop_front() {
             return Some(d);

@@ -612,9 +612,9 @@ impl Queue for VdqCsaqm {
         pkt.meta.arrival = now;
         let (class, held) = match dualq::read(pkt, self.spec.default_pv, true) {
             Ok(x) => x,
-            Err((reason, pkt)) => {
-                self.stats.on_drop(reason);
-                return Verdict::drop(pkt, reason);
+            Err(d) => {
+                self.stats.on_drop(d.reason);
+                return Verdict::Dropped(*d);
             }
         };
         // the offered load, whether or not the physical queue has room
@@ -695,6 +695,11 @@ impl Queue for VdqCsaqm {
 
     fn poll_drop(&mut self) -> Option<Dropped> {
         self.dropped.pop_front()
+    }
+
+    fn drain(&mut self) -> Option<Packet> {
+        let h = self.q[L4S].pop().or_else(|| self.q[CLASSIC].pop())?;
+        Some(h.pkt)
     }
 
     fn len(&self) -> usize {

@@ -6,8 +6,15 @@
 //! emulator) builds a network from. The format is documented in `docs/scenario.md`.
 
 mod error;
+mod lbf;
+mod pipeline;
 
 pub use error::ScenarioError;
+pub use lbf::{
+    min_frame, BudgetRule, Carry, Encap, ExpirePolicy, LbfFibOverride, LbfScenario, LbfSettings,
+    SloSpec, UpperPolicy,
+};
+pub use pipeline::PipelineSpec;
 
 use crate::traffic::TrafficSpec;
 use error::ErrCtx;
@@ -72,6 +79,30 @@ impl LatencyConvention {
     }
 }
 
+/// When a frame reaches the next node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Switching {
+    /// Whole: its last bit has arrived (`start of transmission + serialization + delay`).
+    #[default]
+    StoreAndForward,
+    /// A switch may act on a frame when its first bit arrives (`start of transmission +
+    /// delay`); the sender's transmitter is still busy for the serialization time. Hosts
+    /// receive whole frames. This is the link model of the LBF seed's proof of concept, whose
+    /// latencies leave serialization out.
+    CutThrough,
+}
+
+impl Switching {
+    /// Stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Switching::StoreAndForward => "store-and-forward",
+            Switching::CutThrough => "cut-through",
+        }
+    }
+}
+
 /// Metric of computed shortest-path routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -108,6 +139,8 @@ pub struct SimConfig {
     pub latency: LatencyConvention,
     /// Metric of computed routes.
     pub routing: RoutingMetric,
+    /// When a frame reaches a switch.
+    pub switching: Switching,
 }
 
 /// A validated node.
@@ -119,6 +152,8 @@ pub struct NodeSpec {
     pub kind: NodeKind,
     /// IPv4 address (hosts; switches get one too, unused for forwarding).
     pub address: Ipv4Addr,
+    /// Index into [`Scenario::pipelines`] of a switch that classifies with a pipeline.
+    pub pipeline: Option<usize>,
 }
 
 /// A validated bidirectional link.
@@ -178,6 +213,8 @@ pub struct FlowSpec {
     pub dst_port: u16,
     /// The sending pattern.
     pub traffic: TrafficSpec,
+    /// Latency objective carried in an LBF block, if any.
+    pub slo: Option<SloSpec>,
 }
 
 /// What to write besides the summary.
@@ -208,6 +245,10 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
     /// Outputs.
     pub output: OutputSpec,
+    /// Match-action pipelines used by switches.
+    pub pipelines: Vec<PipelineSpec>,
+    /// Latency-Based Forwarding: which switches run it, their settings, FIB overrides.
+    pub lbf: Option<LbfScenario>,
 }
 
 // ---------------- raw (as written) ----------------
@@ -230,6 +271,9 @@ struct Raw {
     flows: Vec<RawFlow>,
     #[serde(default)]
     output: OutputSpec,
+    #[serde(default)]
+    pipelines: Vec<pipeline::RawPipeline>,
+    lbf: Option<lbf::RawLbf>,
 }
 
 #[derive(Deserialize)]
@@ -245,6 +289,8 @@ struct RawSim {
     latency: LatencyConvention,
     #[serde(default)]
     routing: RoutingMetric,
+    #[serde(default)]
+    switching: Switching,
 }
 
 fn default_seed() -> u64 {
@@ -274,6 +320,8 @@ struct RawNode {
     kind: NodeKind,
     address: Option<Spanned<String>>,
     queue: Option<Spanned<QueueSpec>>,
+    pipeline: Option<Spanned<String>>,
+    lbf: Option<Spanned<lbf::RawLbfNode>>,
 }
 
 #[derive(Deserialize)]
@@ -312,6 +360,7 @@ struct RawFlow {
     src_port: Option<u16>,
     dst_port: Option<u16>,
     traffic: Spanned<TrafficSpec>,
+    slo: Option<Spanned<lbf::RawSlo>>,
 }
 
 // ---------------- validation ----------------
@@ -384,12 +433,14 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         tie_break: raw.sim.tie_break,
         latency: raw.sim.latency,
         routing: raw.sim.routing,
+        switching: raw.sim.switching,
     };
     let default_queue = match &raw.defaults.queue {
         Some(q) => build_check(cx, q, "defaults.queue".into())?,
         None => QueueSpec::default(),
     };
     let link_defaults = raw.defaults.link.unwrap_or_default();
+    let pipelines = pipeline::validate(cx, &raw.pipelines)?;
 
     // nodes
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -440,7 +491,26 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             Some(q) => Some(build_check(cx, q, format!("nodes[{i}].queue"))?),
             None => None,
         });
-        nodes.push(NodeSpec { name, kind: n.kind, address });
+        let pipeline = match &n.pipeline {
+            None => None,
+            Some(p) => {
+                let want = p.get_ref().trim();
+                let found = pipelines.iter().position(|q| q.name == want);
+                if n.kind != NodeKind::Switch || found.is_none() {
+                    let known: Vec<&str> = pipelines.iter().map(|q| q.name.as_str()).collect();
+                    return Err(cx.at(
+                        Some(p.span()),
+                        format!("nodes[{i}].pipeline"),
+                        format!(
+                            "expected a switch and the name of a [[pipelines]] entry, got {want:?} (pipelines: {})",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                found
+            }
+        };
+        nodes.push(NodeSpec { name, kind: n.kind, address, pipeline });
     }
     let lookup = |s: &Spanned<String>, key: String| -> Result<usize, ScenarioError> {
         index.get(s.get_ref().trim()).copied().ok_or_else(|| {
@@ -586,6 +656,10 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             .get_ref()
             .validate(size)
             .map_err(|m| cx.at(Some(f.traffic.span()), key("traffic"), m))?;
+        let slo = match &f.slo {
+            Some(s) => Some(lbf::validate_slo(cx, s, key("slo"), size)?),
+            None => None,
+        };
         flows.push(FlowSpec {
             name,
             src,
@@ -598,8 +672,11 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             src_port: f.src_port.unwrap_or(10_000u16.wrapping_add(i as u16)),
             dst_port: f.dst_port.unwrap_or(20_000u16.wrapping_add(i as u16)),
             traffic: f.traffic.get_ref().clone(),
+            slo,
         });
     }
+    let node_lbf: Vec<_> = raw.nodes.iter().map(|n| n.lbf.as_ref()).collect();
+    let lbf = lbf::validate(cx, raw.lbf.as_ref(), &node_lbf, &nodes, &index)?;
 
     Ok(Scenario {
         name: raw.name.or(stem).unwrap_or_else(|| "scenario".to_owned()),
@@ -610,6 +687,8 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         routes,
         flows,
         output: raw.output,
+        pipelines,
+        lbf,
     })
 }
 

@@ -2,6 +2,7 @@
 //! length, and property tests. One test binary.
 #![allow(clippy::unwrap_used)]
 
+mod lbf;
 mod options;
 mod props;
 mod truncation;

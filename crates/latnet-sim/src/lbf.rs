@@ -1,0 +1,768 @@
+//! Latency-Based Forwarding in the simulator: the LBF forwarder of a switch, what hosts do to
+//! the LBF block of their flows, and the LBF part of the results.
+//!
+//! Source: Clemm & Eckert, "High-Precision Latency Forwarding over Packet-Programmable
+//! Networks", NOMS 2020 (section IV), its proof of concept (github network2030/lbf-poc), and
+//! gLBF (IETF DetNet draft) for the damper.
+//!
+//! # Per packet, at an LBF switch ([`LbfSwitch::forward`])
+//!
+//! 1. Destination lookup, TTL and priority as [`crate::switch::fib_forward`].
+//! 2. Find the block ([`latnet_wire::lbf::locate`]). None: best effort (eligible at once, no
+//!    deadline). Malformed: drop, `lbf-malformed`, counted.
+//! 3. Latency so far `L`: the block's value (`latency-so-far`), `now - timestamp`
+//!    (`timestamp`; under the seed's convention minus the serialization the packet met, see
+//!    below), or 0 with the bounds read as what remains (`rest-slo`).
+//! 4. From the LBF FIB ([`LbfFib`]): remaining hops `h` (this switch included) and minimum
+//!    remaining latency `m` (link delays to the destination, plus serialization where the
+//!    latency convention counts it). `spent = L + m`.
+//! 5. Upper bound `ub`: if `spent > ub` the packet is hopeless: `upper = "drop"` drops it
+//!    (`hopeless-early-drop`); `upper = "mark"` sets the late flag, writes a notification record
+//!    and forwards it as best effort. Otherwise it becomes hopeless at
+//!    `late_at = now + ub - spent`.
+//! 6. Lower-bound budget `qmin` = `(lb - spent) / h` (`budget = "equal"`) or
+//!    `(lb - spent) / (h + s (h - 1))` (`"skew"`), 0 if `spent >= lb`: eligible at `now + qmin`.
+//! 7. Upper-bound budget `qmax = (ub - spent) / h` (with `best_effort_upper` for packets without
+//!    a bound): deadline `now + qmax`, the ordering key of the budget / slack / dynamic queues.
+//! 8. Queue expiry (`upper = "drop"`): `late_at` (`expire = "hopeless"`), the deadline
+//!    (`"hop-budget"`, the PoC) or none.
+//!
+//! A damper-mode packet (gLBF) is simply held: eligible at `now + residue`.
+//!
+//! # At the start of each transmission ([`LbfSwitch::on_transmit`], [`LbfState::host_transmit`])
+//!
+//! The hop's cost is `transit + link delay (+ serialization where counted)`, `transit` being
+//! the time since the packet arrived at this node. `latency-so-far` adds it to the value,
+//! `rest-slo` subtracts it from both bounds (saturating at 0), `damper` writes the new residue
+//! `B - (now - eligible)` (`B` = `damper_bound` of the switch; 0 at hosts; a hop that queued
+//! longer than `B` counts a damper violation). With `upper = "mark"`, a packet past its
+//! `late_at` is marked late here.
+//!
+//! # Latency conventions
+//!
+//! Under `sim.latency = "exclude-serialization"` (the seed's) nothing of serialization enters
+//! the block or the FIB; under `"physical"` the serialization of every link a frame must be
+//! whole to cross (all of them store-and-forward; only the last, into the host, with
+//! `sim.switching = "cut-through"`) is counted, in the hop cost and in `m`. With sender
+//! timestamps the simulator subtracts the serialization the packet met on store-and-forward
+//! links under the seed's convention (a real switch could not; the seed's PoC avoided the
+//! question with a link model in which serialization never delays arrival, which is
+//! `switching = "cut-through"`).
+
+use crate::hdr;
+use crate::net::{Topology, NO_PORT};
+use crate::scenario::{
+    BudgetRule, Carry, Encap, ExpirePolicy, LatencyConvention, LbfSettings, NodeKind, Scenario,
+    SloSpec, Switching, UpperPolicy,
+};
+use crate::switch::{fib_forward, Forward, SwitchCtx};
+use latnet_dataplane::{DropReason, Packet};
+use latnet_units::{Bytes, Duration, Rate, Time};
+use latnet_wire::lbf::{self as wire, LbfMode, LbfRepr};
+use latnet_wire::{parse_headers, WireError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+/// Most notification records a run keeps (the total is always counted).
+pub const MAX_NOTIFICATIONS: usize = 10_000;
+
+/// One FIB entry of an LBF switch: toward one destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LbfRoute {
+    /// Remaining hops, this switch included.
+    pub hops: u32,
+    /// Sum of link delays to the destination (or the override).
+    pub min_latency: Duration,
+    /// Egress ports from here to the destination (for serialization, physical convention);
+    /// empty for an override.
+    pub path: Vec<u32>,
+}
+
+/// The LBF FIB: `routes[node][dst]`, computed from the topology (following the forwarding
+/// FIB) for every switch running LBF, then overridden by `[[lbf.fib]]`.
+#[derive(Debug, Clone, Default)]
+pub struct LbfFib {
+    routes: Vec<Vec<Option<LbfRoute>>>,
+}
+
+impl LbfFib {
+    /// Compute the FIB of every LBF switch of `sc`.
+    pub fn build(sc: &Scenario, topo: &Topology) -> LbfFib {
+        let n = sc.nodes.len();
+        let mut routes = vec![Vec::new(); n];
+        let Some(l) = &sc.lbf else { return LbfFib { routes } };
+        for (node, row) in routes.iter_mut().enumerate() {
+            if l.nodes.get(node).and_then(Option::as_ref).is_none() {
+                continue;
+            }
+            *row = (0..n)
+                .map(|dst| {
+                    if sc.nodes[dst].kind != NodeKind::Host {
+                        return None;
+                    }
+                    let mut path = Vec::new();
+                    let mut at = node;
+                    while at != dst {
+                        let p = topo.fib[at][dst];
+                        if p == NO_PORT || path.len() > n {
+                            return None;
+                        }
+                        path.push(p);
+                        at = topo.ports[p as usize].peer;
+                    }
+                    let min_latency = path.iter().map(|&p| topo.ports[p as usize].delay).sum();
+                    Some(LbfRoute { hops: path.len() as u32, min_latency, path })
+                })
+                .collect();
+        }
+        for o in &l.fib {
+            if let Some(slot) = routes.get_mut(o.node).and_then(|r| r.get_mut(o.dst)) {
+                *slot =
+                    Some(LbfRoute { hops: o.hops, min_latency: o.min_latency, path: Vec::new() });
+            }
+        }
+        LbfFib { routes }
+    }
+
+    /// The route of `node` toward `dst`.
+    pub fn route(&self, node: usize, dst: usize) -> Option<&LbfRoute> {
+        self.routes.get(node)?.get(dst)?.as_ref()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PortInfo {
+    delay: Duration,
+    rate: Rate,
+    overhead: u32,
+    /// Serialization on this link is part of the latency the block counts.
+    ser_counted: bool,
+}
+
+/// What every LBF participant of a run shares (read-only).
+#[derive(Debug)]
+pub struct LbfNet {
+    fib: LbfFib,
+    ports: Vec<PortInfo>,
+    settings: Vec<Option<LbfSettings>>,
+    flows: Vec<Option<FlowSlo>>,
+    convention: LatencyConvention,
+    switching: Switching,
+    node_names: Vec<String>,
+    flow_names: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FlowSlo {
+    slo: SloSpec,
+    /// Offset of the block in the flow's frames.
+    offset: usize,
+}
+
+impl LbfNet {
+    fn hop_cost(&self, now: Time, port: usize, pkt: &Packet) -> Duration {
+        let transit = now.saturating_duration_since(pkt.meta.arrival);
+        let Some(p) = self.ports.get(port) else { return transit };
+        let ser = if p.ser_counted {
+            p.rate
+                .tx_time(pkt.wire_len() + Bytes::new(u64::from(p.overhead)))
+                .unwrap_or(Duration::ZERO)
+        } else {
+            Duration::ZERO
+        };
+        transit + p.delay + ser
+    }
+
+    fn remaining(&self, route: &LbfRoute, size: Bytes) -> Duration {
+        let ser: Duration = route
+            .path
+            .iter()
+            .filter_map(|&p| self.ports.get(p as usize))
+            .filter(|p| p.ser_counted)
+            .map(|p| p.rate.tx_time(size + Bytes::new(u64::from(p.overhead))).unwrap_or_default())
+            .sum();
+        route.min_latency + ser
+    }
+}
+
+/// The IPv6 address of a node with IPv4 address `v4` when its flows use `encap = "ipv6"`:
+/// `2001:db8::<v4>`.
+pub fn ipv6_of(v4: Ipv4Addr) -> Ipv6Addr {
+    let o = v4.octets();
+    Ipv6Addr::new(
+        0x2001,
+        0x0db8,
+        0,
+        0,
+        0,
+        0,
+        u16::from_be_bytes([o[0], o[1]]),
+        u16::from_be_bytes([o[2], o[3]]),
+    )
+}
+
+/// The header bytes of a flow carrying an LBF block, with the block's offset in them.
+#[allow(clippy::too_many_arguments)]
+pub fn template(
+    src_node: usize,
+    dst_node: usize,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    dscp: u8,
+    src_port: u16,
+    dst_port: u16,
+    frame_len: usize,
+    slo: &SloSpec,
+) -> Result<(Vec<u8>, usize), WireError> {
+    let repr = LbfRepr {
+        mode: match slo.carry {
+            Carry::LatencySoFar => LbfMode::LatencySoFar,
+            Carry::Timestamp => LbfMode::SenderTimestamp,
+            Carry::RestSlo => LbfMode::RestSlo,
+            Carry::Damper => LbfMode::Damper,
+        },
+        late: false,
+        lower_ns: slo.lower.as_nanos(),
+        upper_ns: slo.upper.map(Duration::as_nanos),
+        value_ns: 0,
+    };
+    let mut frame = Vec::with_capacity(96);
+    let (smac, dmac) = (hdr::mac_of(src_node), hdr::mac_of(dst_node));
+    match slo.encap {
+        Encap::UdpShim => {
+            let payload = frame_len.saturating_sub(42 + wire::SHIM_LEN);
+            wire::build_udp_ipv4_shim(
+                &mut frame, smac, dmac, src, dst, dscp, 64, src_port, dst_port, &repr, payload,
+            )?;
+            Ok((frame, 42 + wire::SHIM_HEADER_LEN))
+        }
+        Encap::Ipv6 => {
+            let payload = frame_len.saturating_sub(62 + wire::HBH_LEN);
+            wire::build_udp_ipv6_hbh(
+                &mut frame,
+                smac,
+                dmac,
+                ipv6_of(src),
+                ipv6_of(dst),
+                dscp,
+                64,
+                src_port,
+                dst_port,
+                &repr,
+                payload,
+            )?;
+            Ok((frame, 14 + 40 + 4))
+        }
+    }
+}
+
+/// A record of a packet marked late (`upper = "mark"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Notification {
+    /// When (ns).
+    pub time_ns: u64,
+    /// The switch that marked it.
+    pub node: String,
+    /// Flow name.
+    pub flow: String,
+    /// Sequence number in the flow.
+    pub seq: u64,
+    /// Latency so far plus minimum remaining latency at that moment (ns): what it would at
+    /// least arrive with.
+    pub projected_ns: u64,
+    /// Its upper bound (ns).
+    pub upper_ns: u64,
+}
+
+/// Counters of one LBF switch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LbfCounters {
+    /// Packets with a valid LBF block.
+    pub lbf_packets: u64,
+    /// Packets without a block (best effort).
+    pub best_effort: u64,
+    /// Packets dropped because their block was malformed.
+    pub malformed: u64,
+    /// Packets dropped at arrival because they could no longer meet their upper bound.
+    pub early_drops: u64,
+    /// Packets marked late here.
+    pub marked_late: u64,
+    /// Damper-mode packets that queued here longer than the damper bound.
+    pub damper_violations: u64,
+}
+
+/// The forwarding model of an LBF switch.
+#[derive(Debug, Clone)]
+pub struct LbfSwitch {
+    net: Arc<LbfNet>,
+    node: usize,
+    settings: LbfSettings,
+    /// Counters.
+    pub counters: LbfCounters,
+    notifications: Vec<Notification>,
+    notified: u64,
+}
+
+/// `now + ns`, saturating.
+fn after(now: Time, ns: u64) -> Time {
+    now.checked_add_duration(Duration::from_nanos(ns)).unwrap_or(Time::MAX)
+}
+
+/// The budget split of step 6.
+fn lower_budget(rem: u64, hops: u32, s: &LbfSettings) -> u64 {
+    let h = u128::from(hops.max(1));
+    let num = u128::from(rem);
+    let q = match s.budget {
+        BudgetRule::Equal => num / h,
+        BudgetRule::Skew => {
+            let k = u128::from(s.skew_permille);
+            num * 1000 / (1000 * h + k * (h - 1))
+        }
+    };
+    u64::try_from(q).unwrap_or(u64::MAX)
+}
+
+impl LbfSwitch {
+    fn notify(&mut self, now: Time, pkt: &Packet, projected: u64, upper: u64) {
+        self.counters.marked_late += 1;
+        self.notified += 1;
+        if self.notifications.len() < MAX_NOTIFICATIONS {
+            let flow = pkt.meta.flow as usize;
+            self.notifications.push(Notification {
+                time_ns: now.as_nanos(),
+                node: self.net.node_names.get(self.node).cloned().unwrap_or_default(),
+                flow: self.net.flow_names.get(flow).cloned().unwrap_or_default(),
+                seq: pkt.meta.seq,
+                projected_ns: projected,
+                upper_ns: upper,
+            });
+        }
+    }
+
+    /// Decide where `pkt` goes and when it may leave (see the module documentation).
+    pub fn forward(&mut self, cx: &SwitchCtx<'_>, pkt: &mut Packet) -> Forward {
+        let port = match fib_forward(cx, pkt) {
+            Forward::Port(p) => p,
+            d => return d,
+        };
+        let now = cx.now;
+        pkt.meta.eligible = now;
+        pkt.meta.deadline = None;
+        pkt.meta.expires = None;
+        pkt.meta.late_at = None;
+        let Ok(h) = parse_headers(&pkt.data) else { return Forward::Drop(DropReason::Malformed) };
+        let loc = match wire::locate(&pkt.data, &h, self.settings.udp_shim) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                self.counters.best_effort += 1;
+                return Forward::Port(port);
+            }
+            Err(_) => {
+                self.counters.malformed += 1;
+                return Forward::Drop(DropReason::LbfMalformed);
+            }
+        };
+        self.counters.lbf_packets += 1;
+        let r = loc.repr;
+        if r.mode == LbfMode::Damper {
+            pkt.meta.eligible = after(now, r.value_ns);
+            return Forward::Port(port);
+        }
+        if r.late {
+            return Forward::Port(port);
+        }
+        let dst = h.key.and_then(|k| cx.hosts.get(&k.dst).copied());
+        let (hops, rml) = match dst.and_then(|d| self.net.fib.route(self.node, d)) {
+            Some(route) => (route.hops, self.net.remaining(route, pkt.wire_len()).as_nanos()),
+            None => (1, 0),
+        };
+        let latency = match r.mode {
+            LbfMode::SenderTimestamp => {
+                let mut l = now.as_nanos().saturating_sub(r.value_ns);
+                if self.net.convention == LatencyConvention::ExcludeSerialization {
+                    l = l.saturating_sub(pkt.meta.ser_so_far.as_nanos());
+                }
+                l
+            }
+            LbfMode::RestSlo => 0,
+            _ => r.value_ns,
+        };
+        let spent = latency.saturating_add(rml);
+        if let Some(ub) = r.upper_ns {
+            if spent > ub {
+                match self.settings.upper {
+                    UpperPolicy::Drop => {
+                        self.counters.early_drops += 1;
+                        return Forward::Drop(DropReason::HopelessEarlyDrop);
+                    }
+                    UpperPolicy::Mark => {
+                        if let Some(mut b) = wire::block_mut(&mut pkt.data, loc.offset) {
+                            b.set_late(true);
+                        }
+                        self.notify(now, pkt, spent, ub);
+                        return Forward::Port(port);
+                    }
+                }
+            }
+            pkt.meta.late_at = Some(after(now, ub - spent));
+        }
+        let qmin = lower_budget(r.lower_ns.saturating_sub(spent), hops, &self.settings);
+        pkt.meta.eligible = after(now, qmin);
+        let ub_eff = r.upper_ns.or(self.settings.best_effort_upper.map(Duration::as_nanos));
+        if let Some(ub) = ub_eff {
+            let qmax = ub.saturating_sub(spent) / u64::from(hops.max(1));
+            pkt.meta.deadline = Some(after(now, qmax.max(qmin)));
+        }
+        if r.upper_ns.is_some() && self.settings.upper == UpperPolicy::Drop {
+            pkt.meta.expires = match self.settings.expire {
+                ExpirePolicy::Hopeless => pkt.meta.late_at,
+                ExpirePolicy::HopBudget => pkt.meta.deadline,
+                ExpirePolicy::Never => None,
+            };
+        }
+        Forward::Port(port)
+    }
+
+    /// `pkt` starts transmission on `port` at `now`: update its block.
+    pub fn on_transmit(&mut self, now: Time, port: usize, pkt: &mut Packet) {
+        let Ok(h) = parse_headers(&pkt.data) else { return };
+        let Ok(Some(loc)) = wire::locate(&pkt.data, &h, self.settings.udp_shim) else { return };
+        let cost = self.net.hop_cost(now, port, pkt).as_nanos();
+        let mark = self.settings.upper == UpperPolicy::Mark
+            && !loc.repr.late
+            && pkt.meta.late_at.is_some_and(|t| now > t);
+        let queued = now.saturating_duration_since(pkt.meta.eligible);
+        let bound = self.settings.damper_bound;
+        if loc.repr.mode == LbfMode::Damper && queued > bound {
+            self.counters.damper_violations += 1;
+        }
+        let Some(mut b) = wire::block_mut(&mut pkt.data, loc.offset) else { return };
+        update_block(&mut b, loc.repr.mode, cost, bound.saturating_sub(queued).as_nanos());
+        if mark {
+            b.set_late(true);
+            let (upper, late_at) = (loc.repr.upper_ns.unwrap_or(0), pkt.meta.late_at);
+            let over = late_at.map_or(0, |t| now.as_nanos() - t.as_nanos());
+            self.notify(now, pkt, upper.saturating_add(over), upper);
+        }
+    }
+}
+
+fn update_block(b: &mut wire::LbfBlock<&mut [u8]>, mode: LbfMode, cost: u64, residue: u64) {
+    match mode {
+        LbfMode::LatencySoFar => b.set_value_ns(b.value_ns().saturating_add(cost)),
+        LbfMode::RestSlo => {
+            b.set_lower_ns(b.lower_ns().saturating_sub(cost));
+            if b.has_upper() {
+                b.set_upper_ns(b.upper_ns().saturating_sub(cost));
+            }
+        }
+        LbfMode::Damper => b.set_value_ns(residue),
+        LbfMode::SenderTimestamp => {}
+    }
+}
+
+/// Per-flow results of LBF at the receiver and where its packets were dropped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LbfFlowResult {
+    /// Flow name.
+    pub flow: String,
+    /// Lower bound (ns).
+    pub lower_ns: u64,
+    /// Upper bound (ns), if any.
+    pub upper_ns: Option<u64>,
+    /// How the latency so far was carried.
+    pub carry: String,
+    /// Where the block travelled.
+    pub encap: String,
+    /// Packets received.
+    pub received: u64,
+    /// Received below the lower bound.
+    pub early: u64,
+    /// Received within the bounds.
+    pub on_time: u64,
+    /// Received above the upper bound with the late flag set.
+    pub late_marked: u64,
+    /// Received above the upper bound without the late flag.
+    pub late_unmarked: u64,
+    /// Received with the late flag but within the bound.
+    pub marked_but_on_time: u64,
+    /// Early drops (`hopeless-early-drop`) by switch.
+    pub early_drops: BTreeMap<String, u64>,
+    /// Queue expiries (`deadline-expired`) by switch.
+    pub expired: BTreeMap<String, u64>,
+}
+
+/// Per-switch LBF results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LbfSwitchResult {
+    /// Switch name.
+    pub node: String,
+    /// Counters.
+    #[serde(flatten)]
+    pub counters: LbfCounters,
+}
+
+/// The LBF part of [`crate::Results`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LbfResults {
+    /// Latency convention of every LBF computation and of the receiver check.
+    pub latency_convention: String,
+    /// When frames reach switches.
+    pub switching: String,
+    /// Per LBF switch.
+    pub switches: Vec<LbfSwitchResult>,
+    /// Per flow with an SLO.
+    pub flows: Vec<LbfFlowResult>,
+    /// Late notifications (the first [`MAX_NOTIFICATIONS`], in time order).
+    pub notifications: Vec<Notification>,
+    /// All late notifications.
+    pub notifications_total: u64,
+}
+
+/// The simulator's LBF state: the shared net, per-flow accounting.
+#[derive(Debug)]
+pub struct LbfState {
+    net: Arc<LbfNet>,
+    flows: Vec<LbfFlowResult>,
+    /// Index into `flows` of each flow with an SLO.
+    slo_idx: Vec<Option<usize>>,
+}
+
+impl LbfState {
+    /// The LBF state of a run, or `None` if no switch runs LBF and no flow has an SLO.
+    pub fn new(sc: &Scenario, topo: &Topology, offsets: &[Option<usize>]) -> Option<LbfState> {
+        if sc.lbf.is_none() && sc.flows.iter().all(|f| f.slo.is_none()) {
+            return None;
+        }
+        let ports = topo
+            .ports
+            .iter()
+            .map(|p| PortInfo {
+                delay: p.delay,
+                rate: p.rate,
+                overhead: p.overhead,
+                ser_counted: sc.sim.latency == LatencyConvention::Physical
+                    && (sc.sim.switching == Switching::StoreAndForward
+                        || sc.nodes[p.peer].kind == NodeKind::Host),
+            })
+            .collect();
+        let settings = sc.lbf.as_ref().map(|l| l.nodes.clone()).unwrap_or_default();
+        let flows = sc
+            .flows
+            .iter()
+            .zip(offsets)
+            .map(|(f, o)| Some(FlowSlo { slo: f.slo?, offset: (*o)? }))
+            .collect();
+        let net = Arc::new(LbfNet {
+            fib: LbfFib::build(sc, topo),
+            ports,
+            settings,
+            flows,
+            convention: sc.sim.latency,
+            switching: sc.sim.switching,
+            node_names: sc.nodes.iter().map(|n| n.name.clone()).collect(),
+            flow_names: sc.flows.iter().map(|f| f.name.clone()).collect(),
+        });
+        let flows = sc
+            .flows
+            .iter()
+            .filter_map(|f| {
+                let s = f.slo?;
+                Some(LbfFlowResult {
+                    flow: f.name.clone(),
+                    lower_ns: s.lower.as_nanos(),
+                    upper_ns: s.upper.map(Duration::as_nanos),
+                    carry: carry_name(s.carry).to_owned(),
+                    encap: match s.encap {
+                        Encap::UdpShim => "udp-shim",
+                        Encap::Ipv6 => "ipv6",
+                    }
+                    .to_owned(),
+                    ..LbfFlowResult::default()
+                })
+            })
+            .collect();
+        let mut k = 0;
+        let slo_idx = sc
+            .flows
+            .iter()
+            .map(|f| {
+                f.slo.map(|_| {
+                    k += 1;
+                    k - 1
+                })
+            })
+            .collect();
+        Some(LbfState { net, flows, slo_idx })
+    }
+
+    /// The forwarder of `node` if it runs LBF.
+    pub fn switch(&self, node: usize) -> Option<LbfSwitch> {
+        let settings = self.net.settings.get(node)?.clone()?;
+        Some(LbfSwitch {
+            net: Arc::clone(&self.net),
+            node,
+            settings,
+            counters: LbfCounters::default(),
+            notifications: Vec::new(),
+            notified: 0,
+        })
+    }
+
+    fn slo_index(&self, flow: usize) -> Option<usize> {
+        self.slo_idx.get(flow).copied().flatten()
+    }
+
+    /// A source created `pkt` at `now`: stamp the sender timestamp.
+    pub fn on_emit(&self, now: Time, pkt: &mut Packet) {
+        let Some(Some(f)) = self.net.flows.get(pkt.meta.flow as usize) else { return };
+        if f.slo.carry == Carry::Timestamp {
+            if let Some(mut b) = wire::block_mut(&mut pkt.data, f.offset) {
+                b.set_value_ns(now.as_nanos());
+            }
+        }
+    }
+
+    /// A host starts transmitting `pkt` on `port`: the host's share of the per-hop update.
+    pub fn host_transmit(&self, now: Time, port: usize, pkt: &mut Packet) {
+        let Some(Some(f)) = self.net.flows.get(pkt.meta.flow as usize) else { return };
+        let cost = self.net.hop_cost(now, port, pkt).as_nanos();
+        let mode = match f.slo.carry {
+            Carry::LatencySoFar => LbfMode::LatencySoFar,
+            Carry::Timestamp => LbfMode::SenderTimestamp,
+            Carry::RestSlo => LbfMode::RestSlo,
+            Carry::Damper => LbfMode::Damper,
+        };
+        if let Some(mut b) = wire::block_mut(&mut pkt.data, f.offset) {
+            update_block(&mut b, mode, cost, 0);
+        }
+    }
+
+    /// How long the receiver holds a damper-mode packet before handing it to the
+    /// application (gLBF's final damper: the residue of the last hop); 0 otherwise.
+    pub fn final_hold(&self, pkt: &Packet) -> u64 {
+        let Some(Some(f)) = self.net.flows.get(pkt.meta.flow as usize) else { return 0 };
+        if f.slo.carry != Carry::Damper {
+            return 0;
+        }
+        pkt.data
+            .get(f.offset..f.offset + wire::BLOCK_LEN)
+            .map_or(0, |b| wire::LbfBlock::new_unchecked(b).value_ns())
+    }
+
+    /// A packet of a flow reached its receiver with latency `lat` (ns, run's convention).
+    pub fn on_deliver(&mut self, pkt: &Packet, lat: u64) {
+        let flow = pkt.meta.flow as usize;
+        let Some(Some(f)) = self.net.flows.get(flow) else { return };
+        let late_flag = pkt
+            .data
+            .get(f.offset..f.offset + wire::BLOCK_LEN)
+            .map(wire::LbfBlock::new_unchecked)
+            .is_some_and(|b| b.late());
+        let (lower, upper) = (f.slo.lower.as_nanos(), f.slo.upper.map(Duration::as_nanos));
+        let Some(i) = self.slo_index(flow) else { return };
+        let r = &mut self.flows[i];
+        r.received += 1;
+        match upper {
+            Some(u) if lat > u => {
+                if late_flag {
+                    r.late_marked += 1;
+                } else {
+                    r.late_unmarked += 1;
+                }
+            }
+            _ if lat < lower => r.early += 1,
+            _ => {
+                r.on_time += 1;
+                if late_flag {
+                    r.marked_but_on_time += 1;
+                }
+            }
+        }
+    }
+
+    /// A packet of `flow` was dropped at `node` for `reason`.
+    pub fn on_drop(&mut self, flow: usize, node: usize, reason: DropReason) {
+        let map = match reason {
+            DropReason::HopelessEarlyDrop => 0,
+            DropReason::DeadlineExpired => 1,
+            _ => return,
+        };
+        let Some(i) = self.slo_index(flow) else { return };
+        let name = self.net.node_names.get(node).cloned().unwrap_or_default();
+        let r = &mut self.flows[i];
+        let m = if map == 0 { &mut r.early_drops } else { &mut r.expired };
+        *m.entry(name).or_default() += 1;
+    }
+
+    /// The LBF results, given the switches' forwarders (in node order).
+    pub fn results<'a>(self, switches: impl Iterator<Item = &'a LbfSwitch>) -> LbfResults {
+        let mut out = Vec::new();
+        let mut notes = Vec::new();
+        let mut total = 0;
+        for s in switches {
+            out.push(LbfSwitchResult {
+                node: self.net.node_names.get(s.node).cloned().unwrap_or_default(),
+                counters: s.counters.clone(),
+            });
+            notes.extend(s.notifications.iter().cloned());
+            total += s.notified;
+        }
+        notes.sort_by(|a, b| {
+            (a.time_ns, &a.node, &a.flow, a.seq).cmp(&(b.time_ns, &b.node, &b.flow, b.seq))
+        });
+        notes.truncate(MAX_NOTIFICATIONS);
+        LbfResults {
+            latency_convention: self.net.convention.as_str().to_owned(),
+            switching: self.net.switching.as_str().to_owned(),
+            switches: out,
+            flows: self.flows,
+            notifications: notes,
+            notifications_total: total,
+        }
+    }
+}
+
+/// Scenario name of a carry mode.
+pub fn carry_name(c: Carry) -> &'static str {
+    match c {
+        Carry::LatencySoFar => "latency-so-far",
+        Carry::Timestamp => "timestamp",
+        Carry::RestSlo => "rest-slo",
+        Carry::Damper => "damper",
+    }
+}
+
+/// Addresses under which a host receives: its IPv4 address and the IPv6 one of
+/// [`ipv6_of`].
+pub fn host_addresses(v4: Ipv4Addr) -> [IpAddr; 2] {
+    [IpAddr::V4(v4), IpAddr::V6(ipv6_of(v4))]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_and_skewed_budgets() {
+        let eq = LbfSettings::default();
+        assert_eq!(lower_budget(200_000, 4, &eq), 50_000);
+        assert_eq!(lower_budget(7, 2, &eq), 3);
+        let skew = LbfSettings { budget: BudgetRule::Skew, skew_permille: 1000, ..eq.clone() };
+        // h = 4, s = 1: R / 7; the last hop takes everything that remains.
+        assert_eq!(lower_budget(700_000, 4, &skew), 100_000);
+        assert_eq!(lower_budget(123, 1, &skew), 123);
+        let none = LbfSettings { skew_permille: 0, ..skew };
+        assert_eq!(lower_budget(200_000, 4, &none), 50_000);
+    }
+
+    #[test]
+    fn ipv6_embeds_the_ipv4_address() {
+        assert_eq!(
+            ipv6_of(Ipv4Addr::new(10, 0, 0, 6)),
+            "2001:db8::a00:6".parse::<Ipv6Addr>().unwrap()
+        );
+    }
+}

@@ -1,0 +1,599 @@
+//! The switch without I/O: the simulator's forwarder and queues, plus per-port emulation of
+//! link rate and propagation delay, driven by the caller's clock.
+//!
+//! [`SwitchCore`] is one switch node of a [`Scenario`]. The runner (or a test) calls:
+//!
+//! 1. [`SwitchCore::advance`]`(now, sink)`: everything that happens up to `now` in emulated
+//!    time, in time order: transmitters finishing and starting the next frame, frames leaving
+//!    the delay lines; frames due on an interface go to `sink(iface, bytes, due)`;
+//! 2. [`SwitchCore::receive`]`(now, iface, frame, offload)` for each frame read from an
+//!    interface (the frame is parsed, classified, forwarded and queued; what cannot be parsed
+//!    is dropped as `malformed` and counted, never a panic);
+//! 3. `advance(now, sink)` again, then sleep until [`SwitchCore::next_wakeup`] or the next
+//!    frame.
+//!
+//! # Emulated ports
+//!
+//! Every directed port of the scenario whose transmitting end or receiving end is this switch
+//! and that no other switch emulates is an [`EmuPort`]: the switch's own egress ports, and the
+//! ports of hosts attached to it (a host's kernel sends as fast as veth allows, so the switch
+//! emulates the host's egress queue, rate and delay when the frame comes in). A port is the
+//! simulator's model exactly: a queue (any `AnyQueue` from the scenario), a transmitter busy for
+//! `(len + overhead) * 8 / rate` per frame (a serialization clock in integer ns), random loss
+//! from a seeded stream, and a delay line that hands the frame on `delay` after its last bit.
+//! Emulated time advances in the same order as the simulator's events, so a late wake-up
+//! delays frames but never changes the rate: a transmitter that fell behind catches up on its
+//! own serialization clock instead of losing capacity.
+//!
+//! Frames are never released before their emulated instant: the runner only calls `advance`
+//! with the clock's current value.
+
+use crate::plan::port_mac;
+use latnet_dataplane::packet::priority_from_dscp;
+use latnet_dataplane::{AnyQueue, DropCounters, DropReason, FlowId, Meta, Packet, Queue, Verdict};
+use latnet_sim::lbf::LbfState;
+use latnet_sim::net::Topology;
+use latnet_sim::scenario::NodeKind;
+use latnet_sim::switch::{Forward, Forwarder, SwitchCtx};
+use latnet_sim::Scenario;
+use latnet_units::{Bytes, Duration, Time};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+/// `meta.flow` of a packet that belongs to no scenario flow (iperf3, ping, ...).
+pub const FOREIGN: FlowId = FlowId::MAX;
+
+/// Stream of the run's RNG for port `p` (the simulator's numbering, so loss decisions of a
+/// port follow the same sequence).
+const STREAM_PORT: u64 = 2 << 32;
+
+/// Buffers kept for reuse.
+const POOL_MAX: usize = 16_384;
+
+/// Offload state of a received frame (from the `virtio_net_hdr`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offload {
+    /// The L4 checksum is partial: sum from `.0` (from the frame start), store at `.0 + .1`.
+    pub partial_csum: Option<(u16, u16)>,
+    /// A GSO super-packet (more than one frame's worth): cannot be forwarded as one frame.
+    pub gso: bool,
+    /// The frame was longer than what the ring kept.
+    pub truncated: bool,
+}
+
+/// What an emulated port stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The switch's own egress port on interface `iface`.
+    Egress {
+        /// Local interface index.
+        iface: usize,
+    },
+    /// The egress port of the host at the other end of interface `iface`.
+    FromHost {
+        /// Local interface index.
+        iface: usize,
+    },
+}
+
+/// One emulated directed port.
+#[derive(Debug)]
+pub struct EmuPort {
+    /// Global port index in the scenario's topology.
+    pub global: usize,
+    /// What it stands for.
+    pub role: Role,
+    /// The queue.
+    pub queue: AnyQueue,
+    busy_until: Time,
+    stalled_until: Time,
+    delay_line: VecDeque<(Time, Packet)>,
+    loss_threshold: u64,
+    rng: ChaCha8Rng,
+    /// Frames that started transmission.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Time the emulated transmitter was busy.
+    pub busy_time: Duration,
+    /// Drops on the link (random loss).
+    pub link_drops: DropCounters,
+}
+
+/// One interface of the switch (one link).
+#[derive(Debug, Clone)]
+pub struct Iface {
+    /// Interface name.
+    pub name: String,
+    /// Link index.
+    pub link: usize,
+    /// Global port this interface transmits for (the switch's egress port).
+    pub port: usize,
+    /// Index in [`SwitchCore::ports`] of the egress port.
+    pub egress: usize,
+    /// Index of the emulated host port feeding this interface, if the peer is a host.
+    pub from_host: Option<usize>,
+    /// Local port index at this node (what `Meta::ingress_port` holds).
+    pub local: u16,
+    /// This interface's MAC.
+    pub mac: [u8; 6],
+    /// MAC of the interface at the other end.
+    pub peer_mac: [u8; 6],
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames handed to the interface.
+    pub tx_frames: u64,
+    /// Bytes handed to the interface.
+    pub tx_bytes: u64,
+}
+
+/// Counters of the switch outside ports and queues.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// Drops at the node (malformed, no route, TTL), as the simulator's node drops.
+    pub node_drops: DropCounters,
+    /// Frames whose partial checksum (veth offload) was completed in software.
+    pub csum_completed: u64,
+    /// GSO super-packets received (dropped as malformed).
+    pub rx_gso: u64,
+    /// Frames the ring truncated (dropped as malformed).
+    pub rx_truncated: u64,
+    /// Frames that were not IP (ARP, IPv6 ND, LLDP...), dropped as malformed.
+    pub rx_non_ip: u64,
+    /// Packets forwarded (enqueued at an egress port).
+    pub forwarded: u64,
+}
+
+/// A scenario flow as the switch recognizes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct FlowKey {
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+}
+
+/// One switch node of a scenario, without I/O.
+#[derive(Debug)]
+pub struct SwitchCore {
+    node: usize,
+    topo: Topology,
+    hosts: HashMap<IpAddr, usize>,
+    fwd: Forwarder,
+    /// Interfaces, in the node's link order.
+    pub ifaces: Vec<Iface>,
+    /// Emulated ports.
+    pub ports: Vec<EmuPort>,
+    port_of_global: Vec<Option<usize>>,
+    flows: HashMap<FlowKey, FlowId>,
+    /// Drops per scenario flow (by flow index).
+    pub flow_drops: Vec<DropCounters>,
+    /// Packets forwarded per scenario flow.
+    pub flow_forwarded: Vec<u64>,
+    /// Switch counters.
+    pub counters: Counters,
+    next_id: u64,
+    pool: Vec<Vec<u8>>,
+    lbf: Option<LbfState>,
+}
+
+/// Why a switch cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CoreError {
+    /// No such node.
+    #[error("no node named {0:?} in the scenario")]
+    NoNode(String),
+    /// The node is a host.
+    #[error("{0:?} is a host, not a switch")]
+    NotSwitch(String),
+    /// A queue spec failed to build (the scenario validated it, so this is a bug).
+    #[error("queue of port {port}: {msg}")]
+    Queue {
+        /// Global port.
+        port: usize,
+        /// Error.
+        msg: String,
+    },
+}
+
+impl SwitchCore {
+    /// The switch `node` of `sc`, with the scenario's conventions for interface names and MACs.
+    pub fn new(sc: &Scenario, node: &str) -> Result<SwitchCore, CoreError> {
+        let n = sc.node_index(node).ok_or_else(|| CoreError::NoNode(node.to_owned()))?;
+        if sc.nodes[n].kind != NodeKind::Switch {
+            return Err(CoreError::NotSwitch(node.to_owned()));
+        }
+        let topo = Topology::build(sc);
+        let rng_for = |stream: u64| {
+            let mut r = ChaCha8Rng::seed_from_u64(sc.sim.seed);
+            r.set_stream(stream);
+            r
+        };
+        let make_port = |global: usize, role: Role| -> Result<EmuPort, CoreError> {
+            let t = &topo.ports[global];
+            let l = &sc.links[t.link];
+            let spec = if t.node == l.a { &l.queue_ab } else { &l.queue_ba };
+            let queue =
+                spec.build().map_err(|e| CoreError::Queue { port: global, msg: e.to_string() })?;
+            Ok(EmuPort {
+                global,
+                role,
+                queue,
+                busy_until: Time::ZERO,
+                stalled_until: Time::ZERO,
+                delay_line: VecDeque::new(),
+                loss_threshold: (l.loss * 2f64.powi(64)) as u64,
+                rng: rng_for(STREAM_PORT + global as u64),
+                tx_packets: 0,
+                tx_bytes: 0,
+                busy_time: Duration::ZERO,
+                link_drops: DropCounters::default(),
+            })
+        };
+        let mut ports = Vec::new();
+        let mut ifaces = Vec::new();
+        let mut port_of_global = vec![None; topo.ports.len()];
+        for &p in &topo.node_ports[n] {
+            let t = &topo.ports[p];
+            let iface = ifaces.len();
+            let egress = ports.len();
+            port_of_global[p] = Some(egress);
+            ports.push(make_port(p, Role::Egress { iface })?);
+            let from_host = if sc.nodes[t.peer].kind == NodeKind::Host {
+                ports.push(make_port(t.reverse, Role::FromHost { iface })?);
+                Some(ports.len() - 1)
+            } else {
+                None
+            };
+            ifaces.push(Iface {
+                name: crate::plan::iface_name(t.link),
+                link: t.link,
+                port: p,
+                egress,
+                from_host,
+                local: t.local,
+                mac: port_mac(p),
+                peer_mac: port_mac(t.reverse),
+                rx_frames: 0,
+                rx_bytes: 0,
+                tx_frames: 0,
+                tx_bytes: 0,
+            });
+        }
+        let hosts = sc
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.kind == NodeKind::Host)
+            .flat_map(|(i, s)| latnet_sim::lbf::host_addresses(s.address).map(|a| (a, i)))
+            .collect();
+        let lbf = lbf_state(sc, &topo);
+        let flows = sc
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let key = FlowKey {
+                    src: IpAddr::V4(sc.nodes[f.src].address),
+                    dst: IpAddr::V4(sc.nodes[f.dst].address),
+                    sport: f.src_port,
+                    dport: f.dst_port,
+                };
+                (key, i as FlowId)
+            })
+            .collect();
+        Ok(SwitchCore {
+            node: n,
+            topo,
+            hosts,
+            fwd: forwarder_for(sc, n, lbf.as_ref()),
+            ifaces,
+            ports,
+            port_of_global,
+            flows,
+            flow_drops: vec![DropCounters::default(); sc.flows.len()],
+            flow_forwarded: vec![0; sc.flows.len()],
+            counters: Counters::default(),
+            next_id: 0,
+            pool: Vec::new(),
+            lbf,
+        })
+    }
+
+    /// The scenario topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Node index of this switch.
+    pub fn node(&self) -> usize {
+        self.node
+    }
+
+    fn buffer(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_else(|| Vec::with_capacity(2048))
+    }
+
+    fn recycle(&mut self, mut v: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            v.clear();
+            self.pool.push(v);
+        }
+    }
+
+    fn count_drop(&mut self, pkt: Packet, reason: DropReason, at_node: bool) {
+        if at_node {
+            self.counters.node_drops.count(reason);
+        }
+        if let Some(d) = self.flow_drops.get_mut(pkt.meta.flow as usize) {
+            d.count(reason);
+        }
+        self.recycle(pkt.data);
+    }
+
+    /// A frame arrived on interface `iface` at `now`.
+    pub fn receive(&mut self, now: Time, iface: usize, frame: &[u8], offload: Offload) {
+        let Some(ifc) = self.ifaces.get_mut(iface) else { return };
+        ifc.rx_frames += 1;
+        ifc.rx_bytes += frame.len() as u64;
+        let (local, from_host) = (ifc.local, ifc.from_host);
+        let mut data = self.buffer();
+        data.extend_from_slice(frame);
+        let mut meta = Meta {
+            id: self.next_id,
+            flow: FOREIGN,
+            created: now,
+            arrival: now,
+            ingress_port: local,
+            ..Meta::default()
+        };
+        self.next_id += 1;
+        if offload.truncated || offload.gso {
+            if offload.gso {
+                self.counters.rx_gso += 1;
+            } else {
+                self.counters.rx_truncated += 1;
+            }
+            let pkt = Packet::new(data, 0, meta);
+            return self.count_drop(pkt, DropReason::Malformed, true);
+        }
+        let key = match latnet_wire::parse_headers(&data) {
+            Ok(h) => h.key.map(|k| (k, h)),
+            Err(_) => None,
+        };
+        let Some((key, headers)) = key else {
+            self.counters.rx_non_ip += 1;
+            let pkt = Packet::new(data, 0, meta);
+            return self.count_drop(pkt, DropReason::Malformed, true);
+        };
+        if let Some((start, off)) = offload.partial_csum {
+            let end = headers.l3_offset().and_then(|o| ip_end(&data, o)).unwrap_or(data.len());
+            if !complete_checksum(&mut data, usize::from(start), usize::from(off), end) {
+                let pkt = Packet::new(data, 0, meta);
+                return self.count_drop(pkt, DropReason::Malformed, true);
+            }
+            self.counters.csum_completed += 1;
+        }
+        let fk = FlowKey { src: key.src, dst: key.dst, sport: key.src_port, dport: key.dst_port };
+        if key.proto == latnet_wire::protocol::UDP {
+            if let Some(&f) = self.flows.get(&fk) {
+                meta.flow = f;
+            }
+        }
+        meta.priority = priority_from_dscp(key.dscp);
+        let pkt = Packet::new(data, 0, meta);
+        match from_host {
+            // The host's own egress port, emulated here.
+            Some(p) => self.enqueue(p, now, pkt),
+            None => self.forward(now, pkt),
+        }
+    }
+
+    fn forward(&mut self, now: Time, mut pkt: Packet) {
+        let cx = SwitchCtx { now, node: self.node, topo: &self.topo, hosts: &self.hosts };
+        match self.fwd.forward(&cx, &mut pkt) {
+            Forward::Port(g) => match self.port_of_global.get(g).copied().flatten() {
+                Some(i) => {
+                    self.counters.forwarded += 1;
+                    if let Some(n) = self.flow_forwarded.get_mut(pkt.meta.flow as usize) {
+                        *n += 1;
+                    }
+                    self.enqueue(i, now, pkt)
+                }
+                None => self.count_drop(pkt, DropReason::NoRoute, true),
+            },
+            Forward::Drop(r) => self.count_drop(pkt, r, true),
+        }
+    }
+
+    fn enqueue(&mut self, i: usize, now: Time, mut pkt: Packet) {
+        pkt.meta.arrival = now;
+        if let Verdict::Dropped(d) = self.ports[i].queue.enqueue(now, pkt) {
+            self.count_drop(d.pkt, d.reason, false);
+        }
+        self.collect_queue_drops(i);
+        self.try_transmit(i, now);
+    }
+
+    fn collect_queue_drops(&mut self, i: usize) {
+        while let Some(d) = self.ports[i].queue.poll_drop() {
+            self.count_drop(d.pkt, d.reason, false);
+        }
+    }
+
+    /// Start a transmission on port `i` at `t` if its transmitter is free and a packet is
+    /// eligible. Returns whether the port made progress (sent or dropped something).
+    fn try_transmit(&mut self, i: usize, t: Time) -> bool {
+        let p = &mut self.ports[i];
+        if p.busy_until > t {
+            return false;
+        }
+        let before = p.queue.len();
+        let next = p.queue.dequeue(t);
+        let progressed = next.is_some() || p.queue.len() != before;
+        self.collect_queue_drops(i);
+        if let Some(pkt) = next {
+            self.start_tx(i, t, pkt);
+        }
+        progressed
+    }
+
+    fn start_tx(&mut self, i: usize, t: Time, mut pkt: Packet) {
+        let (rate, delay, overhead) = {
+            let tp = &self.topo.ports[self.ports[i].global];
+            (tp.rate, tp.delay, tp.overhead)
+        };
+        let size = pkt.wire_len();
+        let tx = rate.tx_time(size + Bytes::new(u64::from(overhead))).unwrap_or(Duration::ZERO);
+        let p = &mut self.ports[i];
+        p.busy_until = t + tx;
+        p.busy_time += tx;
+        p.tx_packets += 1;
+        p.tx_bytes += size.get();
+        let lost = p.loss_threshold > 0 && p.rng.gen::<u64>() < p.loss_threshold;
+        if lost {
+            p.link_drops.count(DropReason::LinkLoss);
+            return self.count_drop(pkt, DropReason::LinkLoss, false);
+        }
+        let global = p.global;
+        match p.role {
+            Role::Egress { .. } => self.fwd.on_transmit(t, global, &mut pkt),
+            // The host's share of the per-hop LBF update, as the simulator's host does it.
+            Role::FromHost { .. } => {
+                if let Some(l) = &self.lbf {
+                    l.host_transmit(t, global, &mut pkt);
+                }
+            }
+        }
+        pkt.meta.hops = pkt.meta.hops.saturating_add(1);
+        pkt.meta.ser_so_far += tx;
+        self.ports[i].delay_line.push_back((t + tx + delay, pkt));
+    }
+
+    /// The earliest pending event of port `i`: (time, is_release).
+    fn port_event(&self, i: usize) -> Option<(Time, bool)> {
+        let p = &self.ports[i];
+        let release = p.delay_line.front().map(|(r, _)| (*r, true));
+        let tx = if p.queue.is_empty() {
+            None
+        } else {
+            let from = p.busy_until.max(p.stalled_until);
+            p.queue.next_ready(from).map(|r| (r.max(from), false))
+        };
+        match (release, tx) {
+            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Run everything due up to `now`; a frame leaving on an interface goes to
+    /// `sink(iface, bytes, due)`, `due` being its emulated instant (`<= now`).
+    pub fn advance(&mut self, now: Time, sink: &mut impl FnMut(usize, &[u8], Time)) {
+        loop {
+            // Earliest event; at equal times releases first, then lower port index.
+            let best = (0..self.ports.len())
+                .filter_map(|i| self.port_event(i).map(|(t, rel)| (t, !rel, i)))
+                .min();
+            let Some((t, not_release, i)) = best else { return };
+            if t > now {
+                return;
+            }
+            if !not_release {
+                let Some((_, mut pkt)) = self.ports[i].delay_line.pop_front() else { continue };
+                match self.ports[i].role {
+                    Role::Egress { iface } => {
+                        let ifc = &mut self.ifaces[iface];
+                        if pkt.data.len() >= 12 {
+                            pkt.data[0..6].copy_from_slice(&ifc.peer_mac);
+                            pkt.data[6..12].copy_from_slice(&ifc.mac);
+                        }
+                        ifc.tx_frames += 1;
+                        ifc.tx_bytes += pkt.data.len() as u64;
+                        sink(iface, &pkt.data, t);
+                        self.recycle(pkt.data);
+                    }
+                    Role::FromHost { .. } => self.forward(t, pkt),
+                }
+            } else if !self.try_transmit(i, t) {
+                // Nothing eligible after all (the queue's promise did not hold): do not spin.
+                self.ports[i].stalled_until = t + Duration::from_nanos(1);
+            }
+        }
+    }
+
+    /// When [`Self::advance`] next has something to do, if anything is pending.
+    pub fn next_wakeup(&self) -> Option<Time> {
+        (0..self.ports.len()).filter_map(|i| self.port_event(i)).map(|(t, _)| t).min()
+    }
+}
+
+/// The forwarding model of switch `n`, built exactly as the simulator builds it.
+pub fn forwarder_for(sc: &Scenario, n: usize, lbf: Option<&LbfState>) -> Forwarder {
+    match sc.nodes[n].pipeline {
+        Some(p) => Forwarder::Pipeline(Box::new(latnet_sim::pipeline_fwd::PipelineForwarder::new(
+            &sc.pipelines[p],
+            sc.sim.seed,
+        ))),
+        None => match lbf.and_then(|l| l.switch(n)) {
+            Some(s) => Forwarder::Lbf(Box::new(s)),
+            None => Forwarder::default(),
+        },
+    }
+}
+
+/// Where each flow's LBF block sits in its frames (`None`: no SLO), from the simulator's
+/// templates: the same offsets the senders' frames have.
+pub fn lbf_offsets(sc: &Scenario) -> Vec<Option<usize>> {
+    sc.flows.iter().map(|f| lbf_template(sc, f).map(|(_, o)| o)).collect()
+}
+
+/// The simulator's frame template (headers + LBF shim) of a flow with an SLO.
+pub fn lbf_template(sc: &Scenario, f: &latnet_sim::scenario::FlowSpec) -> Option<(Vec<u8>, usize)> {
+    let slo = f.slo.as_ref()?;
+    let (src, dst) = (sc.nodes[f.src].address, sc.nodes[f.dst].address);
+    let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
+    let (sp, dp, size) = (f.src_port, f.dst_port, f.size as usize);
+    latnet_sim::lbf::template(f.src, f.dst, src, dst, dscp, sp, dp, size, slo).ok()
+}
+
+/// The simulator's LBF state for this scenario, if it uses LBF.
+fn lbf_state(sc: &Scenario, topo: &Topology) -> Option<LbfState> {
+    LbfState::new(sc, topo, &lbf_offsets(sc))
+}
+
+/// End of the IP datagram that starts at `l3` (by its length field), clamped to the frame.
+fn ip_end(frame: &[u8], l3: usize) -> Option<usize> {
+    let v = frame.get(l3)? >> 4;
+    let len = match v {
+        4 => usize::from(u16::from_be_bytes([*frame.get(l3 + 2)?, *frame.get(l3 + 3)?])),
+        6 => 40 + usize::from(u16::from_be_bytes([*frame.get(l3 + 4)?, *frame.get(l3 + 5)?])),
+        _ => return None,
+    };
+    Some((l3 + len).min(frame.len()))
+}
+
+/// Complete a partial L4 checksum (veth `CHECKSUM_PARTIAL`): the field at `start + off` holds
+/// the pseudo-header sum; the checksum is the complement of the sum from `start` to `end`.
+/// `false` if the offsets do not fit the frame.
+pub fn complete_checksum(frame: &mut [u8], start: usize, off: usize, end: usize) -> bool {
+    let at = start + off;
+    if at + 2 > end || end > frame.len() || start >= end {
+        return false;
+    }
+    let mut c = latnet_wire::checksum::checksum(&frame[start..end]);
+    // UDP: a computed 0 is sent as 0xffff (0 means "no checksum"); harmless for TCP.
+    if c == 0 && off == 6 {
+        c = 0xffff;
+    }
+    frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+#[cfg(test)]
+mod tests;

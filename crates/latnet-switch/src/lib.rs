@@ -1,0 +1,42 @@
+//! latnet's real-time software switch and testbed tools.
+//!
+//! The switch runs the simulator's elements — the same [`latnet_sim::switch::Forwarder`]
+//! (FIB lookup, TTL, priority from DSCP), the same `latnet-dataplane` queues built from the
+//! same scenario file — on real frames read from veth interfaces between network namespaces,
+//! with real Linux TCP stacks and applications at the hosts. Link rate and propagation delay
+//! are emulated per port in userspace (there is no netem on the kernels latnet targets).
+//!
+//! | module | what |
+//! |---|---|
+//! | [`core`] | [`core::SwitchCore`]: forwarding, queues, rate / delay emulation; no I/O, no clock |
+//! | [`runner`] | the real-time loop: `CLOCK_MONOTONIC`, receive rings, batched sends, `ppoll` |
+//! | [`sys`] | the only `unsafe` code: `AF_PACKET` rings, clocks, signals, socket options |
+//! | [`plan`] | testbed conventions: namespaces, interface names, MACs, host routes |
+//! | [`stats`] | the statistics file (per interface, port, queue, class, flow, node) |
+//! | [`traffic`] | UDP sender / receiver with one-way latency, loss, reorder and corruption checks |
+//! | [`results`] | an emulated run's results in the simulator's format |
+//!
+//! # Receive path: why `TPACKET_V2`
+//!
+//! A `TPACKET_V3` ring hands frames to userspace a *block* at a time, when the block is full or
+//! its retire timer (at least 1 ms) expires; a lone latency probe would wait up to that long.
+//! `TPACKET_V2` rings publish every frame as soon as the kernel wrote it, and the loop still
+//! works in batches: each wake-up drains up to 256 frames per ring and sends with one
+//! `sendmmsg` per interface per 64 frames.
+//!
+//! # Offloads
+//!
+//! veth interfaces hand over frames with *partial* checksums (`CHECKSUM_PARTIAL`) and, with TSO
+//! / GSO on, super-packets of up to 64 KiB. The switch reads a `virtio_net_hdr` with every frame
+//! (`PACKET_VNET_HDR`): partial checksums are completed in software (counted as
+//! `csum_completed`), so hosts may keep checksum offload on. GSO super-packets cannot be queued
+//! as one frame and are dropped as `malformed` (counted as `rx_gso`): the testbed turns TSO and
+//! GSO off on host interfaces (`ethtool -K IF tso off gso off`) so that queues see real frames.
+
+pub mod core;
+pub mod plan;
+pub mod results;
+pub mod runner;
+pub mod stats;
+pub mod sys;
+pub mod traffic;

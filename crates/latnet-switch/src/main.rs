@@ -1,0 +1,150 @@
+//! `latnet-switch`: the real-time switch, testbed plans and UDP traffic of latnet emulation.
+//!
+//! ```text
+//! latnet-switch run     --scenario S.toml --node NODE [--stats FILE] [--stats-every 1s]
+//!                       [--ring-mb 8] [--duration D] [--seed N]
+//! latnet-switch plan    --scenario S.toml
+//! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
+//! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
+//! latnet-switch results --scenario S.toml --dir DIR --end-ns NS --out DIR [--seed N]
+//! ```
+//!
+//! Exit status: 0 on success, 2 for a usage or scenario error, 1 for anything else.
+
+use latnet_sim::Scenario;
+use latnet_switch::{plan, results, runner, traffic};
+use latnet_units::Duration;
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenario S.toml [options]
+  run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
+  plan     (prints the testbed plan as JSON)
+  send     --flow NAME --t0 NS [--out FILE] [--seed N]
+  recv     --host NAME --until NS --dir DIR [--out FILE]
+  results  --dir DIR --end-ns NS --out DIR [--seed N]";
+
+enum Fail {
+    Usage(String),
+    Other(String),
+}
+
+type Args = BTreeMap<String, String>;
+
+fn parse_args(argv: &[String]) -> Result<(String, Args), Fail> {
+    let mut it = argv.iter();
+    let cmd = it.next().ok_or_else(|| Fail::Usage("missing command".into()))?.clone();
+    let mut args = Args::new();
+    while let Some(k) = it.next() {
+        let Some(key) = k.strip_prefix("--") else {
+            return Err(Fail::Usage(format!("unexpected argument {k:?}")));
+        };
+        let v = it.next().ok_or_else(|| Fail::Usage(format!("--{key} needs a value")))?;
+        args.insert(key.to_owned(), v.clone());
+    }
+    Ok((cmd, args))
+}
+
+fn need<'a>(a: &'a Args, k: &str) -> Result<&'a str, Fail> {
+    a.get(k).map(String::as_str).ok_or_else(|| Fail::Usage(format!("missing --{k}")))
+}
+
+fn num(a: &Args, k: &str) -> Result<u64, Fail> {
+    need(a, k)?.parse().map_err(|_| Fail::Usage(format!("--{k}: expected an integer")))
+}
+
+fn dur(a: &Args, k: &str) -> Result<Option<Duration>, Fail> {
+    a.get(k)
+        .map(|v| v.parse::<Duration>().map_err(|e| Fail::Usage(format!("--{k}: {e}"))))
+        .transpose()
+}
+
+fn scenario(a: &Args) -> Result<Scenario, Fail> {
+    let mut sc = Scenario::from_file(Path::new(need(a, "scenario")?))
+        .map_err(|e| Fail::Usage(e.to_string()))?;
+    if let Some(s) = a.get("seed") {
+        sc.sim.seed = s.parse().map_err(|_| Fail::Usage("--seed: expected an integer".into()))?;
+    }
+    Ok(sc)
+}
+
+fn io(e: std::io::Error) -> Fail {
+    Fail::Other(e.to_string())
+}
+
+fn write_json(path: Option<&String>, v: &impl serde::Serialize) -> Result<(), Fail> {
+    let body = serde_json::to_string_pretty(v).map_err(|e| Fail::Other(e.to_string()))? + "\n";
+    match path {
+        Some(p) => std::fs::write(p, body).map_err(io),
+        None => std::io::stdout().write_all(body.as_bytes()).map_err(io),
+    }
+}
+
+fn main_inner(argv: &[String]) -> Result<(), Fail> {
+    let (cmd, a) = parse_args(argv)?;
+    match cmd.as_str() {
+        "run" => {
+            let sc = scenario(&a)?;
+            let cfg = runner::RunConfig {
+                node: need(&a, "node")?.to_owned(),
+                stats: a.get("stats").map(PathBuf::from),
+                stats_every_ns: dur(&a, "stats-every")?.map_or(1_000_000_000, |d| d.as_nanos()),
+                ring_bytes: a
+                    .get("ring-mb")
+                    .map(|v| v.parse::<usize>())
+                    .transpose()
+                    .map_err(|_| Fail::Usage("--ring-mb: expected an integer".into()))?
+                    .unwrap_or(8)
+                    << 20,
+                duration_ns: dur(&a, "duration")?.map(|d| d.as_nanos()),
+            };
+            runner::run(&sc, &cfg).map_err(io)?;
+            Ok(())
+        }
+        "plan" => {
+            let sc = scenario(&a)?;
+            let p = plan::plan(&sc)
+                .map_err(|e| Fail::Usage(format!("{}: {e}", need(&a, "scenario").unwrap_or(""))))?;
+            write_json(a.get("out"), &p)
+        }
+        "send" => {
+            let sc = scenario(&a)?;
+            let rep = traffic::send(&sc, need(&a, "flow")?, num(&a, "t0")?).map_err(io)?;
+            write_json(a.get("out"), &rep)
+        }
+        "recv" => {
+            let sc = scenario(&a)?;
+            let dir = PathBuf::from(need(&a, "dir")?);
+            let rep = traffic::recv(&sc, need(&a, "host")?, num(&a, "until")?, &dir).map_err(io)?;
+            write_json(a.get("out"), &rep)
+        }
+        "results" => {
+            let sc = scenario(&a)?;
+            let res = results::collect(&sc, Path::new(need(&a, "dir")?), num(&a, "end-ns")?)
+                .map_err(io)?;
+            res.write_dir(Path::new(need(&a, "out")?)).map_err(io)?;
+            Ok(())
+        }
+        "-h" | "--help" | "help" => {
+            std::io::stdout().write_all(format!("{USAGE}\n").as_bytes()).map_err(io)
+        }
+        other => Err(Fail::Usage(format!("unknown command {other:?}"))),
+    }
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    match main_inner(&argv) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail::Usage(m)) => {
+            eprintln!("latnet-switch: {m}\n{USAGE}");
+            ExitCode::from(2)
+        }
+        Err(Fail::Other(m)) => {
+            eprintln!("latnet-switch: {m}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The real-time loop: owns `CLOCK_MONOTONIC`, reads frames from the receive rings of every
+//! interface, drives [`SwitchCore`], sends what is due in batches, and sleeps in `ppoll` until
+//! the next frame or the core's next wake-up.
+
+use crate::core::{Offload, SwitchCore};
+use crate::stats::{RunnerCounters, SwitchStats};
+use crate::sys::{self, PacketSocket, VNET_GSO_NONE, VNET_NEEDS_CSUM};
+use latnet_sim::Scenario;
+use latnet_units::Time;
+use std::io;
+use std::path::PathBuf;
+
+/// How to run a switch.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Switch node name.
+    pub node: String,
+    /// Statistics file (rewritten every `stats_every_ns` and at the end).
+    pub stats: Option<PathBuf>,
+    /// Interval of statistics writes (ns).
+    pub stats_every_ns: u64,
+    /// Receive ring size per interface (bytes).
+    pub ring_bytes: usize,
+    /// Stop after this long (ns); `None`: until SIGINT / SIGTERM.
+    pub duration_ns: Option<u64>,
+}
+
+/// Frames read from one ring before the others get their turn.
+const RX_BUDGET: usize = 256;
+/// Longest sleep (so that statistics and signals are handled).
+const MAX_SLEEP_NS: u64 = 100_000_000;
+
+/// Run switch `cfg.node` of `sc` on its interfaces (named by [`crate::plan`]) in the current
+/// network namespace until stopped.
+pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
+    let mut core = SwitchCore::new(sc, &cfg.node).map_err(io::Error::other)?;
+    let mut socks = Vec::with_capacity(core.ifaces.len());
+    for ifc in &core.ifaces {
+        let (mac, mtu) = sys::if_hwaddr_mtu(&ifc.name)
+            .map_err(|e| io::Error::new(e.kind(), format!("interface {}: {e}", ifc.name)))?;
+        if mac != ifc.mac {
+            eprintln!(
+                "latnet-switch: warning: {} has MAC {}, the plan says {}",
+                ifc.name,
+                crate::plan::mac_string(mac),
+                crate::plan::mac_string(ifc.mac)
+            );
+        }
+        let s = PacketSocket::open(&ifc.name, mtu, cfg.ring_bytes)
+            .map_err(|e| io::Error::new(e.kind(), format!("AF_PACKET on {}: {e}", ifc.name)))?;
+        socks.push(s);
+    }
+    sys::precise_timers();
+    sys::install_stop_handler();
+    let fds: Vec<_> = socks.iter().map(PacketSocket::raw_fd).collect();
+    let mut ready = Vec::with_capacity(fds.len());
+    let t0 = sys::mono_ns();
+    let mut rc = RunnerCounters::default();
+    let mut next_stats = 0u64;
+    let mut buf = Vec::with_capacity(65_536);
+    loop {
+        let now_ns = sys::mono_ns().saturating_sub(t0);
+        let now = Time::from_nanos(now_ns);
+        if sys::stop_requested() || cfg.duration_ns.is_some_and(|d| now_ns >= d) {
+            break;
+        }
+        core.advance(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
+        let mut more = false;
+        for i in 0..socks.len() {
+            let mut n = 0;
+            while n < RX_BUDGET {
+                let offload = {
+                    let Some(f) = socks[i].next_rx() else { break };
+                    let v = f.vnet;
+                    buf.clear();
+                    buf.extend_from_slice(f.data);
+                    Offload {
+                        partial_csum: (v.flags & VNET_NEEDS_CSUM != 0)
+                            .then_some((v.csum_start, v.csum_offset)),
+                        gso: v.gso_type != VNET_GSO_NONE,
+                        truncated: (f.data.len() as u64) < u64::from(f.wire_len),
+                    }
+                };
+                socks[i].release();
+                // The frame was in the ring before this reading: stamping it now is never
+                // early. Everything due before it runs first, in emulated-time order.
+                let t_ns = sys::mono_ns().saturating_sub(t0);
+                let t = Time::from_nanos(t_ns);
+                core.advance(t, &mut |j, f, d| emit(&mut socks, &mut rc, t_ns, j, f, d));
+                core.receive(t, i, &buf, offload);
+                n += 1;
+            }
+            more |= n == RX_BUDGET;
+        }
+        let now_ns = sys::mono_ns().saturating_sub(t0);
+        let now = Time::from_nanos(now_ns);
+        core.advance(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
+        for s in socks.iter_mut() {
+            rc.tx_refused += s.flush() as u64;
+        }
+        if let Some(path) = &cfg.stats {
+            if now_ns >= next_stats {
+                next_stats = now_ns + cfg.stats_every_ns;
+                rc.uptime_ns = now_ns;
+                rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
+                SwitchStats::collect(sc, &core, rc, false).write(path)?;
+            }
+        }
+        if more {
+            continue;
+        }
+        let now_ns = sys::mono_ns().saturating_sub(t0);
+        let mut wait = MAX_SLEEP_NS;
+        if let Some(t) = core.next_wakeup() {
+            wait = wait.min(t.as_nanos().saturating_sub(now_ns));
+        }
+        if cfg.stats.is_some() {
+            wait = wait.min(next_stats.saturating_sub(now_ns));
+        }
+        if wait > 0 {
+            sys::poll_readable(&fds, Some(wait), &mut ready)?;
+        }
+    }
+    rc.uptime_ns = sys::mono_ns().saturating_sub(t0);
+    rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
+    let st = SwitchStats::collect(sc, &core, rc, true);
+    if let Some(path) = &cfg.stats {
+        st.write(path)?;
+    }
+    Ok(st)
+}
+
+fn emit(
+    socks: &mut [PacketSocket],
+    rc: &mut RunnerCounters,
+    now_ns: u64,
+    iface: usize,
+    frame: &[u8],
+    due: Time,
+) {
+    let late = now_ns.saturating_sub(due.as_nanos());
+    rc.late_max_ns = rc.late_max_ns.max(late);
+    if late > 100_000 {
+        rc.late_100us += 1;
+    }
+    if let Some(s) = socks.get_mut(iface) {
+        rc.tx_refused += s.push_tx(frame) as u64;
+    }
+}

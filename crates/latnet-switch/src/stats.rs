@@ -1,0 +1,249 @@
+//! The switch's statistics file: per-interface, per-port, per-queue (and per-class), per-flow
+//! and node counters, written as JSON while the switch runs and when it stops.
+
+use crate::core::{Role, SwitchCore};
+use latnet_dataplane::{DropCounters, Queue, QueueStats};
+use latnet_sim::Scenario;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+
+/// Drops by kebab-case reason.
+pub type Drops = BTreeMap<String, u64>;
+
+fn drops(d: &DropCounters) -> Drops {
+    d.nonzero().map(|(r, n)| (r.as_str().to_owned(), n)).collect()
+}
+
+/// Everything one switch counted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwitchStats {
+    /// Node name.
+    pub node: String,
+    /// Time since the switch started (ns).
+    pub uptime_ns: u64,
+    /// True in the file written when the switch stopped.
+    #[serde(rename = "final")]
+    pub final_: bool,
+    /// Packets forwarded (enqueued at an egress port).
+    pub forwarded: u64,
+    /// Frames whose partial checksum was completed in software.
+    pub csum_completed: u64,
+    /// GSO super-packets received (dropped as malformed).
+    pub rx_gso: u64,
+    /// Frames the receive ring truncated (dropped as malformed).
+    pub rx_truncated: u64,
+    /// Frames that were not IP (dropped as malformed).
+    pub rx_non_ip: u64,
+    /// Frames the kernel dropped because a receive ring was full.
+    pub ring_drops: u64,
+    /// Frames the kernel refused to send.
+    pub tx_refused: u64,
+    /// Frames sent later than their emulated instant by more than 100 us.
+    pub late_100us: u64,
+    /// Largest lateness of a sent frame (ns).
+    pub late_max_ns: u64,
+    /// Drops at the node (malformed, no route, TTL expired).
+    pub node_drops: Drops,
+    /// Interfaces.
+    pub ifaces: Vec<IfaceStats>,
+    /// Emulated ports.
+    pub ports: Vec<PortStats>,
+    /// Scenario flows seen by this switch.
+    pub flows: Vec<FlowStats>,
+}
+
+/// One interface.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IfaceStats {
+    /// Name.
+    pub name: String,
+    /// Link index.
+    pub link: usize,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+}
+
+/// One emulated port.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PortStats {
+    /// Global port index (the scenario's port order: link `i` owns `2i` and `2i + 1`).
+    pub port: usize,
+    /// `egress` (the switch's) or `from-host` (a host's port emulated at ingress).
+    pub role: String,
+    /// Interface.
+    pub iface: String,
+    /// Transmitting node.
+    pub node: String,
+    /// Receiving node.
+    pub peer: String,
+    /// Emulated rate (bit/s).
+    pub rate_bps: u64,
+    /// Emulated propagation delay (ns).
+    pub delay_ns: u64,
+    /// Frames that started transmission.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Emulated busy time of the transmitter (ns).
+    pub busy_ns: u64,
+    /// Queue counters.
+    pub queue: QueueCounters,
+    /// Per-class counters of schedulers with classes.
+    pub classes: Vec<QueueCounters>,
+    /// Drops on the link (random loss).
+    pub link_drops: Drops,
+}
+
+/// Counters of one queue.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueCounters {
+    /// Packets accepted.
+    pub enqueued: u64,
+    /// Packets handed to the transmitter.
+    pub dequeued: u64,
+    /// Largest backlog (packets).
+    pub peak_packets: u64,
+    /// Largest backlog (bytes).
+    pub peak_bytes: u64,
+    /// CE marks.
+    pub ce_marks: u64,
+    /// Packets held now.
+    pub len: u64,
+    /// Drops by reason.
+    pub drops: Drops,
+}
+
+impl QueueCounters {
+    fn new(s: &QueueStats, len: usize) -> Self {
+        QueueCounters {
+            enqueued: s.enqueued_packets,
+            dequeued: s.dequeued_packets,
+            peak_packets: s.peak_packets,
+            peak_bytes: s.peak_bytes,
+            ce_marks: s.ce_marks,
+            len: len as u64,
+            drops: drops(&s.drops),
+        }
+    }
+}
+
+/// One scenario flow at this switch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FlowStats {
+    /// Flow name.
+    pub flow: String,
+    /// Packets forwarded.
+    pub forwarded: u64,
+    /// Drops by reason.
+    pub drops: Drops,
+}
+
+/// What the runner counts besides the core.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunnerCounters {
+    /// Uptime (ns).
+    pub uptime_ns: u64,
+    /// Ring drops over all interfaces.
+    pub ring_drops: u64,
+    /// Frames refused by the kernel.
+    pub tx_refused: u64,
+    /// Frames sent more than 100 us late.
+    pub late_100us: u64,
+    /// Largest lateness (ns).
+    pub late_max_ns: u64,
+}
+
+impl SwitchStats {
+    /// Snapshot of a switch.
+    pub fn collect(sc: &Scenario, core: &SwitchCore, r: RunnerCounters, final_: bool) -> Self {
+        let topo = core.topology();
+        let name = |i: usize| sc.nodes[i].name.clone();
+        let ports = core
+            .ports
+            .iter()
+            .map(|p| {
+                let t = &topo.ports[p.global];
+                let (role, iface) = match p.role {
+                    Role::Egress { iface } => ("egress", iface),
+                    Role::FromHost { iface } => ("from-host", iface),
+                };
+                let classes = p
+                    .queue
+                    .class_stats()
+                    .into_iter()
+                    .map(|s| QueueCounters::new(s, 0))
+                    .collect::<Vec<_>>();
+                PortStats {
+                    port: p.global,
+                    role: role.to_owned(),
+                    iface: core.ifaces.get(iface).map(|i| i.name.clone()).unwrap_or_default(),
+                    node: name(t.node),
+                    peer: name(t.peer),
+                    rate_bps: t.rate.bps(),
+                    delay_ns: t.delay.as_nanos(),
+                    tx_packets: p.tx_packets,
+                    tx_bytes: p.tx_bytes,
+                    busy_ns: p.busy_time.as_nanos(),
+                    queue: QueueCounters::new(p.queue.stats(), p.queue.len()),
+                    classes,
+                    link_drops: drops(&p.link_drops),
+                }
+            })
+            .collect();
+        let c = &core.counters;
+        SwitchStats {
+            node: name(core.node()),
+            uptime_ns: r.uptime_ns,
+            final_,
+            forwarded: c.forwarded,
+            csum_completed: c.csum_completed,
+            rx_gso: c.rx_gso,
+            rx_truncated: c.rx_truncated,
+            rx_non_ip: c.rx_non_ip,
+            ring_drops: r.ring_drops,
+            tx_refused: r.tx_refused,
+            late_100us: r.late_100us,
+            late_max_ns: r.late_max_ns,
+            node_drops: drops(&c.node_drops),
+            ifaces: core
+                .ifaces
+                .iter()
+                .map(|i| IfaceStats {
+                    name: i.name.clone(),
+                    link: i.link,
+                    rx_frames: i.rx_frames,
+                    rx_bytes: i.rx_bytes,
+                    tx_frames: i.tx_frames,
+                    tx_bytes: i.tx_bytes,
+                })
+                .collect(),
+            ports,
+            flows: sc
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, f)| FlowStats {
+                    flow: f.name.clone(),
+                    forwarded: core.flow_forwarded[i],
+                    drops: drops(&core.flow_drops[i]),
+                })
+                .collect(),
+        }
+    }
+
+    /// Write as JSON to `path` atomically (a temporary file renamed over it).
+    pub fn write(&self, path: &Path) -> io::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        let body = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
+        std::fs::write(&tmp, body + "\n")?;
+        std::fs::rename(&tmp, path)
+    }
+}

@@ -1,0 +1,550 @@
+//! The only module with `unsafe`: Linux system calls the switch and the traffic tools need.
+//!
+//! * [`PacketSocket`]: an `AF_PACKET` socket bound to one interface, with a memory-mapped
+//!   `TPACKET_V2` receive ring (every frame is visible as soon as the kernel wrote it; see the
+//!   crate docs for why not `TPACKET_V3`), `PACKET_VNET_HDR` (so partial checksums of veth
+//!   offloads are known), `PACKET_IGNORE_OUTGOING`, and batched transmission with `sendmmsg`
+//!   and `PACKET_QDISC_BYPASS`.
+//! * Clocks and sleeping on `CLOCK_MONOTONIC` in nanoseconds, `ppoll` with a nanosecond
+//!   timeout, a 1 ns timer slack, and a flag set by SIGINT / SIGTERM.
+//! * Socket options of the UDP traffic tools (`IP_TOS`, `SO_NO_CHECK`).
+//!
+//! Every `unsafe` block states why it is sound. Nothing here interprets packet contents.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Length of the `virtio_net_hdr` that precedes every frame with `PACKET_VNET_HDR`.
+pub const VNET_HDR_LEN: usize = 10;
+
+/// `virtio_net_hdr.flags`: the checksum at `csum_start + csum_offset` is partial.
+pub const VNET_NEEDS_CSUM: u8 = 1;
+/// `virtio_net_hdr.gso_type`: not a GSO super-packet.
+pub const VNET_GSO_NONE: u8 = 0;
+
+/// The fields of a `virtio_net_hdr` (little-endian on the machines latnet runs on).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VnetHdr {
+    /// `VNET_NEEDS_CSUM` and friends.
+    pub flags: u8,
+    /// GSO type (`VNET_GSO_NONE` for a plain frame).
+    pub gso_type: u8,
+    /// GSO segment size.
+    pub gso_size: u16,
+    /// Where checksumming starts, from the start of the frame.
+    pub csum_start: u16,
+    /// Where the checksum goes, from `csum_start`.
+    pub csum_offset: u16,
+}
+
+impl VnetHdr {
+    /// Parse the 10 header bytes.
+    pub fn parse(b: &[u8; VNET_HDR_LEN]) -> VnetHdr {
+        VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            gso_size: u16::from_le_bytes([b[4], b[5]]),
+            csum_start: u16::from_le_bytes([b[6], b[7]]),
+            csum_offset: u16::from_le_bytes([b[8], b[9]]),
+        }
+    }
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: `v` lives for the call and its size is passed; the kernel only reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Interface index of `name` in the current network namespace.
+pub fn if_index(name: &str) -> io::Result<u32> {
+    let c = CString::new(name).map_err(|_| io::Error::other("interface name contains NUL"))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface {name:?} in this network namespace"),
+        ))
+    } else {
+        Ok(idx)
+    }
+}
+
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.len() >= req.ifr_name.len() {
+        return Err(io::Error::other(format!("interface name {name:?} too long")));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok(req)
+}
+
+/// MAC address and MTU of interface `name`.
+pub fn if_hwaddr_mtu(name: &str) -> io::Result<([u8; 6], u32)> {
+    // SAFETY: a plain datagram socket, closed by OwnedFd.
+    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut req = ifreq(name)?;
+    // SAFETY: SIOCGIFHWADDR writes into the ifreq we own.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) })?;
+    // SAFETY: after SIOCGIFHWADDR the union holds ifru_hwaddr.
+    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (d, s) in mac.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    let mut req = ifreq(name)?;
+    // SAFETY: SIOCGIFMTU writes into the ifreq we own.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) })?;
+    // SAFETY: after SIOCGIFMTU the union holds ifru_mtu.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    Ok((mac, u32::try_from(mtu).unwrap_or(1500)))
+}
+
+/// One received frame, borrowed from the ring until [`PacketSocket::release`].
+#[derive(Debug)]
+pub struct RxFrame<'a> {
+    /// The frame as captured (`snaplen` bytes from the Ethernet header on).
+    pub data: &'a [u8],
+    /// Its length on the wire; larger than `data.len()` if the ring truncated it.
+    pub wire_len: u32,
+    /// The `virtio_net_hdr` the kernel wrote before it.
+    pub vnet: VnetHdr,
+}
+
+/// An `AF_PACKET` socket on one interface: `TPACKET_V2` receive ring, `sendmmsg` transmit.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    ring: NonNull<u8>,
+    ring_len: usize,
+    frame_size: usize,
+    frames: usize,
+    next: usize,
+    /// Transmit batch: frames waiting for [`PacketSocket::flush`] (vnet header included).
+    tx: Vec<Vec<u8>>,
+    tx_used: usize,
+}
+
+// SAFETY: the ring mapping is owned by this value alone and only touched through &mut self.
+unsafe impl Send for PacketSocket {}
+
+/// `TPACKET_V2` frame header (`struct tpacket2_hdr`).
+#[repr(C)]
+struct Tpacket2Hdr {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_sec: u32,
+    tp_nsec: u32,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+    tp_padding: [u8; 4],
+}
+
+/// `tpacket_versions::TPACKET_V2`.
+const TPACKET_V2: libc::c_int = 1;
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const PACKET_OUTGOING: u8 = 4;
+/// Offset of the `sockaddr_ll` after the frame header (TPACKET_ALIGN(sizeof tpacket2_hdr)).
+const SLL_OFFSET: usize = 32;
+
+/// Most frames per `sendmmsg` call.
+pub const TX_BATCH: usize = 64;
+
+impl PacketSocket {
+    /// Open a socket on `ifname` with a receive ring of about `ring_bytes`, frames large
+    /// enough for `mtu`.
+    pub fn open(ifname: &str, mtu: u32, ring_bytes: usize) -> io::Result<PacketSocket> {
+        let ifindex = if_index(ifname)?;
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: creating a socket has no memory effects; the fd is owned below.
+        let raw = cvt(unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::c_int::from(proto),
+            )
+        })?;
+        // SAFETY: `raw` was just returned by socket() and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        setsockopt_int(raw, libc::SOL_PACKET, libc::PACKET_VERSION, TPACKET_V2)?;
+        setsockopt_int(raw, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
+        // Older kernels lack it; outgoing frames are then skipped by their packet type.
+        let _ = setsockopt_int(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1);
+        let _ = setsockopt_int(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1);
+        let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
+
+        // Frame: header, sockaddr_ll, padding, vnet header, Ethernet frame (+ 4 VLAN tags).
+        let need = 128 + VNET_HDR_LEN + mtu as usize + 14 + 16;
+        let frame_size = need.next_power_of_two().max(2048);
+        let block_size = (1usize << 20).max(frame_size);
+        let blocks = (ring_bytes / block_size).max(1);
+        let frames = blocks * (block_size / frame_size);
+        let req = libc::tpacket_req {
+            tp_block_size: block_size as u32,
+            tp_block_nr: blocks as u32,
+            tp_frame_size: frame_size as u32,
+            tp_frame_nr: frames as u32,
+        };
+        // SAFETY: `req` lives for the call and its size is passed; the kernel only reads it.
+        cvt(unsafe {
+            libc::setsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                (&req as *const libc::tpacket_req).cast(),
+                std::mem::size_of::<libc::tpacket_req>() as libc::socklen_t,
+            )
+        })?;
+        let ring_len = block_size * blocks;
+        // SAFETY: mapping the ring the kernel just allocated for this socket; the mapping is
+        // unmapped in Drop and never handed out beyond &self / &mut self borrows.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ring_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
+                raw,
+                0,
+            )
+        };
+        let p = if p == libc::MAP_FAILED {
+            // MAP_LOCKED may exceed RLIMIT_MEMLOCK: try without it.
+            // SAFETY: as above.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    ring_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_POPULATE,
+                    raw,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            p
+        } else {
+            p
+        };
+        let ring =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        // SAFETY: sockaddr_ll is plain old data; zero is valid.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: `sll` lives for the call and its size is passed.
+        let bound = cvt(unsafe {
+            libc::bind(
+                raw,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        });
+        let sock = PacketSocket {
+            fd,
+            ring,
+            ring_len,
+            frame_size,
+            frames,
+            next: 0,
+            tx: (0..TX_BATCH).map(|_| Vec::with_capacity(frame_size)).collect(),
+            tx_used: 0,
+        };
+        bound?;
+        Ok(sock)
+    }
+
+    /// The socket's file descriptor (for `ppoll`).
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    fn hdr(&self, i: usize) -> *mut Tpacket2Hdr {
+        // SAFETY (of the arithmetic): i < frames, frames * frame_size <= ring_len.
+        unsafe { self.ring.as_ptr().add(i * self.frame_size).cast::<Tpacket2Hdr>() }
+    }
+
+    /// The next received frame, if the kernel has written one. Call [`Self::release`] after
+    /// use; frames sent by this host itself are skipped.
+    pub fn next_rx(&mut self) -> Option<RxFrame<'_>> {
+        loop {
+            let h = self.hdr(self.next);
+            // SAFETY: `h` points into our mapping at a frame boundary; tp_status is shared
+            // with the kernel, so it is read volatile, then an acquire fence orders the reads
+            // of the frame after it.
+            let status = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*h).tp_status)) };
+            if status & TP_STATUS_USER == 0 {
+                return None;
+            }
+            std::sync::atomic::fence(Ordering::Acquire);
+            // SAFETY: the kernel handed this frame to us (TP_STATUS_USER); it does not write it
+            // until we set TP_STATUS_KERNEL.
+            let (len, snap, mac) =
+                unsafe { ((*h).tp_len, (*h).tp_snaplen as usize, usize::from((*h).tp_mac)) };
+            let base = h.cast::<u8>();
+            // SAFETY: the sockaddr_ll follows the header inside the frame.
+            let pkttype = unsafe { *base.add(SLL_OFFSET + 10) };
+            let in_bounds = mac >= VNET_HDR_LEN && mac + snap <= self.frame_size;
+            if pkttype == PACKET_OUTGOING || !in_bounds {
+                self.release();
+                continue;
+            }
+            // SAFETY: bounds checked above against the frame size; the frame is ours until
+            // release(), and the returned borrow of self prevents release() meanwhile.
+            let (vnet, data) = unsafe {
+                let v = &*(base.add(mac - VNET_HDR_LEN).cast::<[u8; VNET_HDR_LEN]>());
+                (VnetHdr::parse(v), std::slice::from_raw_parts(base.add(mac), snap))
+            };
+            return Some(RxFrame { data, wire_len: len, vnet });
+        }
+    }
+
+    /// Give the current frame back to the kernel and move on.
+    pub fn release(&mut self) {
+        let h = self.hdr(self.next);
+        std::sync::atomic::fence(Ordering::Release);
+        // SAFETY: `h` is a frame header in our mapping; writing TP_STATUS_KERNEL returns it.
+        unsafe {
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*h).tp_status), TP_STATUS_KERNEL)
+        };
+        self.next = (self.next + 1) % self.frames;
+    }
+
+    /// Queue `frame` for transmission (with an all-zero vnet header: no offloads); sends the
+    /// batch when it is full. Returns frames the kernel refused.
+    pub fn push_tx(&mut self, frame: &[u8]) -> usize {
+        let mut refused = 0;
+        if self.tx_used == TX_BATCH {
+            refused = self.flush();
+        }
+        let b = &mut self.tx[self.tx_used];
+        b.clear();
+        b.extend_from_slice(&[0u8; VNET_HDR_LEN]);
+        b.extend_from_slice(frame);
+        self.tx_used += 1;
+        refused
+    }
+
+    /// Frames waiting in the transmit batch.
+    pub fn tx_pending(&self) -> usize {
+        self.tx_used
+    }
+
+    /// Send the queued frames with `sendmmsg`; returns how many the kernel refused.
+    pub fn flush(&mut self) -> usize {
+        let n = self.tx_used;
+        if n == 0 {
+            return 0;
+        }
+        let mut iov: Vec<libc::iovec> = self.tx[..n]
+            .iter_mut()
+            .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
+            .collect();
+        // SAFETY: mmsghdr is plain old data; zero is valid (no name, no control).
+        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        let mut sent = 0usize;
+        let mut refused = 0usize;
+        while sent < n {
+            // SAFETY: msgs[sent..n] point to iovecs that point into self.tx buffers, all alive
+            // and unmodified for the duration of the call.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    msgs.as_mut_ptr().add(sent),
+                    (n - sent) as u32,
+                    0,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // The first message failed (e.g. ENOBUFS, EMSGSIZE): count it and go on.
+                refused += 1;
+                sent += 1;
+            } else {
+                sent += r as usize;
+            }
+        }
+        self.tx_used = 0;
+        refused
+    }
+
+    /// Frames the kernel dropped because the receive ring was full, since the last call.
+    pub fn ring_drops(&self) -> u64 {
+        let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are ours and sized correctly; the kernel writes at most len.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            0
+        } else {
+            u64::from(st.tp_drops)
+        }
+    }
+}
+
+impl Drop for PacketSocket {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was created in open() with this length and nothing borrows it.
+        unsafe { libc::munmap(self.ring.as_ptr().cast(), self.ring_len) };
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (shared by all network namespaces of the machine).
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is ours; clock_gettime with a valid clock id only writes it.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+fn timespec(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as _,
+    }
+}
+
+/// Sleep until `CLOCK_MONOTONIC` reaches `deadline_ns` (or a signal arrives).
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = timespec(deadline_ns);
+    // SAFETY: `ts` is valid for the call; no remaining-time pointer with TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+    };
+}
+
+/// Wait until one of `fds` is readable or `timeout_ns` passed (`None`: no timeout).
+/// Returns the readiness of each fd (true = readable); interrupted waits return all false.
+pub fn poll_readable(
+    fds: &[RawFd],
+    timeout_ns: Option<u64>,
+    ready: &mut Vec<bool>,
+) -> io::Result<()> {
+    let mut pfds: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ts = timeout_ns.map(timespec);
+    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `pfds` and `ts` live for the call; no signal mask.
+    let r = unsafe {
+        libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, std::ptr::null())
+    };
+    ready.clear();
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        ready.resize(fds.len(), false);
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
+    }
+    ready.extend(pfds.iter().map(|p| p.revents & (libc::POLLIN | libc::POLLERR) != 0));
+    Ok(())
+}
+
+/// Make timers of this thread fire within 1 ns of their deadline (default slack is 50 us).
+pub fn precise_timers() {
+    // SAFETY: prctl with PR_SET_TIMERSLACK takes an integer argument and touches no memory.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Set the stop flag on SIGINT and SIGTERM (instead of dying), so that statistics are written.
+pub fn install_stop_handler() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe; sigaction is
+    // given a fully initialised struct.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+    }
+}
+
+/// True once SIGINT or SIGTERM arrived.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// Set the IP TOS byte (DSCP << 2 | ECN) of a socket.
+pub fn set_tos(fd: RawFd, tos: u8) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos))
+}
+
+/// Send UDP over IPv4 without a checksum (checksum 0), so switches may rewrite payload
+/// fields without fixing it.
+pub fn set_udp_no_checksum(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1)
+}
+
+/// Set the socket receive buffer (bytes), beyond rmem_max when privileged.
+pub fn set_rcvbuf(fd: RawFd, bytes: usize) {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v).is_err() {
+        let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v);
+    }
+}
+
+/// Set the socket send buffer (bytes), beyond wmem_max when privileged.
+pub fn set_sndbuf(fd: RawFd, bytes: usize) {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, v).is_err() {
+        let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, v);
+    }
+}

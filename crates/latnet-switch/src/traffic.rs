@@ -1,0 +1,339 @@
+//! latnet's own UDP traffic for emulation: a sender that plays a scenario flow's pattern in real
+//! time (the simulator's [`Source`], so emission instants are the same), and a receiver that
+//! measures one-way latency, loss, reordering and corruption.
+//!
+//! # Payload
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..2 | magic `0x4c4e` ("LN") |
+//! | 2..4 | flow index (big-endian) |
+//! | 4..8 | sequence number within the flow |
+//! | 8..16 | send instant, `CLOCK_MONOTONIC` ns (all namespaces of a machine share it) |
+//! | 16.. | pattern: byte `k` is `(seq + k) as u8 ^ 0x5a` (the receiver checks every byte) |
+//!
+//! Frames are the scenario's `size` (Ethernet + IPv4 + UDP + payload), so at least 58 bytes.
+//! One-way latency is the receiver's clock when `recvmsg` returns minus the send instant: it
+//! includes both hosts' stacks, every emulated link and the switches.
+
+use crate::sys;
+use latnet_sim::scenario::FlowSpec;
+use latnet_sim::traffic::Source;
+use latnet_sim::Scenario;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Write as _};
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// Bytes of the latency header at the start of the payload.
+pub const HEADER_LEN: usize = 16;
+/// Ethernet + IPv4 + UDP.
+pub const HEADERS: usize = 42;
+/// Smallest frame the traffic tools send.
+pub const MIN_FRAME: u32 = (HEADERS + HEADER_LEN) as u32;
+const MAGIC: u16 = 0x4c4e;
+/// The simulator's RNG stream numbering of flows.
+const STREAM_FLOW: u64 = 1 << 32;
+
+/// Fill `buf` (the UDP payload) for packet `seq` of `flow`, stamped `send_ns`.
+pub fn fill_payload(buf: &mut [u8], flow: u16, seq: u32, send_ns: u64) {
+    if buf.len() < HEADER_LEN {
+        return;
+    }
+    buf[0..2].copy_from_slice(&MAGIC.to_be_bytes());
+    buf[2..4].copy_from_slice(&flow.to_be_bytes());
+    buf[4..8].copy_from_slice(&seq.to_be_bytes());
+    buf[8..16].copy_from_slice(&send_ns.to_be_bytes());
+    for (k, b) in buf[HEADER_LEN..].iter_mut().enumerate() {
+        *b = (seq as u8).wrapping_add(k as u8) ^ 0x5a;
+    }
+}
+
+/// A parsed payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// Flow index.
+    pub flow: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Send instant (ns).
+    pub send_ns: u64,
+    /// Every pattern byte was intact.
+    pub intact: bool,
+}
+
+/// Parse a payload written by [`fill_payload`]; `None` if it is not one.
+pub fn parse_payload(buf: &[u8]) -> Option<Stamp> {
+    if buf.len() < HEADER_LEN || u16::from_be_bytes([buf[0], buf[1]]) != MAGIC {
+        return None;
+    }
+    let flow = u16::from_be_bytes([buf[2], buf[3]]);
+    let seq = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&buf[8..16]);
+    let intact = buf[HEADER_LEN..]
+        .iter()
+        .enumerate()
+        .all(|(k, &b)| b == (seq as u8).wrapping_add(k as u8) ^ 0x5a);
+    Some(Stamp { flow, seq, send_ns: u64::from_be_bytes(t), intact })
+}
+
+/// What a sender did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SendReport {
+    /// Flow name.
+    pub flow: String,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets the socket refused (counted as sent: the scenario created them).
+    pub send_errors: u64,
+    /// Largest delay of a send behind its scheduled instant (ns).
+    pub late_max_ns: u64,
+}
+
+fn flow_index(sc: &Scenario, name: &str) -> io::Result<usize> {
+    sc.flows.iter().position(|f| f.name == name).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::NotFound, format!("no flow named {name:?} in the scenario"))
+    })
+}
+
+/// The bytes a flow's UDP payload starts with: the LBF shim (and block) of the simulator's
+/// template for flows with an SLO, nothing otherwise. Only the UDP-shim carrier and carry
+/// modes without absolute timestamps are emulated.
+pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<Vec<u8>> {
+    let Some(slo) = f.slo.as_ref() else { return Ok(Vec::new()) };
+    let unsupported = |what: &str| {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "flow {:?}: {what} is not emulated (UDP shim carrier only, no sender timestamps)",
+                f.name
+            ),
+        ))
+    };
+    if slo.encap != latnet_sim::scenario::Encap::UdpShim {
+        return unsupported("the IPv6 hop-by-hop carrier");
+    }
+    if slo.carry == latnet_sim::scenario::Carry::Timestamp {
+        return unsupported("carry = \"timestamp\"");
+    }
+    let (t, _) = crate::core::lbf_template(sc, f)
+        .ok_or_else(|| io::Error::other(format!("flow {:?}: no LBF template", f.name)))?;
+    Ok(t.get(HEADERS..).unwrap_or_default().to_vec())
+}
+
+fn check_size(f: &FlowSpec, prefix: usize) -> io::Result<()> {
+    if (f.size as usize) < MIN_FRAME as usize + prefix || f.size > 1514 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "flow {:?}: emulation sends frames of {} to 1514 bytes (latency stamp, \
+                 no IP fragmentation), the scenario says {}",
+                f.name,
+                MIN_FRAME as usize + prefix,
+                f.size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Play flow `name` of `sc` from this host: packet `k` leaves at `t0_ns` + the simulator's
+/// emission instant `k`. Blocks until the flow's stop time or packet count.
+pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
+    let i = flow_index(sc, name)?;
+    let f = &sc.flows[i];
+    let prefix = payload_prefix(sc, f)?;
+    check_size(f, prefix.len())?;
+    let src = SocketAddrV4::new(sc.nodes[f.src].address, f.src_port);
+    let dst = SocketAddr::V4(SocketAddrV4::new(sc.nodes[f.dst].address, f.dst_port));
+    let sock = UdpSocket::bind(src)
+        .map_err(|e| io::Error::new(e.kind(), format!("bind {src} for flow {name:?}: {e}")))?;
+    let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
+    sys::set_tos(sock.as_raw_fd(), dscp << 2)?;
+    sys::set_sndbuf(sock.as_raw_fd(), 4 << 20);
+    if !prefix.is_empty() {
+        // Switches rewrite the LBF block: UDP over IPv4 without a checksum.
+        sys::set_udp_no_checksum(sock.as_raw_fd())?;
+    }
+    sys::precise_timers();
+    sys::install_stop_handler();
+    let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
+    rng.set_stream(STREAM_FLOW + i as u64);
+    let mut source = Source::new(f.traffic.clone(), f.size, f.start);
+    let mut payload = vec![0u8; f.size as usize - HEADERS];
+    payload[..prefix.len()].copy_from_slice(&prefix);
+    let mut rep = SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0 };
+    while !sys::stop_requested() {
+        if f.count.is_some_and(|c| rep.sent >= c) {
+            break;
+        }
+        let Some(t) = source.next_emission(&mut rng) else { break };
+        if t >= f.stop {
+            break;
+        }
+        let due = t0_ns.saturating_add(t.as_nanos());
+        let mut now = sys::mono_ns();
+        if now < due {
+            sys::sleep_until(due);
+            now = sys::mono_ns();
+        }
+        rep.late_max_ns = rep.late_max_ns.max(now.saturating_sub(due));
+        fill_payload(&mut payload[prefix.len()..], i as u16, rep.sent as u32, sys::mono_ns());
+        if sock.send_to(&payload, dst).is_err() {
+            rep.send_errors += 1;
+        }
+        rep.sent += 1;
+    }
+    Ok(rep)
+}
+
+/// What a receiver saw of one flow.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FlowRecv {
+    /// Flow name.
+    pub flow: String,
+    /// Packets received (duplicates excluded).
+    pub received: u64,
+    /// Frame bytes received (UDP payload + 42).
+    pub rx_bytes: u64,
+    /// Packets whose payload was not intact.
+    pub corrupted: u64,
+    /// Packets that arrived after a higher sequence number of the same flow.
+    pub reordered: u64,
+    /// Packets received twice.
+    pub duplicates: u64,
+    /// Datagrams on the flow's port that were not latnet payloads of this flow.
+    pub foreign: u64,
+}
+
+/// What a receiver saw.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RecvReport {
+    /// Host name.
+    pub host: String,
+    /// Per flow addressed to the host.
+    pub flows: Vec<FlowRecv>,
+}
+
+struct RxFlow {
+    index: usize,
+    skip: usize,
+    sock: UdpSocket,
+    stats: FlowRecv,
+    seen: Vec<u64>,
+    max_seq: Option<u32>,
+    log: io::BufWriter<std::fs::File>,
+}
+
+/// Receive every flow addressed to host `host` until `until_ns` (`CLOCK_MONOTONIC`) or a
+/// signal; writes `packets-<flow>.csv` (`seq,send_ns,recv_ns`, arrival order) into `dir`.
+pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<RecvReport> {
+    let h = sc
+        .node_index(host)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no node {host:?}")))?;
+    std::fs::create_dir_all(dir)?;
+    let mut flows = Vec::new();
+    for (i, f) in sc.flows.iter().enumerate().filter(|(_, f)| f.dst == h) {
+        let addr = SocketAddrV4::new(sc.nodes[h].address, f.dst_port);
+        let sock = UdpSocket::bind(addr).map_err(|e| {
+            io::Error::new(e.kind(), format!("bind {addr} for flow {:?}: {e}", f.name))
+        })?;
+        sock.set_nonblocking(true)?;
+        sys::set_rcvbuf(sock.as_raw_fd(), 16 << 20);
+        let file = std::fs::File::create(dir.join(format!("packets-{}.csv", f.name)))?;
+        let mut log = io::BufWriter::new(file);
+        writeln!(log, "seq,send_ns,recv_ns,intact")?;
+        flows.push(RxFlow {
+            index: i,
+            skip: payload_prefix(sc, f)?.len(),
+            sock,
+            stats: FlowRecv { flow: f.name.clone(), ..FlowRecv::default() },
+            seen: Vec::new(),
+            max_seq: None,
+            log,
+        });
+    }
+    sys::install_stop_handler();
+    let fds: Vec<_> = flows.iter().map(|f| f.sock.as_raw_fd()).collect();
+    let mut ready = Vec::new();
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let now = sys::mono_ns();
+        if now >= until_ns || sys::stop_requested() || flows.is_empty() {
+            break;
+        }
+        sys::poll_readable(&fds, Some((until_ns - now).min(100_000_000)), &mut ready)?;
+        for (k, fl) in flows.iter_mut().enumerate() {
+            if !ready.get(k).copied().unwrap_or(false) {
+                continue;
+            }
+            loop {
+                let n = match fl.sock.recv(&mut buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                let t = sys::mono_ns();
+                record(fl, &buf[..n], t)?;
+            }
+        }
+    }
+    let mut rep = RecvReport { host: host.to_owned(), flows: Vec::new() };
+    for mut fl in flows {
+        fl.log.flush()?;
+        rep.flows.push(fl.stats);
+    }
+    Ok(rep)
+}
+
+fn record(fl: &mut RxFlow, payload: &[u8], recv_ns: u64) -> io::Result<()> {
+    let Some(s) = parse_payload(payload.get(fl.skip..).unwrap_or_default())
+        .filter(|s| usize::from(s.flow) == fl.index)
+    else {
+        fl.stats.foreign += 1;
+        return Ok(());
+    };
+    let word = (s.seq / 64) as usize;
+    if fl.seen.len() <= word {
+        fl.seen.resize(word + 1, 0);
+    }
+    let bit = 1u64 << (s.seq % 64);
+    if fl.seen[word] & bit != 0 {
+        fl.stats.duplicates += 1;
+        return Ok(());
+    }
+    fl.seen[word] |= bit;
+    if fl.max_seq.is_some_and(|m| s.seq < m) {
+        fl.stats.reordered += 1;
+    }
+    fl.max_seq = Some(fl.max_seq.map_or(s.seq, |m| m.max(s.seq)));
+    fl.stats.received += 1;
+    fl.stats.rx_bytes += (payload.len() + HEADERS) as u64;
+    if !s.intact {
+        fl.stats.corrupted += 1;
+    }
+    writeln!(fl.log, "{},{},{},{}", s.seq, s.send_ns, recv_ns, u8::from(s.intact))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_round_trips_and_detects_corruption() {
+        let mut b = vec![0u8; 100];
+        fill_payload(&mut b, 3, 77, 123_456_789);
+        let s = parse_payload(&b).unwrap();
+        assert_eq!((s.flow, s.seq, s.send_ns, s.intact), (3, 77, 123_456_789, true));
+        b[50] ^= 1;
+        assert!(!parse_payload(&b).unwrap().intact);
+        assert!(parse_payload(&b[..10]).is_none());
+        b[0] = 0;
+        assert!(parse_payload(&b).is_none());
+    }
+}

@@ -1,0 +1,73 @@
+"""`latnet run --mode emu|both`: a scenario on real packets, beside the simulator.
+
+The `run` subcommand itself lives in ``latnet.cli``; this module holds its emulation half and
+registers no subcommand of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..table import flow_table, fmt_us, render
+
+
+def register(subparsers) -> None:  # noqa: ARG001 (the `run` subcommand carries --mode)
+    return None
+
+
+def side_by_side(sim: dict, emu: dict) -> str:
+    """One row per flow: simulated and emulated packets, loss and latency."""
+    rows = []
+    by_name = {f["name"]: f for f in emu["flows"]}
+    for f in sim["flows"]:
+        e = by_name.get(f["name"])
+        for label, x in (("sim", f), ("emu", e)):
+            if x is None:
+                continue
+            lat = x["latency_ns"] or {}
+            settled = max(1, x["sent"] - x["in_flight_at_end"])
+            rows.append(
+                [
+                    f["name"] if label == "sim" else "",
+                    label,
+                    x["sent"],
+                    x["received"],
+                    f"{100.0 * x['dropped'] / settled:.2f}",
+                    f"{x['throughput_bps'] / 1e6:.2f}",
+                    fmt_us(lat.get("min")),
+                    fmt_us(lat.get("p50")),
+                    fmt_us(lat.get("p99")),
+                    fmt_us(lat.get("max")),
+                ]
+            )
+    headers = ["flow", "mode", "sent", "recv", "loss%", "Mbit/s", "min", "p50", "p99", "max"]
+    title = (
+        f"{sim['scenario']}: simulated (latency {sim['latency_convention']}) vs emulated "
+        "(real packets, latency physical, us)"
+    )
+    return render(headers, rows, title)
+
+
+def cmd_run_emu(args: argparse.Namespace) -> int:
+    from .. import run as run_sim
+    from ..emu import run_emu
+    from ..testbed import require_root
+
+    require_root("latnet run --mode emu")
+    path = Path(args.scenario)
+    base = Path(args.out) if args.out else Path("out") / path.stem
+    emu_out = base / "emu" if args.mode == "both" else base
+    emu = run_emu(path, emu_out, seed=args.seed)
+    if args.mode == "emu":
+        print(flow_table(emu))
+        if not args.quiet:
+            print(f"\nwrote results.json, flows.csv to {emu_out}/ (run files: {emu_out}/emu-run/)")
+        return 0
+    sim = run_sim(path, seed=args.seed, packets=args.packets)
+    sim_out = base / "sim"
+    sim.write(sim_out)
+    print(side_by_side(sim.summary, emu.summary))
+    if not args.quiet:
+        print(f"\nwrote {sim_out}/ and {emu_out}/")
+    return 0

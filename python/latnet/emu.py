@@ -1,0 +1,115 @@
+"""Run a scenario in emulation: the same scenario file as the simulator, on real packets.
+
+``run_emu(path, out)`` brings up a :class:`~latnet.testbed.Testbed` (a namespace per node,
+``latnet-switch`` per switch), starts a receiver on every destination host and one sender per
+flow (``latnet-switch recv`` / ``send``: the simulator's traffic patterns in real time, one-way
+latency from a timestamp in every packet), waits for the scenario's duration plus its drain time,
+stops the switches and writes ``results.json`` and ``flows.csv`` in the simulator's format
+(``latnet-switch results``). The testbed is removed afterwards, also on errors and Ctrl-C.
+
+Emulated latency is physical (application send to application receive); see
+``crates/latnet-switch/src/results.rs`` for how the other fields are measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from . import LatnetError
+from .testbed import Testbed
+
+#: Time between starting the processes and the scenario's time zero.
+START_MARGIN_NS = 500_000_000
+
+
+class EmuResults:
+    """Results of an emulated run: ``summary`` is the dict of ``results.json``."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.summary: dict = json.loads((out / "results.json").read_text())
+        self.packets = None
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"<latnet.EmuResults {s['scenario']!r} flows={len(s['flows'])}>"
+
+
+def start_flows(tb: Testbed, t0: int, until: int) -> list[tuple[str, subprocess.Popen]]:
+    """Start a receiver on every destination host (until ``until``, CLOCK_MONOTONIC ns) and a
+    sender per flow whose time zero is ``t0``."""
+    seed_args = ["--seed", str(tb.seed)] if tb.seed is not None else []
+    procs: list[tuple[str, subprocess.Popen]] = []
+    scenario = str(tb.scenario)
+    for host in sorted({f["dst"] for f in tb.plan["flows"]}):
+        argv = [*tb.rt(), tb.binary, "recv", "--scenario", scenario, "--host", host]
+        argv += ["--until", str(until), "--dir", str(tb.run_dir)]
+        argv += ["--out", str(tb.run_dir / f"recv-{host}.json")]
+        procs.append((f"receiver on {host}", tb.popen(host, argv, stderr=subprocess.PIPE)))
+    for f in tb.plan["flows"]:
+        argv = [*tb.rt(), tb.binary, "send", "--scenario", scenario, "--flow", f["name"]]
+        argv += ["--t0", str(t0), "--out", str(tb.run_dir / f"send-{f['name']}.json")]
+        argv += seed_args
+        sender = tb.popen(f["src"], argv, stderr=subprocess.PIPE)
+        procs.append((f"sender of {f['name']}", sender))
+    return procs
+
+
+def wait_all(procs: list[tuple[str, subprocess.Popen]], timeout: float) -> None:
+    """Wait for processes started by :func:`start_flows`; raise if one failed."""
+    deadline = time.monotonic() + timeout
+    for what, p in procs:
+        try:
+            _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise LatnetError(f"{what} did not finish") from None
+        if p.returncode != 0:
+            msg = (err or b"").decode(errors="replace").strip()
+            raise LatnetError(f"{what} failed (status {p.returncode}): {msg}")
+
+
+def collect(tb: Testbed, out: Path, end_ns: int) -> EmuResults:
+    """Stop the switches and write results.json / flows.csv of the run into ``out``."""
+    tb.stop_switches()
+    seed_args = ["--seed", str(tb.seed)] if tb.seed is not None else []
+    p = subprocess.run(
+        [tb.binary, "results", "--scenario", str(tb.scenario), "--dir", str(tb.run_dir)]
+        + ["--end-ns", str(end_ns), "--out", str(out), *seed_args],
+        capture_output=True,
+        text=True,
+    )
+    if p.returncode != 0:
+        raise LatnetError(f"collecting results failed: {p.stderr.strip()}")
+    return EmuResults(out)
+
+
+def now_ns() -> int:
+    """CLOCK_MONOTONIC (shared by every namespace of the machine)."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def run_emu(
+    scenario: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    seed: int | None = None,
+    offloads: str = "off",
+) -> EmuResults:
+    """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``)."""
+    out = Path(out)
+    run_dir = out / "emu-run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for old in run_dir.glob("*"):
+        if old.is_file():
+            old.unlink()
+    tb = Testbed(scenario, run_dir=run_dir, offloads=offloads, seed=seed)
+    length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
+    with tb:
+        t0 = now_ns() + START_MARGIN_NS
+        procs = start_flows(tb, t0, t0 + length)
+        wait_all(procs, (t0 + length - now_ns()) / 1e9 + 30)
+        return collect(tb, out, length)

@@ -1,0 +1,286 @@
+"""`latnet reproduce lbf`: the LBF seed's multi-hop tests, cell by cell, and two experiments
+beyond the seed.
+
+The six tests (experiments/lbf/test1..6.toml) are the proof of concept's runs behind the paper's
+Fig. 7, 8 and the empty Fig. 9: flow F1 across four LBF forwarders against competing flows,
+measured at the start of transmission from each queue (Q1..Q4) and at the receiver. Each table
+prints min / mean / max of ours, the paper's, and the difference (us).
+
+Beyond the seed:
+
+* ``upper``: F1 with lower bound 700 us and a tight upper bound of 750 us under test 4's cross
+  traffic, once dropping hopeless packets early (``upper-drop.toml``) and once marking them
+  late (``upper-mark.toml``): where packets are dropped, and how many, against where they would
+  have been found late.
+* ``compare``: FIFO / LBF / gLBF damper on the multi-hop scenario: receiver min / mean / max /
+  max-min / p99.
+* ``test4-physical``: test 4 under the physical latency convention (serialization counted,
+  store-and-forward), which the paper does not use.
+
+``--quick`` runs 1 s of traffic instead of 10 s (the pattern repeats every 10 ms, so the numbers
+move by at most a few tenths of a microsecond).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import latnet
+
+from ..table import render
+
+TESTS = [
+    ("test1", "BE vs F2"),
+    ("test2", "LBF lb=700 vs F2"),
+    ("test3", "BE vs F2-F5"),
+    ("test4", "LBF lb=700 vs F2-F5"),
+    ("test5", "LBF lb=900 vs F2-F5"),
+    ("test6", "LBF lb=1100 vs F2-F5"),
+]
+
+# min / mean / max (us) of F1 at Q1..Q4 and the receiver: the paper's Fig. 7 and 8 and the
+# reference notes for Fig. 9 (tests 5 and 6).
+PAPER = {
+    "test1": [(100, 170, 252), (200, 270, 352), (300, 370, 452), (400, 470, 552), (500, 570, 652)],
+    "test2": [(150, 210, 287), (300, 339, 391), (450, 469, 495), (600, 600, 600), (700, 700, 700)],
+    "test3": [(100, 170, 252), (200, 304, 379), (300, 425, 522), (400, 560, 685), (500, 660, 785)],
+    "test4": [(150, 210, 287), (300, 377, 457), (450, 522, 600), (600, 662, 772), (700, 762, 872)],
+    "test5": [(200, 254, 324), (400, 463, 532), (600, 647, 709), (800, 823, 892), (900, 923, 992)],
+    "test6": [
+        (250, 299, 362),
+        (500, 548, 607),
+        (750, 787, 833),
+        (1000, 1005, 1053),
+        (1100, 1105, 1153),
+    ],
+}
+
+ROWS = ["Q1", "Q2", "Q3", "Q4", "receiver"]
+COLS = ("min", "mean", "max")
+
+
+def experiments_dir() -> Path:
+    """experiments/lbf of the source tree (or of the working directory)."""
+    here = Path(__file__).resolve().parents[3] / "experiments" / "lbf"
+    return here if here.is_dir() else Path.cwd() / "experiments" / "lbf"
+
+
+def _run(name: str, quick: bool, edit=None) -> latnet.Results:
+    text = (experiments_dir() / f"{name}.toml").read_text()
+    if quick:
+        text = text.replace('duration = "10s"', 'duration = "1s"')
+    if edit is not None:
+        text = edit(text)
+    return latnet.run(text=text, packets=False)
+
+
+def _us(ns) -> float:
+    return round(ns / 1e3, 3)
+
+
+def f1_rows(res: latnet.Results) -> list[dict[str, float]]:
+    """min / mean / max (us) of flow F1 at Q1..Q4 (hops 1..4) and at the receiver."""
+    f = res.summary["flows"][0]
+    assert f["name"] == "F1", f["name"]
+    out = []
+    for h in f["hops"][1:5]:
+        lat = h["latency_ns"]
+        out.append({"min": _us(lat["min"]), "mean": _us(lat["mean"]), "max": _us(lat["max"])})
+    lat = f["latency_ns"]
+    out.append({"min": _us(lat["min"]), "mean": _us(lat["mean"]), "max": _us(lat["max"])})
+    return out
+
+
+def _label(res: latnet.Results) -> str:
+    s = res.summary
+    return f"{s['latency_convention']}, {s['switching']}, ties {s['tie_break']}"
+
+
+def _seed_table(tid: str, title: str, res: latnet.Results) -> dict:
+    ours = f1_rows(res)
+    rows = []
+    for label, o, p in zip(ROWS, ours, PAPER[tid], strict=True):
+        rows.append({"label": label, "ours": o, "paper": dict(zip(COLS, p, strict=True))})
+    return {"id": tid, "title": title, "unit": "us", "convention": _label(res), "rows": rows}
+
+
+def _print_seed_table(t: dict) -> None:
+    headers = ["", "min", "paper", "diff", "mean", "paper", "diff", "max", "paper", "diff"]
+    body = []
+    for r in t["rows"]:
+        line = [r["label"]]
+        for c in COLS:
+            o, p = r["ours"][c], r["paper"][c]
+            line += [f"{o:.1f}", f"{p:g}", f"{o - p:+.1f}"]
+        body.append(line)
+    print()
+    print(render(headers, body, title=f"{t['id']}: {t['title']} (us; {t['convention']})"))
+
+
+def _upper_table(quick: bool) -> dict:
+    drop = _run("upper-drop", quick)
+    mark = _run("upper-mark", quick)
+    ld, lm = drop.summary["lbf"], mark.summary["lbf"]
+    fd, fm = ld["flows"][0], lm["flows"][0]
+    marked = {s["node"]: s["marked_late"] for s in lm["switches"]}
+    rows = []
+    for node in ["FWD1", "FWD2", "FWD3", "FWD4"]:
+        rows.append(
+            {
+                "label": node,
+                "ours": {
+                    "dropped_early": fd["early_drops"].get(node, 0),
+                    "expired_in_queue": fd["expired"].get(node, 0),
+                    "marked_late": marked.get(node, 0),
+                },
+            }
+        )
+    sd, sm = drop.summary["flows"][0], mark.summary["flows"][0]
+    rows.append(
+        {
+            "label": "receiver",
+            "ours": {
+                "sent": sd["sent"],
+                "received_with_drop": sd["received"],
+                "late_with_drop": fd["late_marked"] + fd["late_unmarked"],
+                "received_with_mark": sm["received"],
+                "late_with_mark": fm["late_marked"] + fm["late_unmarked"],
+                "notifications": lm["notifications_total"],
+                "max_latency_with_drop_us": _us(sd["latency_ns"]["max"]),
+                "max_latency_with_mark_us": _us(sm["latency_ns"]["max"]),
+            },
+        }
+    )
+    return {
+        "id": "upper",
+        "title": "F1 lb=700 ub=750 vs F2-F5: early drop (upper=drop) vs late marking (upper=mark)",
+        "unit": "packets",
+        "convention": _label(drop),
+        "rows": rows,
+    }
+
+
+def _print_upper(t: dict) -> None:
+    print()
+    print(f"{t['id']}: {t['title']} ({t['unit']}; {t['convention']})")
+    body = [
+        [
+            r["label"],
+            r["ours"]["dropped_early"],
+            r["ours"]["expired_in_queue"],
+            r["ours"]["marked_late"],
+        ]
+        for r in t["rows"][:-1]
+    ]
+    print(render(["switch", "dropped early", "expired in queue", "marked late"], body))
+    rx = t["rows"][-1]["ours"]
+    print(
+        f"receiver: sent {rx['sent']}; with drop: received {rx['received_with_drop']}, "
+        f"late {rx['late_with_drop']}, max {rx['max_latency_with_drop_us']:.1f} us; "
+        f"with mark: received {rx['received_with_mark']}, late {rx['late_with_mark']} "
+        f"({rx['notifications']} notifications), max {rx['max_latency_with_mark_us']:.1f} us"
+    )
+
+
+def _receiver(res: latnet.Results) -> dict[str, float]:
+    lat = res.summary["flows"][0]["latency_ns"]
+    return {
+        "min": _us(lat["min"]),
+        "mean": _us(lat["mean"]),
+        "max": _us(lat["max"]),
+        "max-min": _us(lat["max"] - lat["min"]),
+        "p99": _us(lat["p99"]),
+    }
+
+
+def _compare_table(quick: bool, runs: dict[str, latnet.Results]) -> dict:
+    damper = _run("damper", quick)
+    rows = [
+        {"label": "FIFO (test 3)", "ours": _receiver(runs["test3"])},
+        {"label": "LBF lb=700 (test 4)", "ours": _receiver(runs["test4"])},
+        {"label": "LBF lb=1100 (test 6)", "ours": _receiver(runs["test6"])},
+        {"label": "gLBF damper B=250us", "ours": _receiver(damper)},
+    ]
+    v = sum(s["damper_violations"] for s in damper.summary["lbf"]["switches"])
+    return {
+        "id": "compare",
+        "title": "F1 at the receiver vs F2-F5: FIFO / LBF / damper "
+        f"(damper violations: {v}; p99 from an HDR histogram, 0.1 % precision)",
+        "unit": "us",
+        "convention": _label(damper),
+        "rows": rows,
+    }
+
+
+def _print_plain(t: dict) -> None:
+    cols = list(t["rows"][0]["ours"].keys())
+    body = [[r["label"]] + [f"{r['ours'][c]:.1f}" for c in cols] for r in t["rows"]]
+    print()
+    print(
+        render([""] + cols, body, title=f"{t['id']}: {t['title']} ({t['unit']}; {t['convention']})")
+    )
+
+
+def _physical_table(quick: bool) -> dict:
+    def edit(text: str) -> str:
+        return text.replace('latency = "exclude-serialization"', 'latency = "physical"').replace(
+            'switching = "cut-through"', 'switching = "store-and-forward"'
+        )
+
+    res = _run("test4", quick, edit)
+    rows = [{"label": lab, "ours": o} for lab, o in zip(ROWS, f1_rows(res), strict=True)]
+    return {
+        "id": "test4-physical",
+        "title": "test 4 under the physical convention (serialization counted, store-and-forward)",
+        "unit": "us",
+        "convention": _label(res),
+        "rows": rows,
+    }
+
+
+def _plot(tables: list[dict], out: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - matplotlib is a dependency of latnet
+        return None
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharex=True)
+    for ax, t in zip(axes.flat, tables, strict=False):
+        x = range(len(ROWS))
+        for c, style in zip(COLS, ("v", "o", "^"), strict=True):
+            ax.plot(x, [r["ours"][c] for r in t["rows"]], "-" + style, label=f"ours {c}")
+            ax.plot(x, [r["paper"][c] for r in t["rows"]], style, mfc="none", ms=11, color="k")
+        ax.set_title(f"{t['id']}: {t['title']}", fontsize=9)
+        ax.set_xticks(list(x), ROWS, fontsize=8)
+        ax.set_ylabel("us")
+    axes.flat[0].legend(fontsize=7, title="black rings: paper", title_fontsize=7)
+    fig.tight_layout()
+    path = out / "reproduce-lbf.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run(quick: bool, out: Path) -> dict:
+    """Run every LBF experiment, print the tables and return the reproduce-lbf.json document."""
+    runs: dict[str, latnet.Results] = {}
+    tables = []
+    for tid, title in TESTS:
+        print(f"running {tid} ({title})", file=sys.stderr)
+        runs[tid] = _run(tid, quick)
+        t = _seed_table(tid, title, runs[tid])
+        tables.append(t)
+        _print_seed_table(t)
+    upper = _upper_table(quick)
+    _print_upper(upper)
+    compare = _compare_table(quick, runs)
+    _print_plain(compare)
+    phys = _physical_table(quick)
+    _print_plain(phys)
+    png = _plot(tables, out)
+    if png is not None:
+        print(f"\nwrote {png}")
+    return {"seed": "lbf", "quick": quick, "tables": tables + [upper, compare, phys]}

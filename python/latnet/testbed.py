@@ -1,0 +1,384 @@
+"""Emulation testbeds: a scenario's nodes as network namespaces joined by veth pairs, with
+``latnet-switch`` processes forwarding real packets between them.
+
+    >>> from latnet.testbed import Testbed
+    >>> with Testbed("experiments/demo.toml") as tb:          # up on enter, down on exit
+    ...     tb.run("controller", ["ping", "-c", "3", tb.address("sensor")])
+
+What ``up`` creates is recorded *before* it is created, in a state file under the state
+directory (``$LATNET_STATE_DIR``, default ``/run/latnet``), so ``down`` -- or
+``latnet testbed down`` from another shell, after Ctrl-C or a crash -- removes exactly that,
+idempotently: it kills every process inside the testbed's namespaces (switches, iperf3, irtt,
+...) and deletes the namespaces, which deletes their veth interfaces. Nothing is created outside
+those namespaces. Names start with a per-testbed prefix (``ln`` + 6 hex digits + ``-``), so
+parallel testbeds do not collide.
+
+The layout (namespace per node, ``lk<i>`` interfaces, MACs, host routes) comes from
+``latnet-switch plan``; see ``crates/latnet-switch/src/plan.rs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import LatnetError
+
+PREFIX_RE = re.compile(r"^ln[0-9a-f]{6}-$")
+
+
+def state_dir() -> Path:
+    """Where testbeds record what they created."""
+    return Path(os.environ.get("LATNET_STATE_DIR", "/run/latnet")) / "testbeds"
+
+
+def switch_binary() -> str:
+    """Path of the ``latnet-switch`` binary: ``$LATNET_SWITCH``, else next to this Python's
+    ``latnet`` command (``make build`` installs it there), else on ``PATH``."""
+    env = os.environ.get("LATNET_SWITCH")
+    if env:
+        return env
+    here = Path(sys.prefix) / "bin" / "latnet-switch"
+    if here.exists():
+        return str(here)
+    found = shutil.which("latnet-switch")
+    if found:
+        return found
+    raise LatnetError(
+        "latnet-switch not found: run `make build` (installs it into .venv/bin) or set "
+        "LATNET_SWITCH to the binary built by `cargo build --release -p latnet-switch`"
+    )
+
+
+def require_root(what: str = "emulation") -> None:
+    if os.geteuid() != 0:
+        raise LatnetError(f"{what} creates network namespaces and needs root")
+
+
+def _sh(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise LatnetError(f"`{' '.join(argv)}` failed: {p.stderr.strip() or p.stdout.strip()}")
+    return p
+
+
+def _sanitize(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Testbed:
+    """One scenario as namespaces, veth links and switch processes."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        scenario: str | os.PathLike[str],
+        run_dir: str | os.PathLike[str] | None = None,
+        prefix: str | None = None,
+        offloads: str = "off",
+        seed: int | None = None,
+        realtime: bool = True,
+    ):
+        if offloads not in ("off", "csum"):
+            raise LatnetError("offloads: expected 'off' (no tx checksum, TSO, GSO) or 'csum'")
+        self.scenario = Path(scenario).resolve()
+        self.prefix = prefix or f"ln{secrets.token_hex(3)}-"
+        if not PREFIX_RE.match(self.prefix):
+            raise LatnetError(f"prefix {self.prefix!r}: expected ln + 6 hex digits + '-'")
+        self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="latnet-tb-"))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.offloads = offloads
+        self.seed = seed
+        self.realtime = realtime and shutil.which("chrt") is not None
+        self.binary = switch_binary()
+        self.plan = self._plan()
+        self.state_path = state_dir() / f"{self.prefix}.json"
+        self.state: dict = {
+            "prefix": self.prefix,
+            "scenario": str(self.scenario),
+            "run_dir": str(self.run_dir),
+            "owner": os.getpid(),
+            "netns": [],
+            "switches": {},
+        }
+        self.switches: dict[str, subprocess.Popen] = {}
+
+    # ------------------------------------------------------------------ plan and names
+
+    def _plan(self) -> dict:
+        p = subprocess.run(
+            [self.binary, "plan", "--scenario", str(self.scenario)], capture_output=True, text=True
+        )
+        if p.returncode != 0:
+            from . import ScenarioError
+
+            msg = p.stderr.strip().splitlines()[0] if p.stderr.strip() else "plan failed"
+            raise ScenarioError(msg.removeprefix("latnet-switch: "))
+        return json.loads(p.stdout)
+
+    def node(self, name: str) -> dict:
+        for n in self.plan["nodes"]:
+            if n["name"] == name:
+                return n
+        raise LatnetError(f"no node {name!r} in {self.scenario.name}")
+
+    def netns(self, node: str) -> str:
+        """Namespace name of a node."""
+        self.node(node)
+        return self.prefix + _sanitize(node)
+
+    def address(self, node: str) -> str:
+        return self.node(node)["address"]
+
+    def hosts(self) -> list[str]:
+        return [n["name"] for n in self.plan["nodes"] if n["kind"] == "host"]
+
+    def switch_nodes(self) -> list[str]:
+        return [n["name"] for n in self.plan["nodes"] if n["kind"] == "switch"]
+
+    def stats_path(self, switch: str) -> Path:
+        return self.run_dir / f"switch-{switch}.json"
+
+    def stats(self, switch: str) -> dict:
+        """The switch's latest statistics file."""
+        return json.loads(self.stats_path(switch).read_text())
+
+    # ------------------------------------------------------------------ state
+
+    def _save(self) -> None:
+        d = state_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2))
+        tmp.replace(self.state_path)
+
+    @classmethod
+    def from_state(cls, path: Path) -> _Recorded:
+        return _Recorded(json.loads(path.read_text()), path)
+
+    # ------------------------------------------------------------------ up / down
+
+    def up(self) -> Testbed:
+        require_root()
+        try:
+            self._up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _up(self) -> None:
+        self._save()
+        for n in self.plan["nodes"]:
+            ns = self.netns(n["name"])
+            self.state["netns"].append(ns)
+            self._save()
+            _sh(["ip", "netns", "add", ns])
+            _sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+            _sh(
+                ["ip", "netns", "exec", ns, "sysctl", "-qw"]
+                + ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+            )
+        for link in self.plan["links"]:
+            a, b = link["a"], link["b"]
+            ia = next(i for i in self.node(a)["ifaces"] if i["link"] == link["index"])
+            ib = next(i for i in self.node(b)["ifaces"] if i["link"] == link["index"])
+            name = link["iface"]
+            _sh(
+                ["ip", "link", "add", name, "netns", self.netns(a), "address", ia["mac"]]
+                + ["type", "veth", "peer", "name", name, "netns", self.netns(b)]
+                + ["address", ib["mac"]]
+            )
+        for n in self.plan["nodes"]:
+            ns = self.netns(n["name"])
+            for i in n["ifaces"]:
+                if n["kind"] == "host":
+                    feats = ["tso", "off", "gso", "off"]
+                    if self.offloads == "off":
+                        feats = ["tx", "off"] + feats
+                    _sh(["ip", "netns", "exec", ns, "ethtool", "-K", i["name"], *feats])
+                    _sh(["ip", "-n", ns, "addr", "add", f"{n['address']}/32", "dev", i["name"]])
+                _sh(["ip", "-n", ns, "link", "set", i["name"], "up"])
+            for r in n["routes"]:
+                gw = self.plan["gateway"]
+                _sh(
+                    ["ip", "-n", ns, "neigh", "replace", gw, "lladdr", r["next_hop_mac"]]
+                    + ["dev", r["iface"], "nud", "permanent"]
+                )
+                _sh(
+                    ["ip", "-n", ns, "route", "replace", f"{r['dst']}/32", "via", gw]
+                    + ["dev", r["iface"], "onlink"]
+                )
+        for s in self.switch_nodes():
+            self.start_switch(s)
+        for s in self.switch_nodes():
+            self._wait_ready(s)
+
+    def rt(self) -> list[str]:
+        """Command prefix that runs latnet's own processes (switches, traffic tools) with
+        real-time priority (SCHED_FIFO 20), so that other load on the machine delays their
+        timers less; empty with ``realtime=False``."""
+        return ["chrt", "-f", "20"] if self.realtime else []
+
+    def start_switch(self, name: str, extra: list[str] | None = None) -> subprocess.Popen:
+        argv = [*self.rt(), self.binary, "run", "--scenario", str(self.scenario), "--node", name]
+        argv += ["--stats", str(self.stats_path(name))]
+        if self.seed is not None:
+            argv += ["--seed", str(self.seed)]
+        argv += extra or []
+        self.stats_path(name).unlink(missing_ok=True)
+        log = open(self.run_dir / f"switch-{name}.log", "w")  # noqa: SIM115 (child keeps it)
+        p = self.popen(name, argv, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.switches[name] = p
+        self.state["switches"][name] = p.pid
+        self._save()
+        return p
+
+    def _wait_ready(self, name: str, timeout: float = 10.0) -> None:
+        p = self.switches[name]
+        deadline = time.monotonic() + timeout
+        while not self.stats_path(name).exists():
+            if p.poll() is not None:
+                log = (self.run_dir / f"switch-{name}.log").read_text()[-2000:]
+                raise LatnetError(f"switch {name} exited with status {p.returncode}:\n{log}")
+            if time.monotonic() > deadline:
+                raise LatnetError(f"switch {name} did not start within {timeout:g} s")
+            time.sleep(0.02)
+
+    def stop_switches(self, timeout: float = 5.0) -> None:
+        """Stop the switch processes (they write their final statistics)."""
+        for p in self.switches.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for name, p in self.switches.items():
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            if p.returncode not in (0, -signal.SIGTERM):
+                log = (self.run_dir / f"switch-{name}.log").read_text()[-2000:]
+                raise LatnetError(f"switch {name} exited with status {p.returncode}:\n{log}")
+
+    def down(self) -> None:
+        """Remove everything this testbed created (idempotent)."""
+        _Recorded(self.state, self.state_path).down()
+        for p in self.switches.values():
+            with contextlib.suppress(Exception):
+                p.wait(timeout=1)
+
+    def __enter__(self) -> Testbed:
+        return self.up()
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    # ------------------------------------------------------------------ running things
+
+    def cmd(self, node: str, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.netns(node), *argv]
+
+    def popen(self, node: str, argv: list[str], **kw) -> subprocess.Popen:
+        """Start a process inside a node's namespace (in its own session)."""
+        return subprocess.Popen(self.cmd(node, argv), start_new_session=True, **kw)
+
+    def run(self, node: str, argv: list[str], timeout: float = 60, check: bool = True, **kw):
+        """Run a command inside a node's namespace and wait for it."""
+        kw.setdefault("capture_output", True)
+        kw.setdefault("text", True)
+        p = subprocess.run(self.cmd(node, argv), timeout=timeout, **kw)
+        if check and p.returncode != 0:
+            raise LatnetError(
+                f"{node}: `{' '.join(argv)}` exited {p.returncode}: {(p.stderr or '')[-1000:]}"
+            )
+        return p
+
+    def wait_listening(self, node: str, port: int, timeout: float = 10.0) -> None:
+        """Wait until something listens on TCP ``port`` in ``node`` (e.g. ``iperf3 -s``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.run(node, ["ss", "-Hltn", f"sport = :{port}"], check=False).stdout
+            if out.strip():
+                return
+            if time.monotonic() > deadline:
+                raise LatnetError(f"{node}: nothing listens on port {port} after {timeout:g} s")
+            time.sleep(0.02)
+
+
+class _Recorded:
+    """A testbed known only from its state file (for ``down`` after a crash)."""
+
+    def __init__(self, state: dict, path: Path):
+        self.state = state
+        self.path = path
+
+    def down(self) -> None:
+        namespaces = [ns for ns in self.state.get("netns", []) if ns.startswith("ln")]
+        existing = set(_sh(["ip", "netns", "list"], check=False).stdout.split())
+        for _ in range(2):
+            pids: set[int] = set()
+            for ns in namespaces:
+                if ns in existing:
+                    out = _sh(["ip", "netns", "pids", ns], check=False).stdout.split()
+                    pids.update(int(x) for x in out if x.isdigit())
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 3
+            while pids and time.monotonic() < deadline:
+                pids = {p for p in pids if _pid_alive(p)}
+                time.sleep(0.02)
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        for ns in namespaces:
+            if ns in existing:
+                _sh(["ip", "netns", "del", ns], check=False)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def recorded() -> list[tuple[Path, dict]]:
+    """Every testbed recorded in the state directory."""
+    d = state_dir()
+    if not d.exists():
+        return []
+    out = []
+    for p in sorted(d.glob("ln*.json")):
+        try:
+            out.append((p, json.loads(p.read_text())))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return out
+
+
+def down_all(prefix: str | None = None) -> list[str]:
+    """Tear down every recorded testbed (or the one with ``prefix``); returns the prefixes."""
+    done = []
+    for path, st in recorded():
+        if prefix is None or st.get("prefix") == prefix:
+            _Recorded(st, path).down()
+            done.append(st.get("prefix", path.stem))
+    return done

@@ -1,0 +1,71 @@
+"""`latnet reproduce lbf --quick`: the seed's six tables beside the paper's, and the experiments
+beyond the seed, written as reproduce-lbf.json (format of the project's design notes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from latnet.cli import main
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lbf")
+    assert main(["reproduce", "lbf", "--quick", "--out", str(out)]) == 0
+    d = json.loads((out / "reproduce-lbf.json").read_text())
+    assert (out / "reproduce-lbf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return d
+
+
+def _tables(doc):
+    return {t["id"]: t for t in doc["tables"]}
+
+
+def _worst(table, cols=("min", "mean", "max")):
+    return max(abs(r["ours"][c] - r["paper"][c]) for r in table["rows"] for c in cols)
+
+
+def test_document_shape(doc):
+    assert doc["seed"] == "lbf" and doc["quick"] is True
+    t = _tables(doc)
+    assert [k for k in t if k.startswith("test")][:6] == [f"test{i}" for i in range(1, 7)]
+    for i in range(1, 7):
+        tab = t[f"test{i}"]
+        assert tab["unit"] == "us"
+        assert [r["label"] for r in tab["rows"]] == ["Q1", "Q2", "Q3", "Q4", "receiver"]
+        assert set(tab["rows"][0]["ours"]) == {"min", "mean", "max"}
+        assert set(tab["rows"][0]["paper"]) == {"min", "mean", "max"}
+        assert tab["convention"].startswith("exclude-serialization, cut-through")
+    assert "paper" not in t["compare"]["rows"][0]
+
+
+def test_seed_tables_match_the_paper(doc):
+    t = _tables(doc)
+    for i in (2, 5, 6):
+        assert _worst(t[f"test{i}"]) <= 1.5, i
+    assert _worst(t["test4"]) <= 10
+    for i in (1, 3):
+        assert _worst(t[f"test{i}"], ("mean", "max")) <= 1.0, i
+        # the tie rule the experiments document: the competing flow wins, so F1 waits 24 us
+        assert t[f"test{i}"]["rows"][0]["ours"]["min"] == 124.0
+
+
+def test_beyond_the_seed(doc):
+    t = _tables(doc)
+    rx = t["upper"]["rows"][-1]["ours"]
+    assert rx["late_with_drop"] == 0 and rx["max_latency_with_drop_us"] <= 750
+    assert rx["late_with_mark"] == rx["notifications"] > 0
+    dropped = sum(
+        r["ours"]["dropped_early"] + r["ours"]["expired_in_queue"] for r in t["upper"]["rows"][:-1]
+    )
+    assert dropped == rx["sent"] - rx["received_with_drop"]
+    cmp = {r["label"]: r["ours"] for r in t["compare"]["rows"]}
+    damper = cmp["gLBF damper B=250us"]
+    assert damper["max-min"] == 0.0
+    fifo = cmp["FIFO (test 3)"]
+    assert cmp["LBF lb=1100 (test 6)"]["max-min"] < fifo["max-min"]
+    phys = t["test4-physical"]
+    assert phys["convention"].startswith("physical, store-and-forward")
+    assert phys["rows"][-1]["ours"]["min"] == 700.0
