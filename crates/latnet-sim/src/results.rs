@@ -207,6 +207,9 @@ pub struct NodeResult {
     pub name: String,
     /// Drops by reason.
     pub drops: BTreeMap<String, u64>,
+    /// Switches counting large flows (switch-assisted pacing): what the counter did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large_flows: Option<latnet_dataplane::flow_counter::CounterStats>,
 }
 
 /// Per-packet and per-hop records.

@@ -112,6 +112,8 @@ pub struct Simulator {
     node_drops: Vec<DropCounters>,
     /// Forwarding model of each switch (`None` for hosts).
     forwarders: Vec<Option<Forwarder>>,
+    /// Large-flow counter of each switch that has one (switch-assisted pacing).
+    large_flows: Vec<Option<latnet_dataplane::LargeFlowCounter>>,
     host_by_addr: HashMap<IpAddr, usize>,
     now: Time,
     end: Time,
@@ -220,7 +222,13 @@ impl Simulator {
                 })
             })
             .collect();
+        let large_flows = sc
+            .nodes
+            .iter()
+            .map(|n| n.large_flows.map(latnet_dataplane::LargeFlowCounter::new))
+            .collect();
         let mut sim = Simulator {
+            large_flows,
             sc,
             topo,
             events: EventQueue::new(),
@@ -371,7 +379,17 @@ impl Simulator {
         };
         let cx = SwitchCtx { now: self.now, node, topo: &self.topo, hosts: &self.host_by_addr };
         match fwd.forward(&cx, &mut pkt) {
-            Forward::Port(port) => self.enqueue(port, pkt),
+            Forward::Port(port) => match self.large_flows[node].as_mut() {
+                // switch-assisted pacing: count large flows at their egress port
+                Some(c) => {
+                    let rate = self.topo.ports[port].rate;
+                    match c.process(self.now, &mut pkt, port as u32, rate) {
+                        Ok(_) => self.enqueue(port, pkt),
+                        Err(reason) => self.drop_at_node(node, pkt, reason),
+                    }
+                }
+                None => self.enqueue(port, pkt),
+            },
             Forward::Drop(reason) => self.drop_at_node(node, pkt, reason),
         }
     }
@@ -619,6 +637,7 @@ impl Simulator {
             .map(|(i, d)| NodeResult {
                 name: node_name(i),
                 drops: d.nonzero().map(|(r, n)| (r.as_str().to_owned(), n)).collect(),
+                large_flows: self.large_flows[i].as_ref().map(|c| *c.stats()),
             })
             .collect();
         Results {

@@ -166,6 +166,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
                 .iter()
                 .find(|s| s.node == n.name)
                 .map_or_else(BTreeMap::new, |s| s.node_drops.clone()),
+            large_flows: None,
         })
         .collect();
     Ok(Results {

@@ -154,6 +154,8 @@ pub struct NodeSpec {
     pub address: Ipv4Addr,
     /// Index into [`Scenario::pipelines`] of a switch that classifies with a pipeline.
     pub pipeline: Option<usize>,
+    /// A switch that counts large TCP flows per egress port (switch-assisted pacing, seed 003).
+    pub large_flows: Option<latnet_dataplane::CounterSpec>,
 }
 
 /// A validated bidirectional link.
@@ -322,6 +324,7 @@ struct RawNode {
     queue: Option<Spanned<QueueSpec>>,
     pipeline: Option<Spanned<String>>,
     lbf: Option<Spanned<lbf::RawLbfNode>>,
+    large_flows: Option<Spanned<latnet_dataplane::CounterSpec>>,
 }
 
 #[derive(Deserialize)]
@@ -510,7 +513,20 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 found
             }
         };
-        nodes.push(NodeSpec { name, kind: n.kind, address, pipeline });
+        let large_flows = match &n.large_flows {
+            None => None,
+            Some(c) if n.kind == NodeKind::Switch && c.get_ref().max_flows > 0 => {
+                Some(*c.get_ref())
+            }
+            Some(c) => {
+                return Err(cx.at(
+                    Some(c.span()),
+                    format!("nodes[{i}].large_flows"),
+                    "expected on a switch, with `max_flows` of at least 1",
+                ))
+            }
+        };
+        nodes.push(NodeSpec { name, kind: n.kind, address, pipeline, large_flows });
     }
     let lookup = |s: &Spanned<String>, key: String| -> Result<usize, ScenarioError> {
         index.get(s.get_ref().trim()).copied().ok_or_else(|| {

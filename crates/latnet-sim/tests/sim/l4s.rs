@@ -122,3 +122,54 @@ fn malformed_value_options_are_counted_drops() {
     let port = r.ports.iter().find(|p| p.node == "s1" && p.peer == "rx").unwrap();
     assert_eq!(port.queue.drops.get("malformed-option"), Some(&1));
 }
+
+/// Switch-assisted pacing, switch side: a SYN with a REGISTER option is counted at its egress
+/// port and carries the count on; a malformed option is a counted drop.
+#[test]
+fn large_flow_counting_at_a_switch() {
+    let sc = dumbbell(VDQ).replace(
+        "name = \"s1\"\nkind = \"switch\"",
+        "name = \"s1\"\nkind = \"switch\"\nlarge_flows = { idle_timeout = \"10s\" }",
+    );
+    let mut sim = Simulator::new(scenario(&sc));
+    let m = latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
+    let syn = |opt: Option<&[u8]>| {
+        let repr = latnet_wire::TcpRepr {
+            src_port: 40000,
+            dst_port: 5201,
+            seq_number: latnet_wire::TcpSeqNumber(1),
+            ack_number: latnet_wire::TcpSeqNumber(0),
+            flags: latnet_wire::TcpFlags::SYN,
+            window_len: 1000,
+            urgent_at: 0,
+            options: &[],
+        };
+        let mut f = Vec::new();
+        let (a, b) = ("10.0.0.3".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        latnet_wire::build_tcp_ipv4(&mut f, m, m, a, b, 0, latnet_wire::Ecn::NotEct, 64, &repr, 0)
+            .unwrap();
+        if let Some(o) = opt {
+            latnet_wire::option_edit::insert_ip_option(&mut f, latnet_wire::large_flow::KINDS, o)
+                .unwrap();
+        }
+        Packet::new(f, 0, Meta::default())
+    };
+    let register = latnet_wire::LargeFlowOption::new(latnet_wire::LargeFlowMsg::Register).to_data();
+    let h0_to_s1 = sim.topology().ports.iter().position(|p| p.peer == 0).unwrap();
+    sim.inject(Time::from_nanos(1_000), h0_to_s1, syn(Some(&register)));
+    sim.inject(Time::from_nanos(2_000), h0_to_s1, syn(Some(&[9; 10])));
+    let r = sim.run();
+    let s1 = r.nodes.iter().find(|n| n.name == "s1").unwrap();
+    let c = s1.large_flows.expect("s1 counts large flows");
+    assert_eq!(c.registered, 1);
+    assert_eq!(c.malformed, 1);
+    assert_eq!(s1.drops.get("malformed-option"), Some(&1));
+    assert!(r.to_json().contains("\"large_flows\""));
+    // only on switches
+    let bad = dumbbell(VDQ).replace(
+        "name = \"rx\"\nkind = \"host\"",
+        "name = \"rx\"\nkind = \"host\"\nlarge_flows = {}",
+    );
+    let e = latnet_sim::Scenario::from_str_named("x.toml", &bad).unwrap_err().to_string();
+    assert!(e.contains("large_flows") && e.contains("switch"), "{e}");
+}
