@@ -119,15 +119,15 @@ pub fn find_ip_option_in(
     }
 }
 
-/// Recompute the IPv4 header checksum after option data changed (no-op for IPv6).
-fn fix_checksum(frame: &mut [u8]) -> Result<()> {
-    if let Ip::V4 { off, hl } = locate(frame)? {
-        let h = &mut frame[off..off + hl];
-        put16(h, 10, 0);
-        let c = checksum::checksum(h);
-        put16(h, 10, c);
+/// Recompute the IPv4 header checksum of the header at `off`, `hl` bytes (no-op for IPv6).
+fn fix_checksum_at(frame: &mut [u8], ip: Ip) {
+    if let Ip::V4 { off, hl } = ip {
+        if let Some(h) = frame.get_mut(off..off + hl) {
+            put16(h, 10, 0);
+            let c = checksum::checksum(h);
+            put16(h, 10, c);
+        }
     }
-    Ok(())
 }
 
 /// Overwrite the data of option `kinds` with `data` (same length), or insert the option if the
@@ -138,19 +138,32 @@ fn fix_checksum(frame: &mut [u8]) -> Result<()> {
 /// payload over 65535 bytes), or, for IPv4, if `data.len() + 2` is not a multiple of 4.
 /// On error the frame is unchanged.
 pub fn set_ip_option(frame: &mut Vec<u8>, kinds: OptionKinds, data: &[u8]) -> Result<Range<usize>> {
-    if let Some(r) = find_ip_option(frame, kinds)? {
-        let layer = match locate(frame)? {
+    let h = parse_headers(frame)?;
+    set_ip_option_in(frame, &h, kinds, data)
+}
+
+/// [`set_ip_option`] for a frame already walked by [`parse_headers`] (`headers` must be its
+/// result for this very frame): saves the second walk on the per-packet path of a marker.
+pub fn set_ip_option_in(
+    frame: &mut Vec<u8>,
+    headers: &Headers,
+    kinds: OptionKinds,
+    data: &[u8],
+) -> Result<Range<usize>> {
+    let ip = locate_in(headers)?;
+    if let Some(r) = find_ip_option_in(frame, headers, kinds)? {
+        let layer = match ip {
             Ip::V4 { .. } => Layer::Ipv4Option,
             Ip::V6 { .. } => Layer::Ipv6Option,
         };
-        if r.len() != data.len() {
+        if r.len() != data.len() || r.end > frame.len() {
             return Err(WireError::malformed(layer, "option length"));
         }
         frame[r.clone()].copy_from_slice(data);
-        fix_checksum(frame)?;
+        fix_checksum_at(frame, ip);
         return Ok(r);
     }
-    insert_ip_option(frame, kinds, data)
+    insert_at(frame, ip, kinds, data)
 }
 
 /// Insert option `kinds` with `data` (the frame must not hold one; see [`set_ip_option`]).
@@ -159,10 +172,15 @@ pub fn insert_ip_option(
     kinds: OptionKinds,
     data: &[u8],
 ) -> Result<Range<usize>> {
+    let ip = locate(frame)?;
+    insert_at(frame, ip, kinds, data)
+}
+
+fn insert_at(frame: &mut Vec<u8>, ip: Ip, kinds: OptionKinds, data: &[u8]) -> Result<Range<usize>> {
     if data.len() > 253 {
         return Err(WireError::malformed(Layer::Ipv4Option, "option length"));
     }
-    match locate(frame)? {
+    match ip {
         Ip::V4 { off, hl } => {
             let n = data.len() + 2;
             if n % 4 != 0 {
@@ -186,7 +204,7 @@ pub fn insert_ip_option(
             frame.splice(at..at, opt);
             frame[off] = (frame[off] & 0xf0) | (((hl + n) / 4) as u8);
             put16(frame, off + 2, total);
-            fix_checksum(frame)?;
+            fix_checksum_at(frame, Ip::V4 { off, hl: hl + n });
             Ok(at + 2..at + n)
         }
         Ip::V6 { off } => {

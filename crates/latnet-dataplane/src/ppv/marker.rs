@@ -37,7 +37,7 @@ use crate::packet::{Meta, Packet};
 use crate::queue::SpecError;
 use crate::ratio::Ratio;
 use latnet_units::{Duration, Rate, Time};
-use latnet_wire::{parse_headers, set_packet_value, PacketValue};
+use latnet_wire::{parse_headers, PacketValue};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
@@ -337,22 +337,26 @@ impl PvMarker {
     /// had no room for the option (the packet goes on without a value); `Err` with the drop
     /// reason for a frame that does not parse or holds a malformed value option.
     pub fn mark(&mut self, now: Time, pkt: &mut Packet) -> Result<Option<PacketValue>, DropReason> {
-        let key = match parse_headers(&pkt.data) {
-            Ok(h) => match h.key {
-                Some(k) => (k.src, k.dst, k.proto, k.src_port, k.dst_port),
-                None => return Err(DropReason::Malformed),
-            },
-            Err(_) => return Err(DropReason::Malformed),
-        };
-        let had = match latnet_wire::packet_value(&pkt.data) {
-            Ok(v) => v.is_some(),
-            Err(_) => return Err(DropReason::MalformedOption),
+        // one walk of the headers serves the flow key, the old value and the write
+        let Ok(h) = parse_headers(&pkt.data) else { return Err(DropReason::Malformed) };
+        let Some(k) = h.key else { return Err(DropReason::Malformed) };
+        let key = (k.src, k.dst, k.proto, k.src_port, k.dst_port);
+        let kinds = latnet_wire::ppv::KINDS;
+        let had = match latnet_wire::option_edit::find_ip_option_in(&pkt.data, &h, kinds) {
+            Ok(Some(r)) if r.len() == 2 => true,
+            Ok(None) => false,
+            _ => return Err(DropReason::MalformedOption),
         };
         // The value is for the frame as sent: count the option it will carry.
         let size = pkt.wire_len().get() + if had { 0 } else { 4 };
         let pv = self.value_for(now, key, size, &pkt.meta);
-        match set_packet_value(&mut pkt.data, pv) {
-            Ok(()) => {
+        match latnet_wire::option_edit::set_ip_option_in(
+            &mut pkt.data,
+            &h,
+            kinds,
+            &pv.0.to_be_bytes(),
+        ) {
+            Ok(_) => {
                 self.stats.marked += 1;
                 if !had {
                     self.stats.inserted += 1;

@@ -23,6 +23,7 @@ pub mod aqm_stats;
 pub mod dualpi2;
 mod dualq;
 mod fifo;
+pub mod fq_pace;
 mod lbf;
 mod prio;
 pub mod pv_mark;
@@ -31,6 +32,7 @@ pub mod vdq;
 pub use aqm_stats::AqmReport;
 pub use dualpi2::{DualPi2, Dualpi2Profile, Dualpi2Spec};
 pub use fifo::Fifo;
+pub use fq_pace::{FqPace, FqSpec};
 pub use lbf::{LbfOrder, LbfQueue};
 pub use prio::StrictPriority;
 pub use pv_mark::{MarkAt, PvMarking, PvMarkingSpec};
@@ -252,6 +254,8 @@ pub enum QueueSpec {
     Dualpi2(Dualpi2Spec),
     /// A Per Packet Value marker around a queue (see [`PvMarking`]).
     PvMarker(PvMarkingSpec),
+    /// FQ-like per-flow pacing (see [`FqPace`]).
+    Fq(FqSpec),
 }
 
 /// Stage 2 of the `lbf` queue kind.
@@ -309,6 +313,7 @@ impl QueueSpec {
             QueueSpec::VdqCsaqm(s) => Ok(AnyQueue::VdqCsaqm(Box::new(VdqCsaqm::new(s)?))),
             QueueSpec::Dualpi2(s) => Ok(AnyQueue::Dualpi2(Box::new(DualPi2::new(s, seed)?))),
             QueueSpec::PvMarker(s) => Ok(AnyQueue::PvMarker(Box::new(PvMarking::new(s, seed)?))),
+            QueueSpec::Fq(s) => Ok(AnyQueue::Fq(Box::new(FqPace::new(s)?))),
             QueueSpec::Fifo { limits } => Ok(AnyQueue::Fifo(Fifo::new(check_limits(*limits)?))),
             QueueSpec::Priority { classes, limits } => {
                 if !(1..=8).contains(classes) {
@@ -372,6 +377,8 @@ pub enum AnyQueue {
     Dualpi2(Box<DualPi2>),
     /// See [`PvMarking`].
     PvMarker(Box<PvMarking>),
+    /// See [`FqPace`].
+    Fq(Box<FqPace>),
 }
 
 macro_rules! dispatch {
@@ -383,6 +390,7 @@ macro_rules! dispatch {
             AnyQueue::VdqCsaqm($q) => $e,
             AnyQueue::Dualpi2($q) => $e,
             AnyQueue::PvMarker($q) => $e,
+            AnyQueue::Fq($q) => $e,
         }
     };
 }
