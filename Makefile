@@ -59,6 +59,7 @@ fuzz:
 bench: setup
 	$(CARGO) bench --workspace
 	$(PY) bench/ns3_cbr_chain.py
+	$(PY) bench/ns3_tcp_dumbbell.py
 
 reproduce: setup
 	@for s in lbf l4s ffp pacing chameleon; do \

@@ -18,7 +18,7 @@ from . import check as check_scenario
 from . import run as run_scenario
 from .commands import register_all
 from .reproduce import SEEDS, load
-from .table import flow_table
+from .table import flow_table, tcp_table
 
 EPILOG = """\
 scenario files: TOML with [sim], [defaults], [[nodes]], [[links]], [[routes]], [[flows]] and
@@ -72,6 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if res.packets is not None:
             written.append(latency_cdf(res, out / "latency_cdf.png"))
     print(flow_table(res))
+    tcp = tcp_table(res)
+    if tcp is not None:
+        print("\n" + tcp)
     if not args.quiet:
         print(f"\nwrote {', '.join(Path(w).name for w in written)} to {out}/")
     return 0
@@ -116,7 +119,8 @@ def parser() -> argparse.ArgumentParser:
         help="run one scenario in the simulator and print its flow table",
         description="Run one scenario in the deterministic simulator. Prints one "
         "row per flow (packets, loss, throughput, latency min/mean/p99/max and "
-        "jitter in microseconds) and writes results.json, flows.csv and, with "
+        "jitter in microseconds), a TCP table when the scenario has TCP flows, and "
+        "writes results.json, flows.csv, timeseries.csv (TCP flows) and, with "
         "per-packet records, packets.csv and hops.csv into the output directory.",
     )
     r.add_argument("scenario", help="scenario file (TOML)")

@@ -20,7 +20,8 @@ class Results:
 
     Attributes: ``summary`` (the dict of ``results.json``), and DataFrames ``flows`` (one row per
     flow), ``ports`` (one row per egress port), ``packets`` and ``hops`` (one row per packet / per
-    transmission, when recorded; otherwise ``None``).
+    transmission, when recorded; otherwise ``None``), ``tcp`` (one row per TCP flow) and
+    ``timeseries`` (one row per TCP flow and interval; both ``None`` without TCP flows).
     """
 
     def __init__(self, raw: SimResults):
@@ -82,6 +83,54 @@ class Results:
             )
         return pd.DataFrame(rows)
 
+    @cached_property
+    def tcp(self) -> pd.DataFrame | None:
+        """One row per TCP flow: goodput, retransmissions, ECN, RTT and completion times."""
+        rows = []
+        for f in self.summary["flows"]:
+            t = f.get("tcp")
+            if t is None:
+                continue
+            rtt = t["rtt_ns"] or {}
+            fct = t["fct_ns"] or {}
+            row = {"flow": f["name"], "cc": t["cc"], "ecn": t["ecn"]}
+            row.update(
+                {
+                    k: t[k]
+                    for k in (
+                        "delivered_bytes",
+                        "goodput_bps",
+                        "segments_sent",
+                        "retransmits",
+                        "rtos",
+                        "fast_recoveries",
+                        "ecn_reductions",
+                        "ece_acks",
+                        "ce_marks",
+                        "connections",
+                        "completed",
+                        "aborted",
+                    )
+                }
+            )
+            row["completion_ns"] = t["completion_ns"] if t["completion_ns"] is not None else np.nan
+            for k in ("min", "mean", "p50", "p99", "max"):
+                row[f"rtt_{k}_ns"] = rtt.get(k, np.nan)
+            for k in ("min", "mean", "p50", "p99", "max"):
+                row[f"fct_{k}_ns"] = fct.get(k, np.nan)
+            rows.append(row)
+        return pd.DataFrame(rows) if rows else None
+
+    @cached_property
+    def timeseries(self) -> pd.DataFrame | None:
+        """Per TCP flow and interval: goodput, cwnd, RTT samples, retransmissions, CE marks."""
+        import io
+
+        text = self._raw.timeseries_csv()
+        if text is None:
+            return None
+        return pd.read_csv(io.StringIO(text))
+
     def hop_latency(self, flow: str) -> pd.DataFrame:
         """Latency at the start of transmission from each hop of ``flow`` (ns)."""
         for f in self.summary["flows"]:
@@ -100,7 +149,7 @@ class Results:
         cols = self._raw.packet_columns()
         if cols is None:
             return None
-        names = np.array([f["name"] for f in self.summary["flows"]] + [""], dtype=object)
+        names = np.array(self._raw.flow_names() + [""], dtype=object)
         nodes = np.array([n["name"] for n in self.summary["nodes"]] + [""], dtype=object)
         flow = np.frombuffer(cols["flow"], dtype="<u4").astype(np.int64)
         flow[flow >= len(names) - 1] = len(names) - 1
@@ -126,12 +175,14 @@ class Results:
         cols = self._raw.hop_columns()
         if cols is None:
             return None
-        names = np.array([f["name"] for f in self.summary["flows"]], dtype=object)
+        names = np.array(self._raw.flow_names() + [""], dtype=object)
+        flow = np.frombuffer(cols["flow"], dtype="<u4").astype(np.int64)
+        flow[flow >= len(names) - 1] = len(names) - 1
         nodes = np.array([n["name"] for n in self.summary["nodes"]], dtype=object)
         return pd.DataFrame(
             {
                 "id": np.frombuffer(cols["id"], dtype="<u8"),
-                "flow": names[np.frombuffer(cols["flow"], dtype="<u4")],
+                "flow": names[flow],
                 "hop": np.frombuffer(cols["hop"], dtype="u1"),
                 "node": nodes[np.frombuffer(cols["node"], dtype="<u4")],
                 "port": np.frombuffer(cols["port"], dtype="<u4"),
@@ -145,5 +196,6 @@ class Results:
         return self._raw.json()
 
     def write(self, directory) -> list[str]:
-        """Write results.json, flows.csv (and packets.csv, hops.csv if recorded)."""
+        """Write results.json, flows.csv (and packets.csv, hops.csv if recorded, and
+        timeseries.csv with TCP flows)."""
         return self._raw.write_dir(directory)

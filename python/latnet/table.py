@@ -117,3 +117,37 @@ def lbf_table(lbf: dict) -> str:
     if lbf["notifications_total"]:
         out += f"\n\n{lbf['notifications_total']:,} late notifications (results.json: lbf)"
     return out
+
+
+def tcp_table(results) -> str | None:
+    """The TCP summary of a run (one row per TCP flow), or ``None`` without TCP flows."""
+    s = results.summary
+    rows = []
+    for f in s["flows"]:
+        t = f.get("tcp")
+        if t is None:
+            continue
+        rtt = t["rtt_ns"] or {}
+        fct = t["fct_ns"] or {}
+        done = t["completion_ns"]
+        rows.append(
+            [
+                f["name"],
+                t["cc"],
+                "yes" if t["ecn"] else "no",
+                f"{t['goodput_bps'] / 1e6:.2f}",
+                t["retransmits"],
+                t["rtos"],
+                t["ce_marks"],
+                fmt_us(rtt.get("mean")),
+                fmt_us(rtt.get("p99")),
+                f"{t['completed']}/{t['connections']}",
+                fmt_us(fct.get("p50") if fct else done),
+                fmt_us(fct.get("p99") if fct else done),
+            ]
+        )
+    if not rows:
+        return None
+    headers = ["flow", "cc", "ecn", "goodput", "retx", "rto", "CE", "rtt", "rtt99"]
+    headers += ["done", "fct50", "fct99"]
+    return render(headers, rows, "TCP (goodput Mbit/s; RTT and completion times in us)")

@@ -140,3 +140,85 @@ def test_cli_help_documents_commands(capsys):
     out = capsys.readouterr().out
     for word in ("run", "check", "reproduce", "docs/scenario.md"):
         assert word in out
+
+
+TCP_SCENARIO = """
+[sim]
+duration = "1s"
+drain = "100ms"
+[output]
+timeseries = "50ms"
+[defaults.link]
+rate = "1Gbps"
+delay = "100us"
+[[nodes]]
+name = "a"
+kind = "host"
+[[nodes]]
+name = "s1"
+kind = "switch"
+[[nodes]]
+name = "s2"
+kind = "switch"
+[[nodes]]
+name = "b"
+kind = "host"
+[[links]]
+a = "a"
+b = "s1"
+[[links]]
+a = "s1"
+b = "s2"
+rate = "50Mbps"
+delay = "5ms"
+queue = { kind = "step-ce", threshold_packets = 10, limit_packets = 100 }
+[[links]]
+a = "s2"
+b = "b"
+[[flows]]
+name = "dctcp"
+src = "a"
+dst = "b"
+size = 1502
+traffic = { kind = "tcp-bulk", cc = "dctcp" }
+[[flows]]
+name = "rr"
+src = "a"
+dst = "b"
+size = 1502
+traffic = { kind = "tcp-rr", request = 100, response = 10000, interval = "100ms" }
+"""
+
+
+def test_tcp_flows_have_a_summary_and_a_time_series(tmp_path):
+    res = latnet.run(text=TCP_SCENARIO, packets=False)
+    tcp = res.tcp.set_index("flow")
+    assert tcp.loc["dctcp", "cc"] == "dctcp" and bool(tcp.loc["dctcp", "ecn"])
+    assert tcp.loc["dctcp", "ce_marks"] > 0
+    # the step queue holds the bottleneck busy: goodput close to 50 Mbit/s of frames
+    assert tcp.loc["dctcp", "goodput_bps"] > 0.8 * 50e6 * 1448 / 1502
+    assert tcp.loc["rr", "completed"] == tcp.loc["rr", "connections"] == 10
+    assert tcp.loc["rr", "fct_min_ns"] > 2 * 10.4e6  # two RTTs at least
+    ts = res.timeseries
+    assert set(ts["flow"]) == {"dctcp", "rr"}
+    assert {"goodput_bps", "cwnd", "rtt_mean_ns", "ce_marks", "retransmits"} <= set(ts.columns)
+    # every interval ends on the 50 ms grid; the series adds up to the delivered bytes
+    assert (ts["t_s"] * 1000).round(6).mod(50).eq(0).all()
+    dctcp = ts[ts["flow"] == "dctcp"]
+    assert dctcp["delivered_bytes"].sum() == tcp.loc["dctcp", "delivered_bytes"]
+    written = [Path(p).name for p in res.write(tmp_path)]
+    assert "timeseries.csv" in written
+    assert latnet.run(DEMO, packets=False).timeseries is None
+    # per-packet records name the server side of a TCP flow (its ACKs, its responses)
+    full = latnet.run(text=TCP_SCENARIO, packets=True)
+    assert {"dctcp", "dctcp:server", "rr", "rr:server"} <= set(full.hops["flow"])
+    assert {"dctcp", "dctcp:server"} <= set(full.packets["flow"])
+
+
+def test_cli_prints_the_tcp_table(tmp_path, capsys):
+    scen = tmp_path / "tcp.toml"
+    scen.write_text(TCP_SCENARIO)
+    assert main(["run", str(scen), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "TCP (goodput" in out and "dctcp" in out
+    assert (tmp_path / "out" / "timeseries.csv").exists()

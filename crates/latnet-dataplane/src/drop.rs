@@ -58,6 +58,8 @@ drop_reasons! {
     Policed = "policed",
     /// An explicit drop instruction of a classifier rule.
     RuleDrop = "rule-drop",
+    /// A host received a TCP segment for no connection (and no listening flow).
+    NoConnection = "no-connection",
     /// A known IP option (packet value, large flow) that is malformed.
     MalformedOption = "malformed-option",
     /// A packet left in a queue or on a link when the run ended.

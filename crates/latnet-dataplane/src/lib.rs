@@ -10,7 +10,8 @@
 //! | [`packet`] | [`Packet`]: header bytes + virtual payload length + per-run [`Meta`] |
 //! | [`classifier`] | match-action tables (POF-style fields), two pipelines, the Fast-Forwarding Path |
 //! | [`drop`] | [`DropReason`] and [`DropCounters`] (fixed array indexed by reason) |
-//! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`LbfQueue`], [`AnyQueue`], [`QueueSpec`] |
+//! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`LbfQueue`], [`StepCe`] (ECN step marking), [`Htb`] (shaper), [`AnyQueue`], [`QueueSpec`] |
+//! | [`ecn`] | CE marking of real header bytes |
 //! | [`queue::vdq`], [`queue::dualpi2`] | the L4S AQMs: [`VdqCsaqm`] (seed 001) and [`DualPi2`] (RFC 9332, Linux) |
 //! | [`ppv`], [`queue::pv_mark`] | Per Packet Value: throughput-value functions, the edge [`PvMarker`], [`PvMarking`] |
 //! | [`flow_counter`] | the large-flow counter of switch-assisted pacing (seed 003) |
@@ -21,6 +22,7 @@
 
 pub mod classifier;
 pub mod drop;
+pub mod ecn;
 pub mod flow_counter;
 pub mod packet;
 pub mod ppv;
@@ -32,7 +34,7 @@ pub use flow_counter::{CounterAction, CounterSpec, LargeFlowCounter};
 pub use packet::{FlowId, Meta, Packet, Priority, BEST_EFFORT};
 pub use ppv::{PvMarker, Tvf};
 pub use queue::{
-    AnyQueue, Dropped, DualPi2, Fifo, LbfOrder, LbfQueue, PvMarking, Queue, QueueLimits, QueueSpec,
-    QueueStats, StrictPriority, VdqCsaqm, Verdict,
+    AnyQueue, Dropped, DualPi2, Fifo, Htb, LbfOrder, LbfQueue, PvMarking, Queue, QueueLimits,
+    QueueSpec, QueueStats, StepCe, StrictPriority, VdqCsaqm, Verdict,
 };
 pub use ratio::Ratio;

@@ -60,6 +60,19 @@ impl SimResults {
         self.inner.flows_csv()
     }
 
+    /// Names of every accounting record packet and hop records refer to by index: the flows,
+    /// then `<flow>:server` for the server side of each TCP flow.
+    fn flow_names(&self) -> Vec<String> {
+        let n = self.inner.flows.len() + self.inner.aux_flow_names.len();
+        (0..n as u32).map(|i| self.inner.flow_name(i).to_owned()).collect()
+    }
+
+    /// The per-interval TCP time series as CSV text (`timeseries.csv`), `None` without TCP
+    /// flows.
+    fn timeseries_csv(&self) -> Option<String> {
+        self.inner.timeseries_csv()
+    }
+
     /// Write results.json, flows.csv (and packets.csv, hops.csv if recorded) into `dir`.
     fn write_dir(&self, dir: PathBuf) -> PyResult<Vec<String>> {
         let paths = self

@@ -1,7 +1,7 @@
 //! The simulator's use of real headers, in one place: building a flow's frame template and
 //! reading what forwarding needs from a frame. Everything goes through `latnet-wire`.
 
-use latnet_wire::{EthernetAddress, Ipv4Packet, Ipv6Packet, Layer, WireError, L3};
+use latnet_wire::{EthernetAddress, Headers, Ipv4Packet, Ipv6Packet, Layer, WireError, L3, L4};
 use std::net::{IpAddr, Ipv4Addr};
 
 /// What a switch needs from a frame to forward it.
@@ -13,6 +13,10 @@ pub struct RouteInfo {
     pub dscp: u8,
     /// Where the IP header is.
     pub l3: L3,
+    /// Where the transport header is (TCP segments go to the host's TCP).
+    pub l4: L4,
+    /// Everything the header walk found (a host's TCP reads its segment from it).
+    pub headers: Headers,
 }
 
 /// MAC address of node `i` (locally administered).
@@ -57,7 +61,7 @@ pub fn udp_template(
 pub fn route_info(frame: &[u8]) -> Result<RouteInfo, WireError> {
     let h = latnet_wire::parse_headers(frame)?;
     let key = h.key.ok_or(WireError::Unsupported { layer: Layer::Ethernet, what: "not IP" })?;
-    Ok(RouteInfo { dst: key.dst, dscp: key.dscp, l3: h.l3 })
+    Ok(RouteInfo { dst: key.dst, dscp: key.dscp, l3: h.l3, l4: h.l4, headers: h })
 }
 
 /// Decrement the IPv4 TTL / IPv6 hop limit of a frame parsed by [`route_info`], in place.

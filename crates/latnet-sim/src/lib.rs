@@ -25,6 +25,7 @@
 //! | [`switch`] | forwarding models of switches ([`switch::Forwarder`]) |
 //! | [`pipeline_fwd`] | switches classifying with a match-action pipeline and the FFP |
 //! | [`lbf`] | Latency-Based Forwarding: the LBF switch, FIB, host stamping, LBF results |
+//! | [`tcp`] | TCP: sans-IO connections, congestion controls, pacing, applications |
 //! | [`stats`] | latency summaries (HDR histograms), jitter |
 //! | [`results`] | JSON / CSV results |
 
@@ -38,6 +39,7 @@ pub mod scenario;
 pub mod sim;
 pub mod stats;
 pub mod switch;
+pub mod tcp;
 pub mod traffic;
 
 pub use results::Results;

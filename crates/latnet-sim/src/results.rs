@@ -45,6 +45,13 @@ pub struct Results {
     /// Per-packet and per-hop records, when `[output] packets = true`.
     #[serde(skip)]
     pub log: Option<PacketLog>,
+    /// Per-interval rows of every TCP flow (`timeseries.csv`).
+    #[serde(skip)]
+    pub timeseries: Vec<crate::tcp::report::SeriesRow>,
+    /// Names of the accounting records after the flows (the server side of TCP flows,
+    /// `<flow>:server`), as packet and hop records name them.
+    #[serde(skip)]
+    pub aux_flow_names: Vec<String>,
 }
 
 /// One flow.
@@ -78,6 +85,9 @@ pub struct FlowResult {
     pub jitter_ns: Option<f64>,
     /// Latency at the start of transmission from each hop (hop 0: the source's NIC).
     pub hops: Vec<HopResult>,
+    /// TCP flows: goodput, retransmissions, ECN, RTT, completion times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<crate::tcp::report::TcpFlowResult>,
 }
 
 impl FlowResult {
@@ -344,7 +354,7 @@ impl Results {
                 s,
                 "{},{},{},{},{},{},{},{}",
                 r.id,
-                self.flows.get(r.flow as usize).map_or("", |f| f.name.as_str()),
+                self.flow_name(r.flow),
                 r.seq,
                 r.created_ns,
                 r.end_ns,
@@ -367,7 +377,7 @@ impl Results {
                 s,
                 "{},{},{},{},{},{},{}",
                 r.id,
-                self.flows.get(r.flow as usize).map_or("", |f| f.name.as_str()),
+                self.flow_name(r.flow),
                 r.hop,
                 self.nodes.get(r.node as usize).map_or("", |n| n.name.as_str()),
                 r.port,
@@ -376,6 +386,25 @@ impl Results {
             );
         }
         Some(s)
+    }
+
+    /// The name of accounting record `i` in packet and hop records: a flow's name, or
+    /// `<flow>:server` for the server side of a TCP flow.
+    pub fn flow_name(&self, i: u32) -> &str {
+        let i = i as usize;
+        match self.flows.get(i) {
+            Some(f) => f.name.as_str(),
+            None => self.aux_flow_names.get(i - self.flows.len()).map_or("", String::as_str),
+        }
+    }
+
+    /// The TCP time series as CSV, if the run had TCP flows.
+    pub fn timeseries_csv(&self) -> Option<String> {
+        if self.timeseries.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self.flows.iter().map(|f| f.name.clone()).collect();
+        Some(crate::tcp::report::series_csv(&self.timeseries, &names))
     }
 
     /// Write `results.json`, `flows.csv` and, if recorded, `packets.csv` and `hops.csv` into
@@ -396,6 +425,9 @@ impl Results {
         }
         if let Some(h) = self.hops_csv() {
             put("hops.csv", h)?;
+        }
+        if let Some(t) = self.timeseries_csv() {
+            put("timeseries.csv", t)?;
         }
         Ok(written)
     }

@@ -9,7 +9,8 @@
 //! * A **switch** parses each arriving frame through `latnet-wire`, looks the destination up in
 //!   its FIB, decrements the TTL, sets the packet's priority from the DSCP, and enqueues it at
 //!   the egress port. What it cannot parse or route it drops with a counted reason.
-//! * A **host** runs the sources of the flows it sends and receives the flows addressed to it.
+//! * A **host** runs the sources of the flows it sends and receives the flows addressed to it;
+//!   TCP flows (`tcp-bulk`, `tcp-rr`) run connections on both hosts (see `sim/tcp_glue.rs`).
 //!
 //! # Measurement points
 //!
@@ -19,6 +20,8 @@
 //!
 //! At the end of the run, packets still queued or on a link are counted as `end-of-run`, so
 //! every packet sent is accounted for: `sent = received + dropped (all reasons)`.
+
+mod tcp_glue;
 
 use crate::engine::{EventQueue, MAX_TIE};
 use crate::hdr;
@@ -60,6 +63,12 @@ enum Event {
     Wake { port: u32 },
     /// The source of `flow` creates a packet.
     Emit { flow: u32 },
+    /// A TCP connection's timer (ignored unless `gen` is the endpoint's current one).
+    TcpTimer { ep: u32, gen: u32 },
+    /// A TCP application event of `flow`: start (or the next request), or stop.
+    TcpApp { flow: u32, stop: bool },
+    /// The TCP time series closes an interval.
+    TcpSample,
 }
 
 #[derive(Debug)]
@@ -121,6 +130,7 @@ pub struct Simulator {
     log: Option<PacketLog>,
     /// Latency-Based Forwarding state (runs with LBF switches or SLO flows).
     lbf: Option<LbfState>,
+    tcp: tcp_glue::TcpState,
 }
 
 impl Simulator {
@@ -177,7 +187,7 @@ impl Simulator {
             .collect();
         let offsets: Vec<Option<usize>> = templates.iter().map(|t| t.1).collect();
         let lbf = LbfState::new(&sc, &topo, &offsets);
-        let flows = sc
+        let mut flows: Vec<FlowState> = sc
             .flows
             .iter()
             .zip(templates)
@@ -196,6 +206,24 @@ impl Simulator {
                 hops: Vec::new(),
             })
             .collect();
+        // TCP flows: their servers' packets are accounted on hidden records after the flows.
+        let (tcp, hidden) = tcp_glue::TcpState::new(&sc, rng_for);
+        for (k, &i) in hidden.iter().enumerate() {
+            let f = &sc.flows[i];
+            flows.push(FlowState {
+                source: Source::new(f.traffic.clone(), f.size, f.start),
+                rng: rng_for(STREAM_FLOW + (sc.flows.len() + k) as u64),
+                template: Vec::new(),
+                sent: 0,
+                received: 0,
+                rx_bytes: 0,
+                last_rx: Time::ZERO,
+                drops: DropCounters::default(),
+                lat: LatencyStats::new(),
+                jitter: Jitter::default(),
+                hops: Vec::new(),
+            });
+        }
         let host_by_addr = sc
             .nodes
             .iter()
@@ -242,10 +270,12 @@ impl Simulator {
             next_id: 0,
             log,
             lbf,
+            tcp,
         };
-        for i in 0..sim.flows.len() {
+        for i in 0..sim.sc.flows.len() {
             sim.schedule_next_emission(i);
         }
+        sim.tcp_init();
         sim
     }
 
@@ -321,6 +351,12 @@ impl Simulator {
                     self.try_transmit(port as usize);
                 }
             }
+            Event::TcpTimer { ep, gen } => self.tcp_timer(ep, gen),
+            Event::TcpApp { flow, stop } => self.tcp_app(flow, stop),
+            Event::TcpSample => self.tcp_sample(),
+        }
+        if self.tcp.has_pending() {
+            self.tcp_flush_pending();
         }
     }
 
@@ -372,7 +408,10 @@ impl Simulator {
         let Some(fwd) = self.forwarders[node].as_mut() else {
             // A host: accept what is addressed to it.
             return match hdr::route_info(&pkt.data) {
-                Ok(i) if self.host_by_addr.get(&i.dst) == Some(&node) => self.deliver(pkt),
+                Ok(i) if self.host_by_addr.get(&i.dst) == Some(&node) => match i.l4 {
+                    latnet_wire::L4::Tcp { .. } => self.tcp_receive(node, pkt, &i.headers),
+                    _ => self.deliver(pkt),
+                },
                 Ok(_) => self.drop_at_node(node, pkt, DropReason::NotForHost),
                 Err(_) => self.drop_at_node(node, pkt, DropReason::Malformed),
             };
@@ -439,6 +478,9 @@ impl Simulator {
     }
 
     fn start_tx(&mut self, port: usize, mut pkt: Packet) {
+        if pkt.meta.hops == 0 && self.tcp.is_tcp(pkt.meta.flow) {
+            self.tcp_left_host(&pkt); // TCP small queues: the connection may send more
+        }
         let topo = &self.topo.ports[port];
         let size = pkt.wire_len();
         let tx = topo
@@ -524,6 +566,10 @@ impl Simulator {
     }
 
     fn record_drop(&mut self, pkt: Packet, reason: DropReason, node: usize) {
+        // dropped before leaving its host (a full host queue, a shaper): free its TSQ slot
+        if pkt.meta.hops == 0 && reason != DropReason::LinkLoss && self.tcp.is_tcp(pkt.meta.flow) {
+            self.tcp_left_host(&pkt);
+        }
         if let Some(f) = self.flows.get_mut(pkt.meta.flow as usize) {
             f.drops.count(reason);
         }
@@ -569,6 +615,7 @@ impl Simulator {
                 _ => None,
             }))
         });
+        let timeseries = self.tcp.take_series();
         let sc = &self.sc;
         let node_name = |i: usize| sc.nodes[i].name.clone();
         let end = self.end;
@@ -576,7 +623,8 @@ impl Simulator {
             .flows
             .iter()
             .zip(&sc.flows)
-            .map(|(f, spec)| {
+            .enumerate()
+            .map(|(i, (f, spec))| {
                 // Over the time from the flow's start to its last reception: what the receiver
                 // saw, including delivery after the sources stopped.
                 let active = f.last_rx - spec.start;
@@ -609,6 +657,7 @@ impl Simulator {
                             latency_ns: h.lat.summary(),
                         })
                         .collect(),
+                    tcp: self.tcp.result(i),
                 }
             })
             .collect();
@@ -654,6 +703,8 @@ impl Simulator {
             nodes,
             lbf,
             log: self.log,
+            timeseries,
+            aux_flow_names: self.tcp.hidden_names(&sc.flows),
         }
     }
 }

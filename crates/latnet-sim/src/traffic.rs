@@ -11,7 +11,10 @@
 //! | `onoff` | `base_rate`, `burst_rate`, `period`, `burst`, `burst_at` | each period: base rate until `burst_at`, burst rate for `burst`, base rate after; each segment restarts its grid (the LBF seed's sender; `burst_at` defaults to `period - burst`, i.e. the burst ends each period) |
 //! | `poisson` | `rate` | exponential gaps with mean `size / rate` (seeded per flow) |
 //! | `token-bucket` | `rate`, `burst`, `peak` | greedy sender shaped by a token bucket: the full burst at start (at `peak`, default back to back), then `rate` |
+//! | `tcp-bulk` | `cc`, `bytes`, `ecn`, ... | a TCP connection; the window decides (see [`crate::tcp::app`]) |
+//! | `tcp-rr` | `cc`, `request`, `response`, `interval`, ... | TCP request/response short flows (see [`crate::tcp::app`]) |
 
+use crate::tcp::app::TcpSpec;
 use latnet_units::{mul_div, Bytes, Duration, Rate, Rounding, Time};
 use rand::Rng;
 use serde::Deserialize;
@@ -54,12 +57,18 @@ pub enum TrafficSpec {
         /// Peak rate while the bucket has tokens (default: unlimited, the NIC paces).
         peak: Option<Rate>,
     },
+    /// A TCP bulk transfer.
+    TcpBulk(TcpSpec),
+    /// TCP request/response short flows.
+    TcpRr(TcpSpec),
 }
 
 impl TrafficSpec {
     /// Check the parameters for frames of `size` bytes; the message says what was expected.
     pub fn validate(&self, size: u32) -> Result<(), String> {
         match self {
+            TrafficSpec::TcpBulk(t) => t.validate(size, false)?,
+            TrafficSpec::TcpRr(t) => t.validate(size, true)?,
             TrafficSpec::Cbr { rate } | TrafficSpec::Poisson { rate } => {
                 if rate.is_zero() {
                     return Err("expected `rate` above zero".into());
@@ -97,6 +106,14 @@ impl TrafficSpec {
             }
         }
         Ok(())
+    }
+
+    /// The TCP settings of a `tcp-bulk` or `tcp-rr` flow.
+    pub fn tcp(&self) -> Option<&TcpSpec> {
+        match self {
+            TrafficSpec::TcpBulk(t) | TrafficSpec::TcpRr(t) => Some(t),
+            _ => None,
+        }
     }
 }
 
@@ -204,6 +221,8 @@ impl Source {
                 self.k += 1;
                 Some(t)
             }
+            // TCP flows are driven by their connections, not by a packet source.
+            TrafficSpec::TcpBulk(_) | TrafficSpec::TcpRr(_) => None,
         }
     }
 }

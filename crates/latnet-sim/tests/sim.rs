@@ -6,6 +6,9 @@ use latnet_sim::{Results, Scenario, Simulator};
 use latnet_units::Time;
 use proptest::prelude::*;
 
+#[path = "sim/tcp.rs"]
+mod tcp;
+
 fn scenario(src: &str) -> Scenario {
     Scenario::from_str_named("test.toml", src).unwrap_or_else(|e| panic!("{e}"))
 }

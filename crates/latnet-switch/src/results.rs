@@ -95,6 +95,8 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
             dropped,
             in_flight_at_end: in_flight,
             drops,
+            // Emulated TCP runs in the hosts' kernels; its numbers come from iperf3, not here.
+            tcp: None,
             throughput_bps: if active_ns == 0 {
                 0.0
             } else {
@@ -184,5 +186,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         ports,
         nodes,
         log: None,
+        timeseries: Vec::new(),
+        aux_flow_names: Vec::new(),
     })
 }

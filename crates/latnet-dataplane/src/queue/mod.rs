@@ -24,23 +24,27 @@ pub mod dualpi2;
 mod dualq;
 mod fifo;
 pub mod fq_pace;
+pub mod htb;
 mod lbf;
 mod prio;
 pub mod pv_mark;
+pub mod step_ce;
 pub mod vdq;
 
 pub use aqm_stats::AqmReport;
 pub use dualpi2::{DualPi2, Dualpi2Profile, Dualpi2Spec};
 pub use fifo::Fifo;
 pub use fq_pace::{FqPace, FqSpec};
+pub use htb::{Htb, HtbClassSpec};
 pub use lbf::{LbfOrder, LbfQueue};
 pub use prio::StrictPriority;
 pub use pv_mark::{MarkAt, PvMarking, PvMarkingSpec};
+pub use step_ce::{NonEct, StepCe, Threshold};
 pub use vdq::{CtvRule, Drain, VdqCsaqm, VdqSpec};
 
 use crate::drop::{DropCounters, DropReason};
 use crate::packet::Packet;
-use latnet_units::{Bytes, Duration, Time};
+use latnet_units::{Bytes, Duration, Rate, Time};
 use serde::Deserialize;
 
 /// A packet the element dropped, with the reason.
@@ -248,6 +252,35 @@ pub enum QueueSpec {
         #[serde(flatten)]
         limits: QueueLimits,
     },
+    /// A FIFO marking ECN-capable packets CE above a step threshold (see [`StepCe`]); exactly
+    /// one of the thresholds.
+    StepCe {
+        /// Mark at enqueue when the queue holds at least this many packets.
+        threshold_packets: Option<u32>,
+        /// Mark at enqueue when the queue holds at least this many bytes.
+        threshold_bytes: Option<Bytes>,
+        /// Mark at dequeue when the packet waited longer than this.
+        threshold: Option<Duration>,
+        /// Not-ECT packets above the threshold: `pass` or `drop`.
+        #[serde(default)]
+        non_ect: NonEct,
+        /// Limits.
+        #[serde(flatten)]
+        limits: QueueLimits,
+    },
+    /// An HTB-like shaper (see [`Htb`]).
+    Htb {
+        /// Root rate.
+        rate: Rate,
+        /// Root bucket depth (default: 1 ms at `rate`, at least 3200 B).
+        burst: Option<Bytes>,
+        /// Classes by priority (none: one class at `rate`).
+        #[serde(default)]
+        classes: Vec<HtbClassSpec>,
+        /// Limits of each class.
+        #[serde(flatten)]
+        limits: QueueLimits,
+    },
     /// VDQ-CSAQM, the L4S scheduler of seed 001 (see [`VdqCsaqm`]).
     VdqCsaqm(VdqSpec),
     /// DualPI2 (RFC 9332 / Linux `sch_dualpi2`, see [`DualPi2`]).
@@ -347,6 +380,51 @@ impl QueueSpec {
             QueueSpec::LbfDynamic { limits } => {
                 Ok(AnyQueue::Lbf(LbfQueue::new(check_limits(*limits)?, LbfOrder::Deadline)))
             }
+            QueueSpec::StepCe {
+                threshold_packets,
+                threshold_bytes,
+                threshold,
+                non_ect,
+                limits,
+            } => {
+                let t = match (threshold_packets, threshold_bytes, threshold) {
+                    (Some(k), None, None) => Threshold::Packets(*k),
+                    (None, Some(b), None) => Threshold::Bytes(*b),
+                    (None, None, Some(d)) => Threshold::Sojourn(*d),
+                    _ => {
+                        return Err(SpecError::OutOfRange {
+                            field: "threshold",
+                            expected: "exactly one of `threshold_packets`, `threshold_bytes` \
+                                       and `threshold` (sojourn time)",
+                        })
+                    }
+                };
+                Ok(AnyQueue::StepCe(StepCe::new(check_limits(*limits)?, t, *non_ect)))
+            }
+            QueueSpec::Htb { rate, burst, classes, limits } => {
+                if rate.is_zero() {
+                    return Err(SpecError::OutOfRange { field: "rate", expected: "above zero" });
+                }
+                if classes.len() > 8 {
+                    return Err(SpecError::OutOfRange {
+                        field: "classes",
+                        expected: "at most 8 classes",
+                    });
+                }
+                for c in classes {
+                    if c.rate.is_zero() || c.ceil.is_some_and(|x| x < c.rate) {
+                        return Err(SpecError::OutOfRange {
+                            field: "classes",
+                            expected: "each class with `rate` above zero and `ceil` >= `rate`",
+                        });
+                    }
+                }
+                let burst = burst.unwrap_or_else(|| htb::default_burst(*rate));
+                if burst.is_zero() {
+                    return Err(SpecError::OutOfRange { field: "burst", expected: "above zero" });
+                }
+                Ok(AnyQueue::Htb(Htb::new(*rate, burst, classes, check_limits(*limits)?)))
+            }
         }
     }
 }
@@ -371,6 +449,10 @@ pub enum AnyQueue {
     Priority(StrictPriority),
     /// See [`LbfQueue`].
     Lbf(LbfQueue),
+    /// See [`StepCe`].
+    StepCe(StepCe),
+    /// See [`Htb`].
+    Htb(Htb),
     /// See [`VdqCsaqm`].
     VdqCsaqm(Box<VdqCsaqm>),
     /// See [`DualPi2`].
@@ -387,6 +469,8 @@ macro_rules! dispatch {
             AnyQueue::Fifo($q) => $e,
             AnyQueue::Priority($q) => $e,
             AnyQueue::Lbf($q) => $e,
+            AnyQueue::StepCe($q) => $e,
+            AnyQueue::Htb($q) => $e,
             AnyQueue::VdqCsaqm($q) => $e,
             AnyQueue::Dualpi2($q) => $e,
             AnyQueue::PvMarker($q) => $e,
@@ -431,6 +515,7 @@ impl AnyQueue {
     pub fn class_stats(&self) -> Vec<&QueueStats> {
         match self {
             AnyQueue::Priority(p) => p.classes().iter().map(|c| c.stats()).collect(),
+            AnyQueue::Htb(h) => h.class_stats(),
             AnyQueue::VdqCsaqm(q) => q.class_stats().to_vec(),
             AnyQueue::Dualpi2(q) => q.class_stats().to_vec(),
             AnyQueue::PvMarker(q) => q.inner().class_stats(),

@@ -226,6 +226,9 @@ pub struct OutputSpec {
     /// Keep a record per packet (and per hop) for `packets.csv` / `hops.csv`.
     #[serde(default)]
     pub packets: bool,
+    /// Interval of the per-flow TCP time series (`timeseries.csv`); default 100 ms when the
+    /// scenario has TCP flows.
+    pub timeseries: Option<Duration>,
 }
 
 /// A validated scenario.
@@ -616,6 +619,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     // flows
     let mut flows = Vec::with_capacity(raw.flows.len());
     let mut flow_names: HashMap<String, usize> = HashMap::new();
+    let mut tcp_listeners: HashMap<(usize, u16), usize> = HashMap::new();
     for (i, f) in raw.flows.iter().enumerate() {
         let key = |k: &str| format!("flows[{i}].{k}");
         let name =
@@ -676,6 +680,28 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             Some(s) => Some(lbf::validate_slo(cx, s, key("slo"), size)?),
             None => None,
         };
+        let dst_port = f.dst_port.unwrap_or(20_000u16.wrapping_add(i as u16));
+        if f.traffic.get_ref().tcp().is_some() {
+            if f.count.is_some() {
+                return Err(cx.at(
+                    Some(f.traffic.span()),
+                    key("count"),
+                    "`count` limits packet sources; a TCP flow sends `bytes` (tcp-bulk) or \
+                     `requests` (tcp-rr)",
+                ));
+            }
+            if let Some(j) = tcp_listeners.insert((dst, dst_port), i) {
+                return Err(cx.at(
+                    Some(f.dst.span()),
+                    key("dst_port"),
+                    format!(
+                        "flows[{j}] already listens on {:?} port {dst_port}; give this TCP flow \
+                         another `dst_port`",
+                        nodes[dst].name
+                    ),
+                ));
+            }
+        }
         flows.push(FlowSpec {
             name,
             src,
@@ -686,7 +712,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             stop,
             count: f.count,
             src_port: f.src_port.unwrap_or(10_000u16.wrapping_add(i as u16)),
-            dst_port: f.dst_port.unwrap_or(20_000u16.wrapping_add(i as u16)),
+            dst_port,
             traffic: f.traffic.get_ref().clone(),
             slo,
         });

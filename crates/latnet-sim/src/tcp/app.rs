@@ -1,0 +1,284 @@
+//! TCP applications and their scenario syntax: bulk transfer (`kind = "tcp-bulk"`) and
+//! request/response short flows (`kind = "tcp-rr"`).
+//!
+//! * **Bulk**: at the flow's `start` the client connects and writes `bytes` (unlimited if
+//!   absent) then closes; at the flow's `stop` it stops writing (data not yet sent is
+//!   abandoned) and closes. The completion time is when the receiver has every byte.
+//! * **Request/response**: from `start` until `stop` (or `requests` of them), requests arrive
+//!   every `interval` (`arrivals = "fixed"`) or with exponential gaps of mean `interval`
+//!   (`"poisson"`, seeded per flow). Each request opens a new connection from a new source
+//!   port, sends `request` bytes; the server answers `response` bytes and closes; the client
+//!   closes when the response is complete. The flow completion time (FCT) runs from the SYN to
+//!   the last response byte at the client.
+//!
+//! Both kinds share the connection settings of [`TcpSpec`] (defaults per congestion control
+//! from [`TcpConfig::for_cc`]). The flow's `size` is the largest frame: MSS = `size` − 54
+//! (Ethernet, IPv4, TCP headers).
+
+use super::cc::CcKind;
+use super::segment::TCP_IPV4_OVERHEAD;
+use super::TcpConfig;
+use latnet_units::{Bytes, Duration, Rate};
+use latnet_wire::Ecn;
+use rand::Rng;
+use serde::Deserialize;
+
+/// ECT codepoint as written in scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EctSpec {
+    /// ECT(0), classic ECN.
+    Ect0,
+    /// ECT(1), L4S.
+    Ect1,
+}
+
+/// Request arrival process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrivals {
+    /// One request every `interval`.
+    #[default]
+    Fixed,
+    /// Exponential gaps with mean `interval`.
+    Poisson,
+}
+
+/// TCP flow settings as written in a scenario's `traffic` table.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpSpec {
+    /// Congestion control (default `cubic`).
+    #[serde(default)]
+    pub cc: CcKind,
+    /// Negotiate ECN (default: on for DCTCP and Prague).
+    pub ecn: Option<bool>,
+    /// ECT codepoint of data (default: ECT(1) for Prague, ECT(0) otherwise).
+    pub ect: Option<EctSpec>,
+    /// Internal pacing (default: on for Prague and BBR).
+    pub pacing: Option<bool>,
+    /// `SO_MAX_PACING_RATE`.
+    pub max_pacing_rate: Option<Rate>,
+    /// Pacing gain in slow start, percent (200).
+    pub pacing_ss_gain: Option<u32>,
+    /// Pacing gain in congestion avoidance, percent (120).
+    pub pacing_ca_gain: Option<u32>,
+    /// Initial window in segments (10).
+    pub init_cwnd: Option<u32>,
+    /// RTO before the first RTT sample (1 s).
+    pub initial_rto: Option<Duration>,
+    /// Minimum RTO (200 ms).
+    pub min_rto: Option<Duration>,
+    /// ACK every this many segments (2; 1 disables delayed ACKs).
+    pub delayed_ack: Option<u32>,
+    /// Delayed-ACK timeout (40 ms).
+    pub delack_timeout: Option<Duration>,
+    /// Receive buffer, the largest advertised window (4 MiB).
+    pub rcv_buf: Option<Bytes>,
+    /// SACK (true).
+    pub sack: Option<bool>,
+    /// Prague: RTT-independent increase below this RTT (25 ms; "0" turns it off).
+    pub rtt_target: Option<Duration>,
+    /// BBR: BBRv2-style ECN response (false).
+    pub bbr_ecn: Option<bool>,
+    /// Data segments a connection may have waiting in its host's queue (TSQ-like, 2).
+    pub tsq: Option<u32>,
+    /// Detect lost retransmissions from SACKs of later data (true, as Linux; ns-3: false).
+    pub lost_retransmit: Option<bool>,
+    /// tcp-bulk: bytes to send (unlimited if absent).
+    pub bytes: Option<Bytes>,
+    /// tcp-rr: request size.
+    pub request: Option<Bytes>,
+    /// tcp-rr: response size.
+    pub response: Option<Bytes>,
+    /// tcp-rr: (mean) time between requests.
+    pub interval: Option<Duration>,
+    /// tcp-rr: fixed or Poisson arrivals.
+    pub arrivals: Option<Arrivals>,
+    /// tcp-rr: at most this many requests.
+    pub requests: Option<u64>,
+}
+
+impl TcpSpec {
+    /// Check the settings for frames of `size` bytes; `rr` for request/response.
+    pub fn validate(&self, size: u32, rr: bool) -> Result<(), String> {
+        if size < TCP_IPV4_OVERHEAD + 48 {
+            return Err(format!(
+                "expected `size` (the largest frame) of at least {} bytes for TCP: 54 bytes of \
+                 Ethernet, IPv4 and TCP headers plus an MSS of at least 48",
+                TCP_IPV4_OVERHEAD + 48
+            ));
+        }
+        let pos = |v: Option<u32>, k: &str| match v {
+            Some(0) => Err(format!("expected `{k}` of at least 1")),
+            _ => Ok(()),
+        };
+        pos(self.init_cwnd, "init_cwnd")?;
+        pos(self.delayed_ack, "delayed_ack")?;
+        pos(self.tsq, "tsq")?;
+        pos(self.pacing_ss_gain, "pacing_ss_gain")?;
+        pos(self.pacing_ca_gain, "pacing_ca_gain")?;
+        if self.max_pacing_rate.is_some_and(|r| r.is_zero()) {
+            return Err("expected `max_pacing_rate` above zero".into());
+        }
+        if self.rcv_buf.is_some_and(|b| b.get() < u64::from(size)) {
+            return Err(format!("expected `rcv_buf` of at least one frame ({size} B)"));
+        }
+        if self.min_rto.is_some_and(|d| d.is_zero())
+            || self.initial_rto.is_some_and(|d| d.is_zero())
+        {
+            return Err("expected RTO bounds above zero".into());
+        }
+        let rr_keys = self.request.is_some()
+            || self.response.is_some()
+            || self.interval.is_some()
+            || self.arrivals.is_some()
+            || self.requests.is_some();
+        if rr {
+            if self.bytes.is_some() {
+                return Err(
+                    "`bytes` belongs to tcp-bulk; tcp-rr has `request` and `response`".into()
+                );
+            }
+            for (v, k) in [(self.request, "request"), (self.response, "response")] {
+                match v {
+                    None => return Err(format!("expected `{k}` (bytes)")),
+                    Some(b) if b.is_zero() => return Err(format!("expected `{k}` above zero")),
+                    _ => {}
+                }
+            }
+            match self.interval {
+                None => return Err("expected `interval` (time between requests)".into()),
+                Some(d) if d.is_zero() => return Err("expected `interval` above zero".into()),
+                _ => {}
+            }
+            if self.requests == Some(0) {
+                return Err("expected `requests` of at least 1".into());
+            }
+        } else {
+            if rr_keys {
+                return Err(
+                    "`request`, `response`, `interval`, `arrivals` and `requests` belong to tcp-rr"
+                        .into(),
+                );
+            }
+            if self.bytes.is_some_and(|b| b.is_zero()) {
+                return Err("expected `bytes` above zero (or leave it out: unlimited)".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection settings for frames of `size` bytes, with this seed.
+    pub fn config(&self, size: u32, seed: u64) -> TcpConfig {
+        let mut c = TcpConfig::for_cc(self.cc);
+        c.mss = size.saturating_sub(TCP_IPV4_OVERHEAD).max(48);
+        c.seed = seed;
+        if let Some(v) = self.ecn {
+            c.ecn = v;
+        }
+        if let Some(e) = self.ect {
+            c.ect = match e {
+                EctSpec::Ect0 => Ecn::Ect0,
+                EctSpec::Ect1 => Ecn::Ect1,
+            };
+        }
+        if let Some(v) = self.pacing {
+            c.pacing.enabled = v;
+        }
+        c.pacing.max_rate = self.max_pacing_rate;
+        if let Some(v) = self.pacing_ss_gain {
+            c.pacing.ss_gain_pct = v;
+        }
+        if let Some(v) = self.pacing_ca_gain {
+            c.pacing.ca_gain_pct = v;
+        }
+        if let Some(v) = self.init_cwnd {
+            c.init_cwnd = v;
+        }
+        if let Some(v) = self.initial_rto {
+            c.initial_rto = v;
+        }
+        if let Some(v) = self.min_rto {
+            c.min_rto = v;
+        }
+        if let Some(v) = self.delayed_ack {
+            c.delack_count = v;
+        }
+        if let Some(v) = self.delack_timeout {
+            c.delack_timeout = v;
+        }
+        if let Some(v) = self.rcv_buf {
+            c.rcv_buf = v.get();
+        }
+        if let Some(v) = self.sack {
+            c.sack = v;
+        }
+        if let Some(v) = self.rtt_target {
+            c.rtt_target = (!v.is_zero()).then_some(v);
+        }
+        if let Some(v) = self.bbr_ecn {
+            c.bbr_ecn = v;
+        }
+        if let Some(v) = self.lost_retransmit {
+            c.lost_retransmit = v;
+        }
+        c
+    }
+
+    /// Data segments a connection may keep in its host's queue.
+    pub fn tsq_packets(&self) -> u32 {
+        self.tsq.unwrap_or(2)
+    }
+
+    /// Time until the next request after one at `k` (0-based), drawing from `rng` for
+    /// Poisson arrivals.
+    pub fn next_gap<R: Rng>(&self, rng: &mut R) -> Duration {
+        let mean = self.interval.unwrap_or(Duration::from_millis(1));
+        match self.arrivals.unwrap_or_default() {
+            Arrivals::Fixed => mean,
+            Arrivals::Poisson => {
+                let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+                Duration::from_nanos((-u.ln() * mean.as_nanos() as f64).round() as u64)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(src: &str) -> Result<TcpSpec, toml::de::Error> {
+        toml::from_str(src)
+    }
+
+    #[test]
+    fn defaults_follow_the_congestion_control() {
+        let s = spec("cc = \"prague\"").unwrap();
+        let c = s.config(1502, 1);
+        assert_eq!(c.mss, 1448);
+        assert!(c.ecn && c.pacing.enabled);
+        assert_eq!(c.ect, Ecn::Ect1);
+        assert_eq!(c.rtt_target, Some(Duration::from_millis(25)));
+        let s = spec("cc = \"prague\"\nrtt_target = 0\necn = false").unwrap();
+        let c = s.config(1502, 1);
+        assert_eq!(c.rtt_target, None);
+        assert!(!c.ecn);
+        let c = spec("cc = \"cubic\"\nmax_pacing_rate = \"10Mbps\"").unwrap().config(1502, 1);
+        assert_eq!(c.pacing.max_rate, Some(Rate::from_mbps(10)));
+        assert!(!c.ecn);
+    }
+
+    #[test]
+    fn validation_explains() {
+        let s = spec("cc = \"cubic\"").unwrap();
+        assert!(s.validate(60, false).unwrap_err().contains("at least 102"));
+        assert!(s.validate(1500, true).unwrap_err().contains("`request`"));
+        let s = spec("request = 100\nresponse = 1000\ninterval = \"1ms\"").unwrap();
+        assert!(s.validate(1500, true).is_ok());
+        assert!(s.validate(1500, false).unwrap_err().contains("belong to tcp-rr"));
+        assert!(spec("cc = \"vegas\"").is_err());
+        assert!(spec("cwnd = 3").is_err(), "unknown keys are refused");
+    }
+}

@@ -1,0 +1,115 @@
+//! What the simulator reports about TCP flows: a summary per flow (in `results.json`) and a
+//! time series per flow and interval (`timeseries.csv`).
+
+use crate::stats::Summary;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// TCP summary of one flow (all its connections together).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TcpFlowResult {
+    /// Congestion control.
+    pub cc: String,
+    /// ECN negotiated (on the flow's first connection).
+    pub ecn: bool,
+    /// Bytes delivered in order to the receiving applications.
+    pub delivered_bytes: u64,
+    /// Delivered bits per second, from the flow's start to its last delivery.
+    pub goodput_bps: f64,
+    /// Data segments sent, retransmissions included.
+    pub segments_sent: u64,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Retransmission timeouts.
+    pub rtos: u64,
+    /// Fast recoveries.
+    pub fast_recoveries: u64,
+    /// ECN window reductions.
+    pub ecn_reductions: u64,
+    /// ACKs received with ECN-Echo.
+    pub ece_acks: u64,
+    /// Data segments received with CE.
+    pub ce_marks: u64,
+    /// RTT samples (ns).
+    pub rtt_ns: Option<Summary>,
+    /// Connections opened.
+    pub connections: u64,
+    /// Transfers completed (tcp-bulk with `bytes`: all bytes delivered; tcp-rr: response
+    /// complete).
+    pub completed: u64,
+    /// Connections given up after repeated timeouts.
+    pub aborted: u64,
+    /// tcp-bulk with `bytes`: from the start to the last byte at the receiver (ns).
+    pub completion_ns: Option<u64>,
+    /// tcp-rr: flow completion times, SYN to the last response byte (ns).
+    pub fct_ns: Option<Summary>,
+}
+
+/// One interval of one TCP flow.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SeriesRow {
+    /// Flow index.
+    pub flow: u32,
+    /// End of the interval (ns).
+    pub t_ns: u64,
+    /// Bytes delivered to the receiving applications in the interval.
+    pub delivered_bytes: u64,
+    /// Goodput over the interval (bit/s).
+    pub goodput_bps: f64,
+    /// Congestion window at the end of the interval (bytes; all open connections that send).
+    pub cwnd: u64,
+    /// Bytes in flight at the end of the interval.
+    pub in_flight: u64,
+    /// Smoothed RTT at the end of the interval (ns; 0 before any sample).
+    pub srtt_ns: u64,
+    /// RTT samples in the interval.
+    pub rtt_samples: u64,
+    /// Smallest RTT sample in the interval (ns).
+    pub rtt_min_ns: Option<u64>,
+    /// Mean RTT sample in the interval (ns).
+    pub rtt_mean_ns: Option<f64>,
+    /// Largest RTT sample in the interval (ns).
+    pub rtt_max_ns: Option<u64>,
+    /// Retransmissions in the interval.
+    pub retransmits: u64,
+    /// CE-marked data segments received in the interval.
+    pub ce_marks: u64,
+    /// ECN-Echo ACKs received in the interval.
+    pub ece_acks: u64,
+    /// Pacing rate at the end of the interval (bit/s; 0 unpaced).
+    pub pacing_bps: u64,
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(String::new, |v| v.to_string())
+}
+
+/// The time series as CSV; `names` maps flow indices to names.
+pub fn series_csv(rows: &[SeriesRow], names: &[String]) -> String {
+    let mut s = String::from(
+        "flow,t_s,delivered_bytes,goodput_bps,cwnd,in_flight,srtt_ns,rtt_samples,rtt_min_ns,\
+         rtt_mean_ns,rtt_max_ns,retransmits,ce_marks,ece_acks,pacing_bps\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            names.get(r.flow as usize).map_or("", String::as_str),
+            r.t_ns as f64 / 1e9,
+            r.delivered_bytes,
+            r.goodput_bps,
+            r.cwnd,
+            r.in_flight,
+            r.srtt_ns,
+            r.rtt_samples,
+            opt(r.rtt_min_ns),
+            opt(r.rtt_mean_ns),
+            opt(r.rtt_max_ns),
+            r.retransmits,
+            r.ce_marks,
+            r.ece_acks,
+            r.pacing_bps,
+        );
+    }
+    s
+}
