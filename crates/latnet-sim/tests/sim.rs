@@ -380,3 +380,5 @@ proptest! {
 
 #[path = "sim/l4s.rs"]
 mod l4s;
+#[path = "sim/pacing.rs"]
+mod pacing;

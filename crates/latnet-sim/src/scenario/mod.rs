@@ -6,6 +6,7 @@
 //! emulator) builds a network from. The format is documented in `docs/scenario.md`.
 
 mod error;
+mod large_flow;
 mod lbf;
 mod pipeline;
 
@@ -676,6 +677,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             .get_ref()
             .validate(size)
             .map_err(|m| cx.at(Some(f.traffic.span()), key("traffic"), m))?;
+        large_flow::check(cx, i, f.traffic.span(), f.traffic.get_ref(), src, &nodes, &links)?;
         let slo = match &f.slo {
             Some(s) => Some(lbf::validate_slo(cx, s, key("slo"), size)?),
             None => None,
