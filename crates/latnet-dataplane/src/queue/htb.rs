@@ -327,10 +327,8 @@ mod tests {
         assert_eq!(t[10], 1_000_000);
         q.reshape(Time::from_nanos(1_000_000), Rate::from_mbps(8));
         assert_eq!(q.rate(), Rate::from_mbps(8));
-        let t: Vec<u64> = drain(&mut q, Time::from_nanos(1_000_000), 5)
-            .into_iter()
-            .map(|(t, _)| t)
-            .collect();
+        let t: Vec<u64> =
+            drain(&mut q, Time::from_nanos(1_000_000), 5).into_iter().map(|(t, _)| t).collect();
         for w in t.windows(2) {
             assert_eq!(w[1] - w[0], 1_000_000, "the new rate holds for every class: {t:?}");
         }

@@ -171,9 +171,7 @@ impl TcpSpec {
             || self.requests.is_some();
         let large = self.large_flow.unwrap_or(false);
         if !large && (self.large_flow_pacing.is_some() || self.bottleneck_rate.is_some()) {
-            return Err(
-                "`large_flow_pacing` and `bottleneck_rate` need `large_flow = true`".into()
-            );
+            return Err("`large_flow_pacing` and `bottleneck_rate` need `large_flow = true`".into());
         }
         if self.bottleneck_rate.is_some_and(|r| r.is_zero()) {
             return Err("expected `bottleneck_rate` above zero".into());
@@ -276,9 +274,7 @@ impl TcpSpec {
     /// Switch-assisted pacing: how this flow applies the reported share, if it is a large
     /// flow.
     pub fn large_flow_mode(&self) -> Option<LargeFlowPacing> {
-        self.large_flow
-            .unwrap_or(false)
-            .then(|| self.large_flow_pacing.unwrap_or_default())
+        self.large_flow.unwrap_or(false).then(|| self.large_flow_pacing.unwrap_or_default())
     }
 
     /// Data segments a connection may keep in its host's queue.
@@ -341,7 +337,10 @@ mod tests {
         assert!(s.validate(1502, false).is_ok());
         assert_eq!(s.large_flow_mode(), Some(LargeFlowPacing::Fq));
         assert!(s.validate(1502, true).unwrap_err().contains("belongs to tcp-bulk"));
-        assert_eq!(spec("large_flow = true").unwrap().large_flow_mode(), Some(LargeFlowPacing::PerConnection));
+        assert_eq!(
+            spec("large_flow = true").unwrap().large_flow_mode(),
+            Some(LargeFlowPacing::PerConnection)
+        );
         assert_eq!(spec("large_flow = false").unwrap().large_flow_mode(), None);
         assert!(spec("large_flow = true\nlarge_flow_pacing = \"tbf\"").is_err());
         let s = spec("large_flow = true\nbottleneck_rate = 0").unwrap();

@@ -180,8 +180,8 @@ fn shaping_modes_need_their_queue_at_the_host() {
     let src = four_staggered("fq", "{ kind = \"htb\", rate = \"1Gbps\" }");
     let e = Scenario::from_str_named("pacing.toml", &src).unwrap_err().to_string();
     assert!(e.contains("kind = \"fq\""), "{e}");
-    let src = four_staggered("per-connection", "{ kind = \"fifo\" }")
-        .replace("large_flow = true, ", "");
+    let src =
+        four_staggered("per-connection", "{ kind = \"fifo\" }").replace("large_flow = true, ", "");
     let e = Scenario::from_str_named("pacing.toml", &src).unwrap_err().to_string();
     assert!(e.contains("need `large_flow = true`"), "{e}");
 }

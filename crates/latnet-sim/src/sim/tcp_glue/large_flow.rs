@@ -126,10 +126,8 @@ impl Simulator {
         }
         let (flow, node, peer) = (e.flow as usize, e.node, e.peer);
         let Some(spec) = self.tcp.flows[flow].as_ref() else { return };
-        let bottleneck = spec
-            .spec
-            .bottleneck_rate
-            .map_or(u64::from(o.rate_kbps) * 1000, |r| r.bps());
+        let bottleneck =
+            spec.spec.bottleneck_rate.map_or(u64::from(o.rate_kbps) * 1000, |r| r.bps());
         let mss = u64::from(spec.cfg.mss);
         let frame = u64::from(self.sc.flows[flow].size);
         let Some(lf) = self.tcp.lf.flows.get_mut(flow).and_then(Option::as_mut) else { return };
