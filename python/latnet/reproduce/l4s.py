@@ -412,11 +412,21 @@ def _plot(tables: list[dict], traced: list[dict], out: Path) -> list[Path]:
         for ax, r in zip(axes[:, 0], traced, strict=True):
             names = r["trace_names"]
             t = [x[0] / 1e9 for x in r["trace"]]
+            ax2 = None
             for i, n in enumerate(names):
-                if n:
-                    ax.plot(t, [x[1][i] for x in r["trace"]], lw=0.7, label=n)
+                if not n:
+                    continue
+                y = [x[1][i] for x in r["trace"]]
+                if n.endswith("_bytes"):  # a backlog: on its own axis
+                    ax2 = ax2 or ax.twinx()
+                    ax2.plot(t, y, lw=0.5, color="grey", alpha=0.6, label=n)
+                    ax2.set_ylabel(n, fontsize=7)
+                else:
+                    ax.plot(t, y, lw=0.7, label=n)
             ax.set_title(f"{r['set']}, {r['aqm']}, seed {r['seed']}", fontsize=9)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper left")
+            if ax2 is not None:
+                ax2.legend(fontsize=7, loc="upper right")
         axes[-1][0].set_xlabel("time (s)")
         fig.tight_layout()
         p = out / "reproduce-l4s-traces.png"
