@@ -321,6 +321,7 @@ fn scenario(
                 NodeKind::Host => ForwardingSpec::Fib,
                 NodeKind::Switch => ForwardingSpec::TagStack { base: cfg.tags.base },
             },
+            large_flows: None,
         })
         .collect();
     let queue_of = |node: usize| {

@@ -62,6 +62,8 @@ drop_reasons! {
     NoConnection = "no-connection",
     /// A switch's modelled processing backlog was full.
     ProcessingOverload = "processing-overload",
+    /// A known IP option (packet value, large flow) that is malformed.
+    MalformedOption = "malformed-option",
     /// A packet left in a queue or on a link when the run ended.
     EndOfRun = "end-of-run",
     /// A Latency-Based Forwarding block that could not be parsed.

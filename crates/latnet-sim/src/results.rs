@@ -135,6 +135,10 @@ pub struct PortResult {
     /// Per-class queue counters for schedulers with classes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<QueueResult>,
+    /// Dual-queue AQMs (VDQ-CSAQM, DualPI2): per-epoch sojourn percentiles per physical queue,
+    /// marks, drops and the control trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<latnet_dataplane::queue::AqmReport>,
 }
 
 /// Queue counters.
@@ -201,6 +205,7 @@ impl PortResult {
                 .into_iter()
                 .map(|s| QueueResult::from_stats(s, None))
                 .collect(),
+            aqm: q.aqm_report(),
         }
     }
 }
@@ -212,6 +217,9 @@ pub struct NodeResult {
     pub name: String,
     /// Drops by reason.
     pub drops: BTreeMap<String, u64>,
+    /// Switches counting large flows (switch-assisted pacing): what the counter did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large_flows: Option<latnet_dataplane::flow_counter::CounterStats>,
 }
 
 /// Per-packet and per-hop records.

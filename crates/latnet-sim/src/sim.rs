@@ -123,6 +123,8 @@ pub struct Simulator {
     node_drops: Vec<DropCounters>,
     /// Forwarding model of each switch (`None` for hosts).
     forwarders: Vec<Option<Forwarder>>,
+    /// Large-flow counter of each switch that has one (switch-assisted pacing).
+    large_flows: Vec<Option<latnet_dataplane::LargeFlowCounter>>,
     host_by_addr: HashMap<IpAddr, usize>,
     now: Time,
     end: Time,
@@ -152,7 +154,9 @@ impl Simulator {
                 let spec = if p.node == l.a { &l.queue_ab } else { &l.queue_ba };
                 PortState {
                     // Specs were validated when the scenario was; a failure here is a bug.
-                    queue: spec.build().unwrap_or_else(|e| panic!("validated queue spec: {e}")),
+                    queue: spec
+                        .build_seeded(seed ^ (STREAM_PORT + i as u64))
+                        .unwrap_or_else(|e| panic!("validated queue spec: {e}")),
                     busy: false,
                     wake_at: None,
                     loss_threshold: (l.loss * 2f64.powi(64)) as u64,
@@ -261,7 +265,13 @@ impl Simulator {
                 })
             })
             .collect();
+        let large_flows = sc
+            .nodes
+            .iter()
+            .map(|n| n.large_flows.map(latnet_dataplane::LargeFlowCounter::new))
+            .collect();
         let mut sim = Simulator {
+            large_flows,
             sc,
             topo,
             events: EventQueue::new(),
@@ -424,12 +434,32 @@ impl Simulator {
         };
         let cx = SwitchCtx { now: self.now, node, topo: &self.topo, hosts: &self.host_by_addr };
         match fwd.forward(&cx, &mut pkt) {
-            Forward::Port(port) => self.enqueue(port, pkt),
+            Forward::Port(port) => {
+                if let Some(pkt) = self.count_large_flow(node, port, pkt) {
+                    self.enqueue(port, pkt);
+                }
+            }
             Forward::After(port, at) => {
-                let tie = self.tie(pkt.meta.flow);
-                self.events.schedule(at, tie, Event::Enqueue { port: port as u32, pkt });
+                if let Some(pkt) = self.count_large_flow(node, port, pkt) {
+                    let tie = self.tie(pkt.meta.flow);
+                    self.events.schedule(at, tie, Event::Enqueue { port: port as u32, pkt });
+                }
             }
             Forward::Drop(reason) => self.drop_at_node(node, pkt, reason),
+        }
+    }
+
+    /// Switch-assisted pacing: a switch with a large-flow counter counts the packet at its
+    /// egress port (and may rewrite its report option); `None` when it dropped the packet.
+    fn count_large_flow(&mut self, node: usize, port: usize, mut pkt: Packet) -> Option<Packet> {
+        let Some(c) = self.large_flows[node].as_mut() else { return Some(pkt) };
+        let rate = self.topo.ports[port].rate;
+        match c.process(self.now, &mut pkt, port as u32, rate) {
+            Ok(_) => Some(pkt),
+            Err(reason) => {
+                self.drop_at_node(node, pkt, reason);
+                None
+            }
         }
     }
 
@@ -689,6 +719,7 @@ impl Simulator {
             .map(|(i, d)| NodeResult {
                 name: node_name(i),
                 drops: d.nonzero().map(|(r, n)| (r.as_str().to_owned(), n)).collect(),
+                large_flows: self.large_flows[i].as_ref().map(|c| *c.stats()),
             })
             .collect();
         Results {

@@ -377,3 +377,8 @@ proptest! {
         }
     }
 }
+
+#[path = "sim/l4s.rs"]
+mod l4s;
+#[path = "sim/pacing.rs"]
+mod pacing;

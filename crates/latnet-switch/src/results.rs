@@ -154,6 +154,8 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
                 ),
                 classes: st
                     .map_or_else(Vec::new, |p| p.classes.iter().map(|c| q(c, None)).collect()),
+                // dual-queue AQM epochs and traces are reported by the simulator only
+                aqm: None,
             }
         })
         .collect();
@@ -166,6 +168,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
                 .iter()
                 .find(|s| s.node == n.name)
                 .map_or_else(BTreeMap::new, |s| s.node_drops.clone()),
+            large_flows: None,
         })
         .collect();
     Ok(Results {

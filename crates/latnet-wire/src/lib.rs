@@ -16,6 +16,9 @@
 //! | [`lbf`] | Latency-Based Forwarding block (IPv6 hop-by-hop option or UDP shim) | [`LbfBlock`] | [`LbfRepr`], [`LbfMode`], [`lbf::locate`] |
 //! | [`headers`] | one-call walk for switches | — | [`parse_headers`] → [`Headers`], [`FlowKey`] |
 //! | [`build`] | header builders for simulators | — | [`build_udp_ipv4`], [`build_udp_ipv6`], [`build_tcp_ipv4`], [`build_tcp_ipv6`] |
+//! | [`option_edit`] | one IPv4 option / IPv6 hop-by-hop option of a whole frame | — | [`find_ip_option`], [`set_ip_option`] (rewrite or insert) |
+//! | [`ppv`] | Per Packet Value option (16-bit value) | — | [`PacketValue`], [`packet_info`], [`set_packet_value`] |
+//! | [`large_flow`] | large-flow option of switch-assisted pacing | — | [`LargeFlowOption`], [`large_flow_option`], [`set_large_flow_option`] |
 //!
 //! # Views and reprs
 //!
@@ -60,7 +63,10 @@ pub mod ipv4;
 pub mod ipv4_option;
 pub mod ipv6;
 pub mod ipv6_ext;
+pub mod large_flow;
 pub mod lbf;
+pub mod option_edit;
+pub mod ppv;
 pub mod tcp;
 pub mod tcp_option;
 pub mod udp;
@@ -79,7 +85,10 @@ pub use ipv6_ext::{
     find_upper_layer, Ipv6ExtHeader, Ipv6HopByHopRepr, Ipv6Option, Ipv6OptionData, Ipv6Options,
     Ipv6OptionsWriter, RouterAlert, UnknownOptionAction, UpperLayer,
 };
+pub use large_flow::{large_flow_option, set_large_flow_option, LargeFlowMsg, LargeFlowOption};
 pub use lbf::{LbfBlock, LbfMode, LbfRepr};
+pub use option_edit::{find_ip_option, set_ip_option, OptionKinds};
+pub use ppv::{packet_info, packet_value, set_packet_value, PacketValue, PvInfo};
 pub use tcp::{TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
 pub use tcp_option::{SackBlocks, TcpOption, TcpOptionBuf, TcpOptions};
 pub use udp::{UdpPacket, UdpRepr};

@@ -134,6 +134,23 @@ impl Htb {
         self.root.rate = rate;
     }
 
+    /// Re-shape a host-wide shaper to `rate`: the root and every class's assured rate and ceil
+    /// become `rate` (tokens earned so far are kept, up to the bucket depths). What a host agent
+    /// does when it learns a new share (switch-assisted pacing).
+    pub fn reshape(&mut self, now: Time, rate: Rate) {
+        self.refill(now);
+        self.root.rate = rate;
+        for c in &mut self.classes {
+            c.assured.rate = rate;
+            c.ceil.rate = rate;
+        }
+    }
+
+    /// The root rate.
+    pub fn rate(&self) -> Rate {
+        self.root.rate
+    }
+
     fn class_of(&self, pkt: &Packet) -> usize {
         usize::from(pkt.meta.priority).min(self.classes.len().saturating_sub(1))
     }
@@ -297,5 +314,23 @@ mod tests {
         let out = drain(&mut q, Time::ZERO, 100);
         let end = out.last().map(|x| x.0).unwrap_or(0) as f64 / 1e9;
         assert!((end - 0.08).abs() < 0.002, "borrowed to 10 Mbit/s: {end}");
+    }
+
+    #[test]
+    fn reshape_changes_the_rate_of_a_one_class_shaper() {
+        // 80 Mbit/s (a 1000-byte packet every 100 us), re-shaped to 8 Mbit/s at 1 ms
+        let mut q = Htb::new(Rate::from_mbps(80), Bytes::new(1000), &[], QueueLimits::default());
+        for _ in 0..30 {
+            let _ = q.enqueue(Time::ZERO, pkt(7));
+        }
+        let t: Vec<u64> = drain(&mut q, Time::ZERO, 11).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(t[10], 1_000_000);
+        q.reshape(Time::from_nanos(1_000_000), Rate::from_mbps(8));
+        assert_eq!(q.rate(), Rate::from_mbps(8));
+        let t: Vec<u64> =
+            drain(&mut q, Time::from_nanos(1_000_000), 5).into_iter().map(|(t, _)| t).collect();
+        for w in t.windows(2) {
+            assert_eq!(w[1] - w[0], 1_000_000, "the new rate holds for every class: {t:?}");
+        }
     }
 }

@@ -19,17 +19,28 @@
 //! Every queue is bounded in packets and bytes ([`QueueLimits`]) and counts what it does in
 //! [`QueueStats`], drops by [`DropReason`].
 
+pub mod aqm_stats;
+pub mod dualpi2;
+mod dualq;
 mod fifo;
+pub mod fq_pace;
 pub mod htb;
 mod lbf;
 mod prio;
+pub mod pv_mark;
 pub mod step_ce;
+pub mod vdq;
 
+pub use aqm_stats::AqmReport;
+pub use dualpi2::{DualPi2, Dualpi2Profile, Dualpi2Spec};
 pub use fifo::Fifo;
+pub use fq_pace::{FqPace, FqSpec};
 pub use htb::{Htb, HtbClassSpec};
 pub use lbf::{LbfOrder, LbfQueue};
 pub use prio::StrictPriority;
+pub use pv_mark::{MarkAt, PvMarking, PvMarkingSpec};
 pub use step_ce::{NonEct, StepCe, Threshold};
+pub use vdq::{CtvRule, Drain, VdqCsaqm, VdqSpec};
 
 use crate::drop::{DropCounters, DropReason};
 use crate::packet::Packet;
@@ -270,6 +281,14 @@ pub enum QueueSpec {
         #[serde(flatten)]
         limits: QueueLimits,
     },
+    /// VDQ-CSAQM, the L4S scheduler of seed 001 (see [`VdqCsaqm`]).
+    VdqCsaqm(VdqSpec),
+    /// DualPI2 (RFC 9332 / Linux `sch_dualpi2`, see [`DualPi2`]).
+    Dualpi2(Dualpi2Spec),
+    /// A Per Packet Value marker around a queue (see [`PvMarking`]).
+    PvMarker(PvMarkingSpec),
+    /// FQ-like per-flow pacing (see [`FqPace`]).
+    Fq(FqSpec),
 }
 
 /// Stage 2 of the `lbf` queue kind.
@@ -314,9 +333,20 @@ impl Default for QueueSpec {
 }
 
 impl QueueSpec {
-    /// Build the queue this spec describes.
+    /// Build the queue this spec describes (random streams seeded with 0; see
+    /// [`Self::build_seeded`]).
     pub fn build(&self) -> Result<AnyQueue, SpecError> {
+        self.build_seeded(0)
+    }
+
+    /// Build the queue this spec describes; queues that draw random numbers (DualPI2, the PV
+    /// marker) seed their own ChaCha stream from `seed` (the runner passes one per port).
+    pub fn build_seeded(&self, seed: u64) -> Result<AnyQueue, SpecError> {
         match self {
+            QueueSpec::VdqCsaqm(s) => Ok(AnyQueue::VdqCsaqm(Box::new(VdqCsaqm::new(s)?))),
+            QueueSpec::Dualpi2(s) => Ok(AnyQueue::Dualpi2(Box::new(DualPi2::new(s, seed)?))),
+            QueueSpec::PvMarker(s) => Ok(AnyQueue::PvMarker(Box::new(PvMarking::new(s, seed)?))),
+            QueueSpec::Fq(s) => Ok(AnyQueue::Fq(Box::new(FqPace::new(s)?))),
             QueueSpec::Fifo { limits } => Ok(AnyQueue::Fifo(Fifo::new(check_limits(*limits)?))),
             QueueSpec::Priority { classes, limits } => {
                 if !(1..=8).contains(classes) {
@@ -423,6 +453,14 @@ pub enum AnyQueue {
     StepCe(StepCe),
     /// See [`Htb`].
     Htb(Htb),
+    /// See [`VdqCsaqm`].
+    VdqCsaqm(Box<VdqCsaqm>),
+    /// See [`DualPi2`].
+    Dualpi2(Box<DualPi2>),
+    /// See [`PvMarking`].
+    PvMarker(Box<PvMarking>),
+    /// See [`FqPace`].
+    Fq(Box<FqPace>),
 }
 
 macro_rules! dispatch {
@@ -433,6 +471,10 @@ macro_rules! dispatch {
             AnyQueue::Lbf($q) => $e,
             AnyQueue::StepCe($q) => $e,
             AnyQueue::Htb($q) => $e,
+            AnyQueue::VdqCsaqm($q) => $e,
+            AnyQueue::Dualpi2($q) => $e,
+            AnyQueue::PvMarker($q) => $e,
+            AnyQueue::Fq($q) => $e,
         }
     };
 }
@@ -474,7 +516,21 @@ impl AnyQueue {
         match self {
             AnyQueue::Priority(p) => p.classes().iter().map(|c| c.stats()).collect(),
             AnyQueue::Htb(h) => h.class_stats(),
+            AnyQueue::VdqCsaqm(q) => q.class_stats().to_vec(),
+            AnyQueue::Dualpi2(q) => q.class_stats().to_vec(),
+            AnyQueue::PvMarker(q) => q.inner().class_stats(),
             _ => Vec::new(),
+        }
+    }
+
+    /// The report of a dual-queue AQM (per-epoch sojourn percentiles, control traces), if this
+    /// queue is one (or wraps one).
+    pub fn aqm_report(&self) -> Option<AqmReport> {
+        match self {
+            AnyQueue::VdqCsaqm(q) => Some(q.report()),
+            AnyQueue::Dualpi2(q) => Some(q.report()),
+            AnyQueue::PvMarker(q) => q.inner().aqm_report(),
+            _ => None,
         }
     }
 }

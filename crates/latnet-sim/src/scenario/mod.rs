@@ -6,6 +6,7 @@
 //! emulator) builds a network from. The format is documented in `docs/scenario.md`.
 
 mod error;
+mod large_flow;
 mod lbf;
 mod pipeline;
 
@@ -157,6 +158,8 @@ pub struct NodeSpec {
     pub pipeline: Option<usize>,
     /// Forwarding model (switches only; hosts keep the default).
     pub forwarding: ForwardingSpec,
+    /// A switch that counts large TCP flows per egress port (switch-assisted pacing, seed 003).
+    pub large_flows: Option<latnet_dataplane::CounterSpec>,
 }
 
 /// A validated bidirectional link.
@@ -332,6 +335,7 @@ struct RawNode {
     pipeline: Option<Spanned<String>>,
     lbf: Option<Spanned<lbf::RawLbfNode>>,
     forwarding: Option<Spanned<ForwardingSpec>>,
+    large_flows: Option<Spanned<latnet_dataplane::CounterSpec>>,
 }
 
 #[derive(Deserialize)]
@@ -548,7 +552,20 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 "a switch has either a `pipeline` or a `forwarding` model, not both",
             ));
         }
-        nodes.push(NodeSpec { name, kind: n.kind, address, pipeline, forwarding });
+        let large_flows = match &n.large_flows {
+            None => None,
+            Some(c) if n.kind == NodeKind::Switch && c.get_ref().max_flows > 0 => {
+                Some(*c.get_ref())
+            }
+            Some(c) => {
+                return Err(cx.at(
+                    Some(c.span()),
+                    format!("nodes[{i}].large_flows"),
+                    "expected on a switch, with `max_flows` of at least 1",
+                ))
+            }
+        };
+        nodes.push(NodeSpec { name, kind: n.kind, address, pipeline, forwarding, large_flows });
     }
     let lookup = |s: &Spanned<String>, key: String| -> Result<usize, ScenarioError> {
         index.get(s.get_ref().trim()).copied().ok_or_else(|| {
@@ -726,6 +743,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             .get_ref()
             .validate(size)
             .map_err(|m| cx.at(Some(f.traffic.span()), key("traffic"), m))?;
+        large_flow::check(cx, i, f.traffic.span(), f.traffic.get_ref(), src, &nodes, &links)?;
         let slo = match &f.slo {
             Some(s) => Some(lbf::validate_slo(cx, s, key("slo"), size)?),
             None => None,

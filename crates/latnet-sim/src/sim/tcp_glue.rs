@@ -17,6 +17,8 @@
 //!   (retransmission, delayed ACK, pacing release); a later deadline is picked up when the
 //!   early event fires, so restarting a timer on every ACK costs no event.
 
+mod large_flow;
+
 use super::{Event, Simulator};
 use crate::stats::LatencyStats;
 use crate::tcp::app::TcpSpec;
@@ -170,6 +172,8 @@ pub(super) struct TcpState {
     interval: Duration,
     series: Vec<SeriesRow>,
     gen: u32,
+    /// Switch-assisted pacing: the senders of large flows.
+    lf: large_flow::HostAgents,
 }
 
 impl TcpState {
@@ -232,6 +236,7 @@ impl TcpState {
         st.is_tcp.resize(sc.flows.len() + hidden.len(), true);
         st.acct_ep = vec![None; st.is_tcp.len()];
         st.interval = sc.output.timeseries.unwrap_or(DEFAULT_INTERVAL);
+        st.lf = large_flow::HostAgents::new(sc);
         (st, hidden)
     }
 
@@ -277,6 +282,7 @@ impl TcpState {
             aborted: f.aborted,
             completion_ns: f.completion.map(|t| (t - f.start).as_nanos()),
             fct_ns: f.fct.summary(),
+            large_flow: self.lf.result(i),
         })
     }
 
@@ -446,6 +452,10 @@ impl Simulator {
             Ok(x) => x,
             Err(_) => return self.drop_at_node(node, pkt, DropReason::Malformed),
         };
+        let report = match self.lf_read(node, &pkt.data) {
+            Ok(r) => r,
+            Err(reason) => return self.drop_at_node(node, pkt, reason),
+        };
         let key = (dst, seg.dst_port, src, seg.src_port);
         let id = match self.tcp.demux.get(&key) {
             Some(&id) => Some(id),
@@ -458,6 +468,9 @@ impl Simulator {
         let now = self.now;
         if let Some(e) = self.tcp.eps[id as usize].as_mut() {
             e.conn.handle_segment(now, &seg);
+        }
+        if let Some(o) = report {
+            self.lf_apply(id, o);
         }
         self.tcp_after(id);
     }
@@ -699,6 +712,7 @@ impl Simulator {
             // Invariant: segments from Connection always fit (options <= 40 bytes).
             return;
         }
+        self.lf_on_emit(acct, seg, &mut data);
         let f = &mut self.flows[acct as usize];
         let meta = Meta {
             id: self.next_id,

@@ -44,6 +44,35 @@ pub enum Arrivals {
     Poisson,
 }
 
+/// How a large-flow sender applies the share `bottleneck / N` the switches report
+/// (switch-assisted pacing, seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LargeFlowPacing {
+    /// The connection's `SO_MAX_PACING_RATE`-like cap.
+    #[default]
+    PerConnection,
+    /// The host's HTB-like shaper (`kind = "htb"` at the host's egress): share times the
+    /// host's large flows.
+    Htb,
+    /// The host's FQ-like queue (`kind = "fq"` at the host's egress): per-flow `maxrate`.
+    Fq,
+    /// Register and read the reports, but do not pace (the counter alone).
+    None,
+}
+
+impl LargeFlowPacing {
+    /// Name as written in scenarios.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LargeFlowPacing::PerConnection => "per-connection",
+            LargeFlowPacing::Htb => "htb",
+            LargeFlowPacing::Fq => "fq",
+            LargeFlowPacing::None => "none",
+        }
+    }
+}
+
 /// TCP flow settings as written in a scenario's `traffic` table.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +126,12 @@ pub struct TcpSpec {
     pub arrivals: Option<Arrivals>,
     /// tcp-rr: at most this many requests.
     pub requests: Option<u64>,
+    /// tcp-bulk: register as a large flow on the SYN (switch-assisted pacing; false).
+    pub large_flow: Option<bool>,
+    /// How the share reported by the switches is applied (`per-connection`).
+    pub large_flow_pacing: Option<LargeFlowPacing>,
+    /// Divide this rate by the reported count instead of the rate the switch reports.
+    pub bottleneck_rate: Option<Rate>,
 }
 
 impl TcpSpec {
@@ -134,6 +169,16 @@ impl TcpSpec {
             || self.interval.is_some()
             || self.arrivals.is_some()
             || self.requests.is_some();
+        let large = self.large_flow.unwrap_or(false);
+        if !large && (self.large_flow_pacing.is_some() || self.bottleneck_rate.is_some()) {
+            return Err("`large_flow_pacing` and `bottleneck_rate` need `large_flow = true`".into());
+        }
+        if self.bottleneck_rate.is_some_and(|r| r.is_zero()) {
+            return Err("expected `bottleneck_rate` above zero".into());
+        }
+        if rr && large {
+            return Err("`large_flow` belongs to tcp-bulk (one long connection)".into());
+        }
         if rr {
             if self.bytes.is_some() {
                 return Err(
@@ -226,6 +271,12 @@ impl TcpSpec {
         c
     }
 
+    /// Switch-assisted pacing: how this flow applies the reported share, if it is a large
+    /// flow.
+    pub fn large_flow_mode(&self) -> Option<LargeFlowPacing> {
+        self.large_flow.unwrap_or(false).then(|| self.large_flow_pacing.unwrap_or_default())
+    }
+
     /// Data segments a connection may keep in its host's queue.
     pub fn tsq_packets(&self) -> u32 {
         self.tsq.unwrap_or(2)
@@ -280,5 +331,19 @@ mod tests {
         assert!(s.validate(1500, false).unwrap_err().contains("belong to tcp-rr"));
         assert!(spec("cc = \"vegas\"").is_err());
         assert!(spec("cwnd = 3").is_err(), "unknown keys are refused");
+        let s = spec("large_flow_pacing = \"htb\"").unwrap();
+        assert!(s.validate(1502, false).unwrap_err().contains("need `large_flow = true`"));
+        let s = spec("large_flow = true\nlarge_flow_pacing = \"fq\"").unwrap();
+        assert!(s.validate(1502, false).is_ok());
+        assert_eq!(s.large_flow_mode(), Some(LargeFlowPacing::Fq));
+        assert!(s.validate(1502, true).unwrap_err().contains("belongs to tcp-bulk"));
+        assert_eq!(
+            spec("large_flow = true").unwrap().large_flow_mode(),
+            Some(LargeFlowPacing::PerConnection)
+        );
+        assert_eq!(spec("large_flow = false").unwrap().large_flow_mode(), None);
+        assert!(spec("large_flow = true\nlarge_flow_pacing = \"tbf\"").is_err());
+        let s = spec("large_flow = true\nbottleneck_rate = 0").unwrap();
+        assert!(s.validate(1502, false).unwrap_err().contains("`bottleneck_rate` above zero"));
     }
 }

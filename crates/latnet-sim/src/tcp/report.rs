@@ -43,6 +43,35 @@ pub struct TcpFlowResult {
     pub completion_ns: Option<u64>,
     /// tcp-rr: flow completion times, SYN to the last response byte (ns).
     pub fct_ns: Option<Summary>,
+    /// Switch-assisted pacing: what a large flow's sender learned and applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large_flow: Option<LargeFlowHostResult>,
+}
+
+/// What the sender of a large flow (`large_flow = true`) learned from the switches.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LargeFlowHostResult {
+    /// How the share is applied (`per-connection`, `htb`, `fq`, `none`).
+    pub pacing: String,
+    /// Packets received with a filled REPORT option.
+    pub reports: u64,
+    /// Every change of what was applied: time, count `N`, the bottleneck rate divided
+    /// (bit/s), and the rate set (bit/s: payload for `per-connection`, frames for `htb` and
+    /// `fq`; 0 for `none`).
+    pub changes: Vec<LargeFlowChange>,
+}
+
+/// One change in [`LargeFlowHostResult::changes`].
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct LargeFlowChange {
+    /// When the report arrived (ns).
+    pub t_ns: u64,
+    /// Large flows at the bottleneck.
+    pub count: u16,
+    /// Bottleneck rate divided by `count` (bit/s).
+    pub bottleneck_bps: u64,
+    /// Rate applied (bit/s).
+    pub rate_bps: u64,
 }
 
 /// One interval of one TCP flow.

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod lbf;
+mod options;
 mod props;
 mod truncation;
 mod vectors;

@@ -1,0 +1,133 @@
+//! What the two dual-queue AQMs ([`super::VdqCsaqm`], [`super::DualPi2`]) share: the L4S /
+//! Classic classifier (RFC 9331: ECT(1) and CE go to the L4S queue), the packets they hold with
+//! what was read from their headers at enqueue, and CE marking of the held bytes.
+
+use super::Dropped;
+use crate::drop::DropReason;
+use crate::packet::Packet;
+use latnet_units::{Bytes, Time};
+use latnet_wire::{parse_headers, Ecn, Ipv4Packet, Ipv6Packet, L3};
+use std::collections::VecDeque;
+
+/// Index of the L4S queue.
+pub const L4S: usize = 0;
+/// Index of the Classic queue.
+pub const CLASSIC: usize = 1;
+/// Class names, by index.
+pub const NAMES: [&str; 2] = ["l4s", "classic"];
+
+/// A held packet and what the AQM read from it at enqueue.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The packet.
+    pub pkt: Packet,
+    /// ECN field at enqueue.
+    pub ecn: Ecn,
+    /// Packet value (VDQ-CSAQM), `default_pv` when it carried none.
+    pub pv: u16,
+    /// Where the IP header is (to mark CE without walking the headers again).
+    pub l3: L3,
+}
+
+/// Read class, ECN and packet value. Errors hand the packet back with its drop reason (boxed:
+/// the rare path): `malformed` for a frame that does not parse as IP, `malformed-option` for a
+/// malformed value option.
+pub fn read(pkt: Packet, default_pv: u16, want_pv: bool) -> Result<(usize, Held), Box<Dropped>> {
+    let err = |reason, pkt| Err(Box::new(Dropped { pkt, reason }));
+    let Ok(h) = parse_headers(&pkt.data) else { return err(DropReason::Malformed, pkt) };
+    let Some(key) = h.key else { return err(DropReason::Malformed, pkt) };
+    let pv = if want_pv {
+        let kinds = latnet_wire::ppv::KINDS;
+        match latnet_wire::option_edit::find_ip_option_in(&pkt.data, &h, kinds) {
+            Ok(Some(r)) => match pkt.data.get(r) {
+                Some([a, b]) => u16::from_be_bytes([*a, *b]),
+                _ => return err(DropReason::MalformedOption, pkt),
+            },
+            Ok(None) => default_pv,
+            Err(_) => return err(DropReason::MalformedOption, pkt),
+        }
+    } else {
+        default_pv
+    };
+    let class = match key.ecn {
+        Ecn::Ect1 | Ecn::Ce => L4S,
+        Ecn::NotEct | Ecn::Ect0 => CLASSIC,
+    };
+    Ok((class, Held { pkt, ecn: key.ecn, pv, l3: h.l3 }))
+}
+
+/// Set CE on a held ECN-capable packet (incremental IPv4 checksum update). Returns whether the
+/// packet was changed (not for Not-ECT or already CE).
+pub fn mark_ce(h: &mut Held) -> bool {
+    if !matches!(h.ecn, Ecn::Ect0 | Ecn::Ect1) {
+        return false;
+    }
+    let ok = match h.l3 {
+        L3::Ipv4 { offset, .. } => match h.pkt.data.get_mut(offset..) {
+            Some(b) => match Ipv4Packet::new_checked(b) {
+                Ok(mut ip) => {
+                    ip.set_ecn(Ecn::Ce);
+                    true
+                }
+                Err(_) => false,
+            },
+            None => false,
+        },
+        L3::Ipv6 { offset, .. } => match h.pkt.data.get_mut(offset..) {
+            Some(b) => match Ipv6Packet::new_checked(b) {
+                Ok(mut ip) => {
+                    ip.set_ecn(Ecn::Ce);
+                    true
+                }
+                Err(_) => false,
+            },
+            None => false,
+        },
+        L3::Other(_) => false,
+    };
+    if ok {
+        h.ecn = Ecn::Ce;
+    }
+    ok
+}
+
+/// A FIFO of held packets with its byte count.
+#[derive(Debug, Clone, Default)]
+pub struct HeldFifo {
+    q: VecDeque<Held>,
+    bytes: u64,
+}
+
+impl HeldFifo {
+    /// Append.
+    pub fn push(&mut self, h: Held) {
+        self.bytes += h.pkt.wire_len().get();
+        self.q.push_back(h);
+    }
+    /// Remove the head.
+    pub fn pop(&mut self) -> Option<Held> {
+        let h = self.q.pop_front()?;
+        self.bytes -= h.pkt.wire_len().get();
+        Some(h)
+    }
+    /// Packets.
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+    /// Empty.
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+    /// Bytes.
+    pub fn bytes(&self) -> Bytes {
+        Bytes::new(self.bytes)
+    }
+    /// Arrival time of the head.
+    pub fn head_arrival(&self) -> Option<Time> {
+        self.q.front().map(|h| h.pkt.meta.arrival)
+    }
+    /// Sojourn of the head at `now` (zero when empty).
+    pub fn head_sojourn(&self, now: Time) -> latnet_units::Duration {
+        self.head_arrival().map_or(latnet_units::Duration::ZERO, |a| now - a)
+    }
+}
