@@ -62,7 +62,7 @@
 //! `p_CL` at every update ([`AqmReport`]).
 
 use super::aqm_stats::{AqmReport, EpochStats, Trace};
-use super::dualq::{self, Held, HeldFifo, CLASSIC, L4S};
+use super::dualq::{self, DualFifo, Held, CLASSIC, L4S};
 use super::{Dropped, Queue, QueueStats, SpecError, Verdict};
 use crate::drop::DropReason;
 use crate::packet::Packet;
@@ -276,7 +276,7 @@ impl Dualpi2Spec {
 #[derive(Debug, Clone)]
 pub struct DualPi2 {
     cfg: Dualpi2Config,
-    q: [HeldFifo; 2],
+    q: DualFifo,
     /// Base probability p', scaled by [`ONE`].
     p: i64,
     prev_qdelay: Duration,
@@ -301,7 +301,7 @@ impl DualPi2 {
         Ok(DualPi2 {
             next_update: Time::from_duration(cfg.tupdate),
             cfg,
-            q: [HeldFifo::default(), HeldFifo::default()],
+            q: DualFifo::default(),
             p: 0,
             prev_qdelay: Duration::ZERO,
             credit,
@@ -564,10 +564,7 @@ impl Queue for DualPi2 {
     }
 
     fn next_ready(&self, _now: Time) -> Option<Time> {
-        match (self.q[L4S].head_arrival(), self.q[CLASSIC].head_arrival()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.q.next_ready()
     }
 
     fn poll_drop(&mut self) -> Option<Dropped> {
@@ -575,16 +572,15 @@ impl Queue for DualPi2 {
     }
 
     fn drain(&mut self) -> Option<Packet> {
-        let h = self.q[L4S].pop().or_else(|| self.q[CLASSIC].pop())?;
-        Some(h.pkt)
+        self.q.drain()
     }
 
     fn len(&self) -> usize {
-        self.q[L4S].len() + self.q[CLASSIC].len()
+        self.q.len()
     }
 
     fn byte_len(&self) -> Bytes {
-        self.q[L4S].bytes() + self.q[CLASSIC].bytes()
+        self.q.bytes()
     }
 
     fn stats(&self) -> &QueueStats {

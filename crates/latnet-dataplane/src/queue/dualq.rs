@@ -131,3 +131,43 @@ impl HeldFifo {
         self.head_arrival().map_or(latnet_units::Duration::ZERO, |a| now - a)
     }
 }
+
+/// The two physical queues of a dual-queue AQM, indexed by [`L4S`] and [`CLASSIC`], with what
+/// both AQMs answer the same way (the earliest head, draining L4S first, sizes).
+#[derive(Debug, Clone, Default)]
+pub struct DualFifo([HeldFifo; 2]);
+
+impl std::ops::Index<usize> for DualFifo {
+    type Output = HeldFifo;
+    fn index(&self, class: usize) -> &HeldFifo {
+        &self.0[class]
+    }
+}
+
+impl std::ops::IndexMut<usize> for DualFifo {
+    fn index_mut(&mut self, class: usize) -> &mut HeldFifo {
+        &mut self.0[class]
+    }
+}
+
+impl DualFifo {
+    /// Arrival of the older of the two heads.
+    pub fn next_ready(&self) -> Option<Time> {
+        match (self.0[L4S].head_arrival(), self.0[CLASSIC].head_arrival()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    /// Remove a packet without any AQM decision (L4S first), for draining at the end.
+    pub fn drain(&mut self) -> Option<Packet> {
+        Some(self.0[L4S].pop().or_else(|| self.0[CLASSIC].pop())?.pkt)
+    }
+    /// Packets in both queues.
+    pub fn len(&self) -> usize {
+        self.0[L4S].len() + self.0[CLASSIC].len()
+    }
+    /// Bytes in both queues.
+    pub fn bytes(&self) -> Bytes {
+        self.0[L4S].bytes() + self.0[CLASSIC].bytes()
+    }
+}

@@ -63,7 +63,7 @@
 //! update.
 
 use super::aqm_stats::{AqmReport, EpochStats, Trace};
-use super::dualq::{self, HeldFifo, CLASSIC, L4S};
+use super::dualq::{self, DualFifo, CLASSIC, L4S};
 use super::{Dropped, Queue, QueueLimits, QueueStats, SpecError, Verdict};
 use crate::drop::DropReason;
 use crate::packet::Packet;
@@ -440,7 +440,7 @@ pub struct VdqCsaqm {
     limits: QueueLimits,
     period: Duration,
     bins: Arc<BinMap>,
-    q: [HeldFifo; 2],
+    q: DualFifo,
     vq: [VirtualQueue; 2],
     /// CTVs as packet values; `None`: no threshold.
     ctv: [Option<u16>; 2],
@@ -505,7 +505,7 @@ impl VdqCsaqm {
             gain,
             period,
             bins: Arc::new(BinMap::new(bins)),
-            q: [HeldFifo::default(), HeldFifo::default()],
+            q: DualFifo::default(),
             vq: [
                 VirtualQueue::new(c0, d0, m0, nb, spec.drain),
                 VirtualQueue::new(c1, d1, m1, nb, spec.drain),
@@ -687,10 +687,7 @@ impl Queue for VdqCsaqm {
     }
 
     fn next_ready(&self, _now: Time) -> Option<Time> {
-        match (self.q[L4S].head_arrival(), self.q[CLASSIC].head_arrival()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.q.next_ready()
     }
 
     fn poll_drop(&mut self) -> Option<Dropped> {
@@ -698,16 +695,15 @@ impl Queue for VdqCsaqm {
     }
 
     fn drain(&mut self) -> Option<Packet> {
-        let h = self.q[L4S].pop().or_else(|| self.q[CLASSIC].pop())?;
-        Some(h.pkt)
+        self.q.drain()
     }
 
     fn len(&self) -> usize {
-        self.q[L4S].len() + self.q[CLASSIC].len()
+        self.q.len()
     }
 
     fn byte_len(&self) -> Bytes {
-        self.q[L4S].bytes() + self.q[CLASSIC].bytes()
+        self.q.bytes()
     }
 
     fn stats(&self) -> &QueueStats {
