@@ -7,11 +7,12 @@ have tx checksum offload, TSO and GSO off, so every path forwards full-size fram
 measures, for each data path in turn on the same namespaces:
 
 * TCP: iperf3 cubic h1 -> h2 (Gbit/s, and frames/s counted on the switch's ingress port);
-* 64-byte frames (60 bytes + FCS): latnet's own UDP sender (``latnet-switch send``, one
-  ``sendto`` per frame, bounded by a packet count and a stop time) as fast as it can for
-  ``--seconds``, with ``latnet-switch recv`` as the sink on h2: frames/s offered (h1's interface
-  transmit counter) and delivered (h2's interface receive counter, i.e. what the data path
-  handed to h2), plus what the receiver application got and whether it was intact and in order;
+* 64-byte frames (60 bytes + FCS): ``bench/udp_blast.c`` (batches of 64 datagrams per
+  ``sendmmsg``, bounded by a count and a time; ``--udp-sender latnet`` uses
+  ``latnet-switch send`` instead, one ``sendto`` per frame and no faster than iperf3's sender)
+  flat out for ``--seconds``, with ``latnet-switch recv`` as the sink on h2 (it checks every
+  payload): frames/s offered (h1's interface transmit counter) and delivered (h2's interface
+  receive counter, i.e. what the data path handed to h2);
 * latency: ping (200 x 10 ms) and irtt (3 s, 10 ms interval) round-trip medians at idle.
 
 The data paths: latnet-switch (FIB forwarding, FIFO, rate and delay emulation on but set to
@@ -51,7 +52,7 @@ SCENARIO = """
 [sim]
 duration = "{duration}s"
 [defaults]
-queue = { kind = "fifo", limit_packets = 4096, limit_bytes = "8MB" }
+queue = {{ kind = "fifo", limit_packets = 4096, limit_bytes = "8MB" }}
 [defaults.link]
 rate = "100Gbps"
 [[nodes]]
@@ -117,13 +118,22 @@ def sleep_until_ns(t_ns: int) -> None:
     time.sleep(max(0.0, (t_ns - time.monotonic_ns()) / 1e9))
 
 
-def udp64(tb: Testbed, seconds: int) -> dict:
-    """latnet's UDP sender flat out (flow u64 of the scenario), latnet's receiver as the sink.
+def udp64(tb: Testbed, seconds: int, blast: Path | None) -> dict:
+    """64-byte frames flat out from h1 to h2 (flow u64 of the scenario) with `blast`
+    (bench/udp_blast.c, batches of 64 per sendmmsg) or, when None, latnet's own sender
+    (one sendto per frame); latnet's receiver as the sink.
     Rates come from the interface counters over `seconds` of steady sending; the sender is then
     stopped with SIGTERM (its schedule alone would not end it in time when it falls behind)."""
     binary, sc = tb.binary, str(tb.scenario)
     t0 = time.monotonic_ns() + 300_000_000
     warm = 200_000_000  # let the sender and the data path get going
+    if blast is None:
+        sender = [binary, "send", "--scenario", sc, "--flow", "u64", "--t0", str(t0)]
+    else:
+        # The scenario's flow u64 (index 0, ports 10000 -> 20000), sent in batches.
+        sender = [str(blast), tb.address("h1"), "10000", tb.address("h2"), "20000"]
+        sender += ["--payload", str(UDP64_FRAME - 42), "--count", str(UDP64_RATE_PPS * seconds)]
+        sender += ["--seconds", str(seconds + 2)]
     with tempfile.TemporaryDirectory() as d:
         rep = Path(d) / "recv.json"
         until = t0 + warm + (seconds + 2) * 1_000_000_000
@@ -133,12 +143,9 @@ def udp64(tb: Testbed, seconds: int) -> dict:
             + ["--dir", d, "--out", str(rep)],
             stdout=subprocess.DEVNULL,
         )
-        snd = tb.popen(
-            "h1",
-            [binary, "send", "--scenario", sc, "--flow", "u64", "--t0", str(t0)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        if blast is not None:
+            sleep_until_ns(t0)
+        snd = tb.popen("h1", sender, stdout=subprocess.PIPE, text=True)
         try:
             sleep_until_ns(t0 + warm)
             tx0, rx0 = iface_counter(tb, "h1", "tx_packets"), iface_counter(tb, "h2", "rx_packets")
@@ -186,10 +193,10 @@ def latency(tb: Testbed) -> dict:
     }
 
 
-def measure(tb: Testbed, seconds: int) -> dict:
+def measure(tb: Testbed, seconds: int, blast: Path | None) -> dict:
     r = {}
     r.update(tcp(tb, seconds))
-    r.update(udp64(tb, seconds))
+    r.update(udp64(tb, seconds, blast))
     r.update(latency(tb))
     return r
 
@@ -288,9 +295,10 @@ class CForwarder:
         self.counters = json.loads(lines[-1]) if lines else {}
 
 
-def compile_forwarder(out: Path) -> Path:
-    exe = out / "afpacket_fwd"
-    src = ROOT / "bench" / "afpacket_fwd.c"
+def compile_c(out: Path, name: str) -> Path:
+    """bench/NAME.c compiled with gcc -O2 into the output directory."""
+    exe = out / name
+    src = ROOT / "bench" / f"{name}.c"
     sh(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(src)])
     return exe
 
@@ -303,13 +311,21 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default="out/bench")
+    ap.add_argument(
+        "--udp-sender",
+        choices=["blast", "latnet"],
+        default="blast",
+        help="64-byte test sender: bench/udp_blast.c (sendmmsg batches of 64) or "
+        "`latnet-switch send` (one sendto per frame, as fast as iperf3's)",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("switch_peers: needs root (network namespaces)", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    exe = compile_forwarder(out)
+    exe = compile_c(out, "afpacket_fwd")
+    blast = compile_c(out, "udp_blast") if args.udp_sender == "blast" else None
     sc = out / "switch_peers.toml"
     sc.write_text(
         SCENARIO.format(
@@ -326,7 +342,7 @@ def main() -> int:
 
     def run(name: str, tb: Testbed) -> None:
         load = os.getloadavg()[0]
-        r = measure(tb, args.seconds)
+        r = measure(tb, args.seconds, blast)
         r["load_1min"] = load
         results[name].append(r)
 
@@ -386,6 +402,7 @@ def main() -> int:
     doc = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "seconds": args.seconds,
+        "udp_sender": args.udp_sender,
         "rounds": args.rounds,
         "cpus": os.cpu_count(),
         "load_1min_range": [min(loads), max(loads)],
