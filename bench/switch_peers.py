@@ -4,7 +4,8 @@
 
 Topology: h1 -- sw -- h2, one namespace each, veth links (a latnet testbed). Host interfaces
 have tx checksum offload, TSO and GSO off, so every path forwards full-size frames. Each round
-measures, for each data path in turn on the same namespaces:
+measures, for each data path in turn on the same namespaces (round r starts with path r, so
+the order rotates):
 
 * TCP: iperf3 cubic h1 -> h2 (Gbit/s, and frames/s counted on the switch's ingress port);
 * 64-byte frames (60 bytes + FCS): ``bench/udp_blast.c`` (batches of 64 datagrams per
@@ -346,42 +347,60 @@ def main() -> int:
         r["load_1min"] = load
         results[name].append(r)
 
-    # realtime=False: latnet-switch competes for the CPU like ovs-vswitchd does.
-    with Testbed(sc, run_dir=out / "switch_peers-run", offloads="off", realtime=False) as tb:
-        for rnd in range(args.rounds):
-            # latnet-switch
-            if rnd > 0:
-                tb.start_switch("sw")
-                tb._wait_ready("sw")
+    def latnet_switch(tb: Testbed) -> None:
+        tb.start_switch("sw")
+        tb._wait_ready("sw")
+        try:
             point_hosts_at(tb, to_switch=True)
             run("latnet-switch", tb)
+        finally:
             tb.stop_switches()
-            # Linux bridge
-            point_hosts_at(tb, to_switch=False)
-            tb.run("sw", ["ip", "link", "add", "br0", "type", "bridge"])
+
+    def linux_bridge(tb: Testbed) -> None:
+        point_hosts_at(tb, to_switch=False)
+        tb.run("sw", ["ip", "link", "add", "br0", "type", "bridge"])
+        try:
             for i in ("lk0", "lk1"):
                 tb.run("sw", ["ip", "link", "set", i, "master", "br0"])
             tb.run("sw", ["ip", "link", "set", "br0", "up"])
             run("linux-bridge", tb)
-            tb.run("sw", ["ip", "link", "del", "br0"])
-            # Open vSwitch userspace datapath
-            ovs = Ovs(tb)
+        finally:
+            tb.run("sw", ["ip", "link", "del", "br0"], check=False)
+
+    def ovs_netdev(tb: Testbed) -> None:
+        point_hosts_at(tb, to_switch=False)
+        ovs = Ovs(tb)
+        try:
+            ovs.start()
+            run("ovs-netdev", tb)
+        finally:
+            ovs.stop()
+            # ovs-vswitchd leaves its netdev bridge's tap device behind.
+            tb.run("sw", ["ip", "link", "del", "br0"], check=False)
+
+    def c_forwarder(name: str):
+        def go(tb: Testbed) -> None:
+            point_hosts_at(tb, to_switch=False)
+            fwd = CForwarder(tb, exe, C_PATHS[name], args.seconds)
             try:
-                ovs.start()
-                run("ovs-netdev", tb)
+                fwd.start()
+                run(name, tb)
             finally:
-                ovs.stop()
-                # ovs-vswitchd leaves its netdev bridge's tap device behind.
-                tb.run("sw", ["ip", "link", "del", "br0"], check=False)
-            # The C AF_PACKET forwarder, batched and one frame per system call.
-            for name, batch in C_PATHS.items():
-                fwd = CForwarder(tb, exe, batch, args.seconds)
-                try:
-                    fwd.start()
-                    run(name, tb)
-                finally:
-                    fwd.stop()
+                fwd.stop()
                 c_counters[name].append(fwd.counters)
+
+        return go
+
+    paths = [latnet_switch, linux_bridge, ovs_netdev, *(c_forwarder(n) for n in C_PATHS)]
+    # realtime=False: latnet-switch competes for the CPU like ovs-vswitchd does.
+    with Testbed(sc, run_dir=out / "switch_peers-run", offloads="off", realtime=False) as tb:
+        tb.stop_switches()  # each path starts from a switch namespace that forwards nothing
+        for rnd in range(args.rounds):
+            # Each round starts with the next path, so that a load trend on the shared
+            # machine does not always favour the same path.
+            k = rnd % len(paths)
+            for path in paths[k:] + paths[:k]:
+                path(tb)
             for name, rs in results.items():
                 print(f"round {rnd + 1}: {name}: {rs[-1]}", flush=True)
     keys = list(results["latnet-switch"][0])
