@@ -1,20 +1,29 @@
-"""latnet-switch vs the Linux bridge vs Open vSwitch's userspace datapath, in one run.
+"""latnet-switch vs Linux bridge, Open vSwitch userspace and a C AF_PACKET forwarder, one run.
 
     sudo .venv/bin/python bench/switch_peers.py [--seconds 5] [--rounds 2] [--out out/bench]
 
 Topology: h1 -- sw -- h2, one namespace each, veth links (a latnet testbed). Host interfaces
 have tx checksum offload, TSO and GSO off, so every path forwards full-size frames. Each round
-measures, for each data path in turn on the same namespaces:
+measures, for each data path in turn on the same namespaces (round r starts with path r, so
+the order rotates):
 
 * TCP: iperf3 cubic h1 -> h2 (Gbit/s, and frames/s counted on the switch's ingress port);
-* 64-byte frames: iperf3 UDP with 18-byte payloads at full speed (frames/s delivered);
+* 64-byte frames (60 bytes + FCS): ``bench/udp_blast.c`` (batches of 64 datagrams per
+  ``sendmmsg``, bounded by a count and a time; ``--udp-sender latnet`` uses
+  ``latnet-switch send`` instead, one ``sendto`` per frame and no faster than iperf3's sender)
+  flat out for ``--seconds``, with ``latnet-switch recv`` as the sink on h2 (it checks every
+  payload): frames/s offered (h1's interface transmit counter) and delivered (h2's interface
+  receive counter, i.e. what the data path handed to h2);
 * latency: ping (200 x 10 ms) and irtt (3 s, 10 ms interval) round-trip medians at idle.
 
 The data paths: latnet-switch (FIB forwarding, FIFO, rate and delay emulation on but set to
 100 Gbit/s and 0 s so they cost only their bookkeeping), a Linux bridge in the switch namespace,
-and Open vSwitch 3.x with ``datapath_type=netdev`` (ovsdb-server and ovs-vswitchd started here
-with private run and database directories, ovs-vswitchd inside the switch namespace). Results
-(medians over rounds) are printed and written to OUT/switch_peers.json.
+Open vSwitch 3.x with ``datapath_type=netdev`` (ovsdb-server and ovs-vswitchd started here
+with private run and database directories, ovs-vswitchd inside the switch namespace), and
+``bench/afpacket_fwd.c`` (compiled here with ``gcc -O2`` into OUT), a minimal C forwarder that
+sends every frame of one port out of the other: in batches of 64 (recvmmsg / sendmmsg) and one
+frame per system call. Results (medians over rounds, the 1-minute load average before each path)
+are printed and written to OUT/switch_peers.json.
 """
 
 from __future__ import annotations
@@ -35,11 +44,16 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from latnet.testbed import Testbed  # noqa: E402
 
+# The 64-byte flow asks for 2.5 M frames/s (1.2 Gbit/s), more than any sender here manages, so
+# the sender runs flat out; its packet count and stop time bound it.
+UDP64_RATE_PPS = 2_500_000
+UDP64_FRAME = 60
+
 SCENARIO = """
 [sim]
-duration = "1s"
+duration = "{duration}s"
 [defaults]
-queue = { kind = "fifo", limit_packets = 4096, limit_bytes = "8MB" }
+queue = {{ kind = "fifo", limit_packets = 4096, limit_bytes = "8MB" }}
 [defaults.link]
 rate = "100Gbps"
 [[nodes]]
@@ -57,6 +71,14 @@ b = "sw"
 [[links]]
 a = "sw"
 b = "h2"
+[[flows]]
+name = "u64"
+src = "h1"
+dst = "h2"
+size = {frame}
+stop = "{seconds}s"
+count = {count}
+traffic = {{ kind = "cbr", rate = "{rate_bps}bps" }}
 """
 
 
@@ -87,20 +109,67 @@ def tcp(tb: Testbed, seconds: int) -> dict:
     }
 
 
-def udp64(tb: Testbed, seconds: int) -> dict:
-    srv = tb.popen("h2", ["iperf3", "-s", "-1", "-B", tb.address("h2")], stdout=subprocess.DEVNULL)
-    tb.wait_listening("h2", 5201)
-    cmd = ["iperf3", "-c", tb.address("h2"), "-u", "-b", "0", "-l", "18"]
-    cmd += ["-t", str(seconds), "-J"]
-    out = tb.run("h1", cmd, timeout=seconds + 30)
-    srv.wait(timeout=10)
-    s = json.loads(out.stdout)["end"]["sum"]
-    sent = s["packets"]
-    lost = s.get("lost_packets", 0)
+def iface_counter(tb: Testbed, node: str, counter: str) -> int:
+    name = tb.node(node)["ifaces"][0]["name"]
+    p = tb.run(node, ["cat", f"/sys/class/net/{name}/statistics/{counter}"])
+    return int(p.stdout)
+
+
+def sleep_until_ns(t_ns: int) -> None:
+    time.sleep(max(0.0, (t_ns - time.monotonic_ns()) / 1e9))
+
+
+def udp64(tb: Testbed, seconds: int, blast: Path | None) -> dict:
+    """64-byte frames flat out from h1 to h2 (flow u64 of the scenario) with `blast`
+    (bench/udp_blast.c, batches of 64 per sendmmsg) or, when None, latnet's own sender
+    (one sendto per frame); latnet's receiver as the sink.
+    Rates come from the interface counters over `seconds` of steady sending; the sender is then
+    stopped with SIGTERM (its schedule alone would not end it in time when it falls behind)."""
+    binary, sc = tb.binary, str(tb.scenario)
+    t0 = time.monotonic_ns() + 300_000_000
+    warm = 200_000_000  # let the sender and the data path get going
+    if blast is None:
+        sender = [binary, "send", "--scenario", sc, "--flow", "u64", "--t0", str(t0)]
+    else:
+        # The scenario's flow u64 (index 0, ports 10000 -> 20000), sent in batches.
+        sender = [str(blast), tb.address("h1"), "10000", tb.address("h2"), "20000"]
+        sender += ["--payload", str(UDP64_FRAME - 42), "--count", str(UDP64_RATE_PPS * seconds)]
+        sender += ["--seconds", str(seconds + 2)]
+    with tempfile.TemporaryDirectory() as d:
+        rep = Path(d) / "recv.json"
+        until = t0 + warm + (seconds + 2) * 1_000_000_000
+        rcv = tb.popen(
+            "h2",
+            [binary, "recv", "--scenario", sc, "--host", "h2", "--until", str(until)]
+            + ["--dir", d, "--out", str(rep)],
+            stdout=subprocess.DEVNULL,
+        )
+        if blast is not None:
+            sleep_until_ns(t0)
+        snd = tb.popen("h1", sender, stdout=subprocess.PIPE, text=True)
+        try:
+            sleep_until_ns(t0 + warm)
+            tx0, rx0 = iface_counter(tb, "h1", "tx_packets"), iface_counter(tb, "h2", "rx_packets")
+            a = time.monotonic()
+            sleep_until_ns(t0 + warm + seconds * 1_000_000_000)
+            tx1, rx1 = iface_counter(tb, "h1", "tx_packets"), iface_counter(tb, "h2", "rx_packets")
+            dt = time.monotonic() - a
+        finally:
+            snd.terminate()
+            out, _ = snd.communicate(timeout=30)
+        rcv.wait(timeout=seconds + 30)
+        got = json.loads(rep.read_text())["flows"][0]
+    sent = json.loads(out)
+    offered, delivered = tx1 - tx0, rx1 - rx0
     return {
-        "udp64_sent_pps": sent / s["seconds"],
-        "udp64_delivered_pps": (sent - lost) / s["seconds"],
-        "udp64_loss_pct": 100.0 * lost / max(1, sent),
+        "udp64_sent": sent["sent"],
+        "udp64_send_errors": sent["send_errors"],
+        "udp64_offered_pps": offered / dt,
+        "udp64_delivered_pps": delivered / dt,
+        "udp64_delivered_pct": 100.0 * delivered / max(1, offered),
+        "udp64_app_received": got["received"],
+        "udp64_corrupted": got["corrupted"],
+        "udp64_reordered": got["reordered"],
     }
 
 
@@ -125,10 +194,10 @@ def latency(tb: Testbed) -> dict:
     }
 
 
-def measure(tb: Testbed, seconds: int) -> dict:
+def measure(tb: Testbed, seconds: int, blast: Path | None) -> dict:
     r = {}
     r.update(tcp(tb, seconds))
-    r.update(udp64(tb, seconds))
+    r.update(udp64(tb, seconds, blast))
     r.update(latency(tb))
     return r
 
@@ -193,49 +262,145 @@ class Ovs:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+class CForwarder:
+    """bench/afpacket_fwd.c between the switch namespace's two ports (hosts address each
+    other's MACs, as through the bridge)."""
+
+    def __init__(self, tb: Testbed, exe: Path, batch: int, seconds: int):
+        self.tb, self.exe, self.batch, self.seconds = tb, exe, batch, seconds
+        self.p: subprocess.Popen | None = None
+        self.counters: dict = {}
+
+    def start(self) -> None:
+        # Bounded on its own too: longer than one measurement, never forever.
+        argv = [str(self.exe), "lk0", "lk1", "--batch", str(self.batch)]
+        argv += ["--seconds", str(4 * self.seconds + 60)]
+        self.p = self.tb.popen("sw", argv, stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if line.strip() != "ready":
+            self.p.wait(timeout=5)
+            raise RuntimeError(f"afpacket_fwd did not start (status {self.p.returncode})")
+
+    def stop(self) -> None:
+        if self.p is None:
+            return
+        if self.p.poll() is None:
+            self.p.terminate()
+        try:
+            out, _ = self.p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            out, _ = self.p.communicate()
+        self.p = None
+        lines = [x for x in (out or "").splitlines() if x.startswith("{")]
+        self.counters = json.loads(lines[-1]) if lines else {}
+
+
+def compile_c(out: Path, name: str) -> Path:
+    """bench/NAME.c compiled with gcc -O2 into the output directory."""
+    exe = out / name
+    src = ROOT / "bench" / f"{name}.c"
+    sh(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(src)])
+    return exe
+
+
+C_PATHS = {"c-afpacket-b64": 64, "c-afpacket-1": 1}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default="out/bench")
+    ap.add_argument(
+        "--udp-sender",
+        choices=["blast", "latnet"],
+        default="blast",
+        help="64-byte test sender: bench/udp_blast.c (sendmmsg batches of 64) or "
+        "`latnet-switch send` (one sendto per frame, as fast as iperf3's)",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("switch_peers: needs root (network namespaces)", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    exe = compile_c(out, "afpacket_fwd")
+    blast = compile_c(out, "udp_blast") if args.udp_sender == "blast" else None
     sc = out / "switch_peers.toml"
-    sc.write_text(SCENARIO)
-    results: dict[str, list[dict]] = {"latnet-switch": [], "linux-bridge": [], "ovs-netdev": []}
-    load = []
-    # realtime=False: latnet-switch competes for the CPU like ovs-vswitchd does.
-    with Testbed(sc, run_dir=out / "switch_peers-run", offloads="off", realtime=False) as tb:
-        for rnd in range(args.rounds):
-            load.append(os.getloadavg()[0])
-            # latnet-switch
-            if rnd > 0:
-                tb.start_switch("sw")
-                tb._wait_ready("sw")
+    sc.write_text(
+        SCENARIO.format(
+            duration=args.seconds + 2,
+            seconds=args.seconds,
+            frame=UDP64_FRAME,
+            count=UDP64_RATE_PPS * args.seconds,
+            rate_bps=UDP64_RATE_PPS * UDP64_FRAME * 8,
+        )
+    )
+    names = ["latnet-switch", "linux-bridge", "ovs-netdev", *C_PATHS]
+    results: dict[str, list[dict]] = {n: [] for n in names}
+    c_counters: dict[str, list[dict]] = {n: [] for n in C_PATHS}
+
+    def run(name: str, tb: Testbed) -> None:
+        load = os.getloadavg()[0]
+        r = measure(tb, args.seconds, blast)
+        r["load_1min"] = load
+        results[name].append(r)
+
+    def latnet_switch(tb: Testbed) -> None:
+        tb.start_switch("sw")
+        tb._wait_ready("sw")
+        try:
             point_hosts_at(tb, to_switch=True)
-            results["latnet-switch"].append(measure(tb, args.seconds))
+            run("latnet-switch", tb)
+        finally:
             tb.stop_switches()
-            # Linux bridge
-            point_hosts_at(tb, to_switch=False)
-            tb.run("sw", ["ip", "link", "add", "br0", "type", "bridge"])
+
+    def linux_bridge(tb: Testbed) -> None:
+        point_hosts_at(tb, to_switch=False)
+        tb.run("sw", ["ip", "link", "add", "br0", "type", "bridge"])
+        try:
             for i in ("lk0", "lk1"):
                 tb.run("sw", ["ip", "link", "set", i, "master", "br0"])
             tb.run("sw", ["ip", "link", "set", "br0", "up"])
-            results["linux-bridge"].append(measure(tb, args.seconds))
-            tb.run("sw", ["ip", "link", "del", "br0"])
-            # Open vSwitch userspace datapath
-            ovs = Ovs(tb)
+            run("linux-bridge", tb)
+        finally:
+            tb.run("sw", ["ip", "link", "del", "br0"], check=False)
+
+    def ovs_netdev(tb: Testbed) -> None:
+        point_hosts_at(tb, to_switch=False)
+        ovs = Ovs(tb)
+        try:
+            ovs.start()
+            run("ovs-netdev", tb)
+        finally:
+            ovs.stop()
+            # ovs-vswitchd leaves its netdev bridge's tap device behind.
+            tb.run("sw", ["ip", "link", "del", "br0"], check=False)
+
+    def c_forwarder(name: str):
+        def go(tb: Testbed) -> None:
+            point_hosts_at(tb, to_switch=False)
+            fwd = CForwarder(tb, exe, C_PATHS[name], args.seconds)
             try:
-                ovs.start()
-                results["ovs-netdev"].append(measure(tb, args.seconds))
+                fwd.start()
+                run(name, tb)
             finally:
-                ovs.stop()
-                # ovs-vswitchd leaves its netdev bridge's tap device behind.
-                tb.run("sw", ["ip", "link", "del", "br0"], check=False)
+                fwd.stop()
+                c_counters[name].append(fwd.counters)
+
+        return go
+
+    paths = [latnet_switch, linux_bridge, ovs_netdev, *(c_forwarder(n) for n in C_PATHS)]
+    # realtime=False: latnet-switch competes for the CPU like ovs-vswitchd does.
+    with Testbed(sc, run_dir=out / "switch_peers-run", offloads="off", realtime=False) as tb:
+        tb.stop_switches()  # each path starts from a switch namespace that forwards nothing
+        for rnd in range(args.rounds):
+            # Each round starts with the next path, so that a load trend on the shared
+            # machine does not always favour the same path.
+            k = rnd % len(paths)
+            for path in paths[k:] + paths[:k]:
+                path(tb)
             for name, rs in results.items():
                 print(f"round {rnd + 1}: {name}: {rs[-1]}", flush=True)
     keys = list(results["latnet-switch"][0])
@@ -243,24 +408,48 @@ def main() -> int:
         name: {k: statistics.median(r[k] for r in rs if r.get(k) is not None) for k in keys}
         for name, rs in results.items()
     }
+    ls, ovs, cb = summary["latnet-switch"], summary["ovs-netdev"], summary["c-afpacket-b64"]
+    ratios = {
+        f"latnet/{peer}": {
+            "tcp_gbps": ls["tcp_gbps"] / s["tcp_gbps"],
+            "tcp_frames_per_s": ls["tcp_frames_per_s"] / s["tcp_frames_per_s"],
+            "udp64_delivered_pps": ls["udp64_delivered_pps"] / s["udp64_delivered_pps"],
+        }
+        for peer, s in (("ovs-netdev", ovs), ("c-afpacket-b64", cb))
+    }
+    loads = [r["load_1min"] for rs in results.values() for r in rs]
     doc = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "seconds": args.seconds,
+        "udp_sender": args.udp_sender,
         "rounds": args.rounds,
-        "load_1min": load,
         "cpus": os.cpu_count(),
+        "load_1min_range": [min(loads), max(loads)],
         "median": summary,
+        "ratios": ratios,
+        "c_forwarder_counters": c_counters,
         "runs": results,
     }
     (out / "switch_peers.json").write_text(json.dumps(doc, indent=2) + "\n")
-    cols = ["tcp_gbps", "tcp_frames_per_s", "udp64_delivered_pps", "ping_avg_ms", "irtt_median_ms"]
-    print("\n" + "path".ljust(14) + "".join(c.rjust(22) for c in cols))
+    cols = [
+        "tcp_gbps",
+        "tcp_frames_per_s",
+        "udp64_offered_pps",
+        "udp64_delivered_pps",
+        "ping_avg_ms",
+        "ping_min_ms",
+        "irtt_median_ms",
+        "load_1min",
+    ]
+    print("\n" + "path".ljust(16) + "".join(c.rjust(20) for c in cols))
     for name, s in summary.items():
-        print(name.ljust(14) + "".join(f"{s[c]:22.3f}" for c in cols))
-    ls, ovs = summary["latnet-switch"], summary["ovs-netdev"]
-    print(
-        f"\nlatnet-switch / OVS userspace: TCP {ls['tcp_gbps'] / ovs['tcp_gbps']:.2f}x, "
-        f"64-byte frames {ls['udp64_delivered_pps'] / ovs['udp64_delivered_pps']:.2f}x"
-    )
+        print(name.ljust(16) + "".join(f"{s[c]:20.3f}" for c in cols))
+    print(f"\n1-minute load average during the run: {min(loads):.1f}-{max(loads):.1f}")
+    for peer, r in ratios.items():
+        print(
+            f"{peer}: TCP {r['tcp_gbps']:.2f}x, TCP frames/s {r['tcp_frames_per_s']:.2f}x, "
+            f"64-byte frames delivered {r['udp64_delivered_pps']:.2f}x"
+        )
     print(f"wrote {out / 'switch_peers.json'}")
     return 0
 
