@@ -77,7 +77,7 @@ impl Default for CounterSpec {
 }
 
 /// What the counter has done.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterStats {
     /// Connections registered.
     pub registered: u64,

@@ -32,7 +32,7 @@ use crate::results::{
 };
 use crate::scenario::{LatencyConvention, NodeKind, Scenario, Switching, TieBreak};
 use crate::stats::{Jitter, LatencyStats};
-use crate::switch::{Forward, Forwarder, ForwardingSpec, SwitchCtx};
+use crate::switch::{Forward, Forwarder, SwitchCtx};
 use crate::traffic::Source;
 use latnet_dataplane::packet::dscp_from_priority;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, Meta, Packet, Queue, Verdict};
@@ -252,17 +252,8 @@ impl Simulator {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                (n.kind == NodeKind::Switch).then(|| match n.pipeline {
-                    Some(p) => Forwarder::Pipeline(Box::new(
-                        crate::pipeline_fwd::PipelineForwarder::new(&sc.pipelines[p], seed),
-                    )),
-                    // an explicit `forwarding` model wins over [lbf]
-                    None if n.forwarding != ForwardingSpec::Fib => n.forwarding.build(),
-                    None => match lbf.as_ref().and_then(|l| l.switch(i)) {
-                        Some(s) => Forwarder::Lbf(Box::new(s)),
-                        None => Forwarder::default(),
-                    },
-                })
+                (n.kind == NodeKind::Switch)
+                    .then(|| crate::switch::forwarder_for(&sc, i, lbf.as_ref()))
             })
             .collect();
         let large_flows = sc

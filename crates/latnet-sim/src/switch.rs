@@ -87,6 +87,29 @@ fn default_tag_base() -> u16 {
     10
 }
 
+/// The forwarding model of switch `node` in scenario `sc`: its pipeline if it has one, else an
+/// explicit `forwarding` model, else LBF where `[lbf]` covers it, else the FIB. The simulator and
+/// the real-time switch both build their forwarders here, so they cannot diverge.
+pub fn forwarder_for(
+    sc: &crate::Scenario,
+    node: usize,
+    lbf: Option<&crate::lbf::LbfState>,
+) -> Forwarder {
+    let n = &sc.nodes[node];
+    match n.pipeline {
+        Some(p) => Forwarder::Pipeline(Box::new(crate::pipeline_fwd::PipelineForwarder::new(
+            &sc.pipelines[p],
+            sc.sim.seed,
+        ))),
+        // an explicit `forwarding` model wins over [lbf]
+        None if n.forwarding != ForwardingSpec::Fib => n.forwarding.build(),
+        None => match lbf.and_then(|l| l.switch(node)) {
+            Some(s) => Forwarder::Lbf(Box::new(s)),
+            None => Forwarder::default(),
+        },
+    }
+}
+
 impl ForwardingSpec {
     /// The forwarder this spec describes.
     pub fn build(self) -> Forwarder {

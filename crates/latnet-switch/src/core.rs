@@ -180,6 +180,8 @@ pub struct SwitchCore {
     next_id: u64,
     pool: Vec<Vec<u8>>,
     lbf: Option<LbfState>,
+    /// Large-flow counter (switch-assisted pacing), if the node has `large_flows`.
+    large_flows: Option<latnet_dataplane::LargeFlowCounter>,
 }
 
 /// Why a switch cannot be built.
@@ -219,8 +221,10 @@ impl SwitchCore {
             let t = &topo.ports[global];
             let l = &sc.links[t.link];
             let spec = if t.node == l.a { &l.queue_ab } else { &l.queue_ba };
-            let queue =
-                spec.build().map_err(|e| CoreError::Queue { port: global, msg: e.to_string() })?;
+            // seeded as the simulator seeds it (random AQM decisions, PV marking)
+            let queue = spec
+                .build_seeded(sc.sim.seed ^ (STREAM_PORT + global as u64))
+                .map_err(|e| CoreError::Queue { port: global, msg: e.to_string() })?;
             Ok(EmuPort {
                 global,
                 role,
@@ -303,7 +307,13 @@ impl SwitchCore {
             next_id: 0,
             pool: Vec::new(),
             lbf,
+            large_flows: sc.nodes[n].large_flows.map(latnet_dataplane::LargeFlowCounter::new),
         })
+    }
+
+    /// What the large-flow counter did, if this switch has one.
+    pub fn large_flow_stats(&self) -> Option<latnet_dataplane::flow_counter::CounterStats> {
+        self.large_flows.as_ref().map(|c| *c.stats())
     }
 
     /// The scenario topology.
@@ -400,6 +410,12 @@ impl SwitchCore {
         match self.fwd.forward(&cx, &mut pkt) {
             // On real packets the processing cost is real: a modelled one is not added.
             Forward::Port(g) | Forward::After(g, _) => {
+                if let (Some(c), Some(t)) = (self.large_flows.as_mut(), self.topo.ports.get(g)) {
+                    // switch-assisted pacing: count large flows at their egress port
+                    if let Err(r) = c.process(now, &mut pkt, g as u32, t.rate) {
+                        return self.count_drop(pkt, r, true);
+                    }
+                }
                 match self.port_of_global.get(g).copied().flatten() {
                     Some(i) => {
                         self.counters.forwarded += 1;
@@ -538,16 +554,7 @@ impl SwitchCore {
 
 /// The forwarding model of switch `n`, built exactly as the simulator builds it.
 pub fn forwarder_for(sc: &Scenario, n: usize, lbf: Option<&LbfState>) -> Forwarder {
-    match sc.nodes[n].pipeline {
-        Some(p) => Forwarder::Pipeline(Box::new(latnet_sim::pipeline_fwd::PipelineForwarder::new(
-            &sc.pipelines[p],
-            sc.sim.seed,
-        ))),
-        None => match lbf.and_then(|l| l.switch(n)) {
-            Some(s) => Forwarder::Lbf(Box::new(s)),
-            None => Forwarder::default(),
-        },
-    }
+    latnet_sim::switch::forwarder_for(sc, n, lbf)
 }
 
 /// Where each flow's LBF block sits in its frames (`None`: no SLO), from the simulator's

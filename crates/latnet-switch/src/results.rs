@@ -168,7 +168,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
                 .iter()
                 .find(|s| s.node == n.name)
                 .map_or_else(BTreeMap::new, |s| s.node_drops.clone()),
-            large_flows: None,
+            large_flows: switches.iter().find(|s| s.node == n.name).and_then(|s| s.large_flows),
         })
         .collect();
     Ok(Results {

@@ -46,6 +46,9 @@ pub struct SwitchStats {
     pub late_max_ns: u64,
     /// Drops at the node (malformed, no route, TTL expired).
     pub node_drops: Drops,
+    /// Large-flow counter of a switch with `large_flows` (switch-assisted pacing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub large_flows: Option<latnet_dataplane::flow_counter::CounterStats>,
     /// Interfaces.
     pub ifaces: Vec<IfaceStats>,
     /// Emulated ports.
@@ -213,6 +216,7 @@ impl SwitchStats {
             late_100us: r.late_100us,
             late_max_ns: r.late_max_ns,
             node_drops: drops(&c.node_drops),
+            large_flows: core.large_flow_stats(),
             ifaces: core
                 .ifaces
                 .iter()

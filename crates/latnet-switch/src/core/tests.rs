@@ -213,3 +213,93 @@ proptest::proptest! {
         core.advance(Time::MAX, &mut |_, _, _| {});
     }
 }
+
+/// A TCP segment h1 -> h2 (or back, `rev`) with `flags`, and a large-flow REGISTER option on
+/// request.
+fn tcp_frame(rev: bool, flags: latnet_wire::TcpFlags, register: bool) -> Vec<u8> {
+    use latnet_wire::{LargeFlowMsg, LargeFlowOption, TcpRepr, TcpSeqNumber};
+    let repr = TcpRepr {
+        src_port: if rev { 5201 } else { 40_000 },
+        dst_port: if rev { 40_000 } else { 5201 },
+        seq_number: TcpSeqNumber(1),
+        ack_number: TcpSeqNumber(1),
+        flags,
+        window_len: 1000,
+        urgent_at: 0,
+        options: &[],
+    };
+    let (a, b): (std::net::Ipv4Addr, std::net::Ipv4Addr) =
+        ("10.0.0.1".parse().unwrap(), "10.0.0.3".parse().unwrap());
+    let (src, dst) = if rev { (b, a) } else { (a, b) };
+    let m = latnet_wire::EthernetAddress(port_mac(0));
+    let mut f = Vec::new();
+    latnet_wire::build_tcp_ipv4(&mut f, m, m, src, dst, 0, latnet_wire::Ecn::NotEct, 64, &repr, 0)
+        .unwrap();
+    if register {
+        latnet_wire::set_large_flow_option(&mut f, &LargeFlowOption::new(LargeFlowMsg::Register))
+            .unwrap();
+    }
+    f
+}
+
+#[test]
+fn large_flows_are_counted_and_reported_as_in_the_simulator() {
+    use latnet_wire::TcpFlags;
+    let sc = Scenario::from_str_named(
+        "t.toml",
+        &SC.replace(
+            "name = \"s1\"\nkind = \"switch\"",
+            "name = \"s1\"\nkind = \"switch\"\nlarge_flows = { max_flows = 16 }",
+        ),
+    )
+    .unwrap();
+    let mut core = SwitchCore::new(&sc, "s1").unwrap();
+    let now = Time::from_nanos(1_000);
+    core.receive(now, 0, &tcp_frame(false, TcpFlags::SYN, true), Offload::default());
+    // the SYN-ACK comes back from h2 and carries the count toward h1
+    core.receive(
+        now,
+        1,
+        &tcp_frame(true, TcpFlags::SYN | TcpFlags::ACK, false),
+        Offload::default(),
+    );
+    let mut out = Vec::new();
+    core.advance(Time::MAX, &mut |i, f, _| out.push((i, f.to_vec())));
+    let st = core.large_flow_stats().expect("the switch has a counter");
+    assert_eq!((st.registered, st.reports, st.malformed), (1, 1, 0));
+    let back = out.iter().find(|(i, _)| *i == 0).expect("the SYN-ACK reached h1");
+    let opt = latnet_wire::large_flow_option(&back.1).unwrap().expect("a report option");
+    assert_eq!((opt.count, opt.rate_kbps), (1, 100_000));
+    // a malformed option is a counted drop
+    let mut bad = tcp_frame(false, TcpFlags::SYN, false);
+    latnet_wire::option_edit::insert_ip_option(&mut bad, latnet_wire::large_flow::KINDS, &[7; 10])
+        .unwrap();
+    core.receive(now, 0, &bad, Offload::default());
+    core.advance(Time::MAX, &mut |_, _, _| ());
+    assert_eq!(core.large_flow_stats().unwrap().malformed, 1);
+    assert_eq!(core.counters.node_drops.get(DropReason::MalformedOption), 1);
+    // without `large_flows` nothing is counted
+    let mut plain = SwitchCore::new(&scenario(""), "s1").unwrap();
+    plain.receive(now, 0, &tcp_frame(false, TcpFlags::SYN, true), Offload::default());
+    plain.advance(Time::MAX, &mut |_, _, _| ());
+    assert!(plain.large_flow_stats().is_none());
+}
+
+#[test]
+fn tag_stack_forwarding_is_built_as_in_the_simulator() {
+    let sc = Scenario::from_str_named(
+        "t.toml",
+        &SC.replace(
+            "name = \"s1\"\nkind = \"switch\"",
+            "name = \"s1\"\nkind = \"switch\"\nforwarding = { kind = \"tag-stack\", base = 10 }",
+        ),
+    )
+    .unwrap();
+    let core = SwitchCore::new(&sc, "s1").unwrap();
+    assert!(matches!(core.fwd, Forwarder::TagStack { base: 10 }));
+    // an untagged frame has no route under source routing
+    let mut core = core;
+    core.receive(Time::ZERO, 0, &frame(300, 0, 1), Offload::default());
+    core.advance(Time::MAX, &mut |_, _, _| ());
+    assert_eq!(core.counters.node_drops.get(DropReason::NoRoute), 1);
+}
