@@ -61,8 +61,8 @@
 //! `queue-full-*`, `malformed`), per-epoch sojourn percentiles and a trace of `p'`, `p_C` and
 //! `p_CL` at every update ([`AqmReport`]).
 
-use super::aqm_stats::{AqmReport, EpochStats, Trace};
-use super::dualq::{self, DualFifo, Held, CLASSIC, L4S};
+use super::aqm_stats::{AqmReport, Trace};
+use super::dualq::{self, DualCounts, DualFifo, Held, CLASSIC, L4S};
 use super::{Dropped, Queue, QueueStats, SpecError, Verdict};
 use crate::drop::DropReason;
 use crate::packet::Packet;
@@ -71,7 +71,6 @@ use latnet_units::{Bytes, Duration, Time};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
-use std::collections::VecDeque;
 
 /// Probability one.
 pub const ONE: i64 = 1 << 32;
@@ -284,11 +283,8 @@ pub struct DualPi2 {
     credit: i64,
     recur_l: i64,
     rng: ChaCha8Rng,
-    stats: QueueStats,
-    cls: [QueueStats; 2],
-    epochs: EpochStats,
+    n: DualCounts,
     trace: Trace,
-    dropped: VecDeque<Dropped>,
 }
 
 impl DualPi2 {
@@ -307,11 +303,8 @@ impl DualPi2 {
             credit,
             recur_l: 0,
             rng,
-            stats: QueueStats::default(),
-            cls: [QueueStats::default(), QueueStats::default()],
-            epochs: EpochStats::new(&spec.epochs, 2),
+            n: DualCounts::new(&spec.epochs),
             trace: Trace::new(spec.trace),
-            dropped: VecDeque::new(),
         })
     }
 
@@ -332,7 +325,7 @@ impl DualPi2 {
 
     /// Per-class counters (`[l4s, classic]`).
     pub fn class_stats(&self) -> [&QueueStats; 2] {
-        [&self.cls[L4S], &self.cls[CLASSIC]]
+        [&self.n.cls[L4S], &self.n.cls[CLASSIC]]
     }
 
     /// Per-epoch counters, sojourn percentiles and the probability trace.
@@ -358,7 +351,7 @@ impl DualPi2 {
         AqmReport::new(
             "dualpi2",
             params,
-            &self.epochs,
+            &self.n.epochs,
             &dualq::NAMES,
             &["p_base", "p_classic", "p_l4s_coupled"],
             &self.trace,
@@ -452,11 +445,8 @@ impl DualPi2 {
         }
     }
 
-    fn drop_held(&mut self, now: Time, class: usize, h: Held, reason: DropReason) {
-        self.stats.on_drop(reason);
-        self.cls[class].on_drop(reason);
-        self.epochs.at(now, class).aqm_drops += 1;
-        self.dropped.push_back(Dropped { pkt: h.pkt, reason });
+    fn drop_held(&mut self, now: Time, class: usize, h: Held) {
+        self.n.aqm_drop(now, class, h.pkt);
     }
 }
 
@@ -476,22 +466,20 @@ impl Queue for DualPi2 {
         let (class, held) = match dualq::read(pkt, 0, false) {
             Ok(x) => x,
             Err(d) => {
-                self.stats.on_drop(d.reason);
+                self.n.stats.on_drop(d.reason);
                 return Verdict::Dropped(*d);
             }
         };
         if let Some(reason) = full {
-            self.stats.on_drop(reason);
-            self.cls[class].on_drop(reason);
-            self.epochs.at(now, class).full_drops += 1;
+            self.n.full(now, class, reason);
             return Verdict::drop(held.pkt, reason);
         }
-        self.cls[class].on_enqueue(
+        self.n.cls[class].on_enqueue(
             &held.pkt,
             self.q[class].len() + 1,
             self.q[class].bytes() + held.pkt.wire_len(),
         );
-        self.stats.on_enqueue(&held.pkt, len + 1, bytes + held.pkt.wire_len());
+        self.n.stats.on_enqueue(&held.pkt, len + 1, bytes + held.pkt.wire_len());
         self.q[class].push(held);
         Verdict::Enqueued
     }
@@ -521,7 +509,7 @@ impl Queue for DualPi2 {
             let p = self.p;
             let mark = if class == L4S {
                 if overload && signals && self.roll(p) && self.roll(p) {
-                    self.drop_held(now, class, h, DropReason::AqmDrop);
+                    self.drop_held(now, class, h);
                     continue;
                 }
                 let coupled = if signals { (p * k).min(ONE) } else { 0 };
@@ -540,7 +528,7 @@ impl Queue for DualPi2 {
                 }
             } else if signals && self.roll(p) && self.roll(p) {
                 if h.ecn == latnet_wire::Ecn::NotEct || overload {
-                    self.drop_held(now, class, h, DropReason::AqmDrop);
+                    self.drop_held(now, class, h);
                     continue;
                 }
                 true
@@ -548,17 +536,7 @@ impl Queue for DualPi2 {
                 false
             };
             let marked = mark && dualq::mark_ce(&mut h);
-            let e = self.epochs.at(now, class);
-            e.tx_packets += 1;
-            e.tx_bytes += size as u64;
-            e.sojourn.record(sojourn);
-            if marked {
-                e.ce_marks += 1;
-                self.stats.ce_marks += 1;
-                self.cls[class].ce_marks += 1;
-            }
-            self.stats.on_dequeue(&h.pkt);
-            self.cls[class].on_dequeue(&h.pkt);
+            self.n.sent(now, class, &h.pkt, sojourn, marked);
             return Some(h.pkt);
         }
     }
@@ -568,7 +546,7 @@ impl Queue for DualPi2 {
     }
 
     fn poll_drop(&mut self) -> Option<Dropped> {
-        self.dropped.pop_front()
+        self.n.dropped.pop_front()
     }
 
     fn drain(&mut self) -> Option<Packet> {
@@ -584,7 +562,7 @@ impl Queue for DualPi2 {
     }
 
     fn stats(&self) -> &QueueStats {
-        &self.stats
+        &self.n.stats
     }
 }
 

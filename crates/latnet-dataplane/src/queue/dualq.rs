@@ -2,10 +2,11 @@
 //! Classic classifier (RFC 9331: ECT(1) and CE go to the L4S queue), the packets they hold with
 //! what was read from their headers at enqueue, and CE marking of the held bytes.
 
-use super::Dropped;
+use super::aqm_stats::EpochStats;
+use super::{Dropped, QueueStats};
 use crate::drop::DropReason;
 use crate::packet::Packet;
-use latnet_units::{Bytes, Time};
+use latnet_units::{Bytes, Duration, Time};
 use latnet_wire::{parse_headers, Ecn, Ipv4Packet, Ipv6Packet, L3};
 use std::collections::VecDeque;
 
@@ -169,5 +170,62 @@ impl DualFifo {
     /// Bytes in both queues.
     pub fn bytes(&self) -> Bytes {
         self.0[L4S].bytes() + self.0[CLASSIC].bytes()
+    }
+}
+
+/// What a dual-queue AQM counts: the whole queue, each class, each epoch; and the packets it
+/// dropped at dequeue, for [`super::Queue::poll_drop`].
+#[derive(Debug, Clone)]
+pub struct DualCounts {
+    /// Whole queue.
+    pub stats: QueueStats,
+    /// Per class ([`L4S`], [`CLASSIC`]).
+    pub cls: [QueueStats; 2],
+    /// Per epoch and class.
+    pub epochs: EpochStats,
+    /// Dropped at dequeue, not yet polled.
+    pub dropped: VecDeque<Dropped>,
+}
+
+impl DualCounts {
+    /// Counters with epochs starting at `epochs`.
+    pub fn new(epochs: &[Duration]) -> DualCounts {
+        DualCounts {
+            stats: QueueStats::default(),
+            cls: [QueueStats::default(), QueueStats::default()],
+            epochs: EpochStats::new(epochs, 2),
+            dropped: VecDeque::new(),
+        }
+    }
+
+    /// A packet of `class` refused at enqueue because its queue is full.
+    pub fn full(&mut self, now: Time, class: usize, reason: DropReason) {
+        self.stats.on_drop(reason);
+        self.cls[class].on_drop(reason);
+        self.epochs.at(now, class).full_drops += 1;
+    }
+
+    /// The AQM dropped a held packet of `class` at dequeue.
+    pub fn aqm_drop(&mut self, now: Time, class: usize, pkt: Packet) {
+        let reason = DropReason::AqmDrop;
+        self.stats.on_drop(reason);
+        self.cls[class].on_drop(reason);
+        self.epochs.at(now, class).aqm_drops += 1;
+        self.dropped.push_back(Dropped { pkt, reason });
+    }
+
+    /// A packet of `class` leaves after `sojourn`, CE-marked by the AQM or not.
+    pub fn sent(&mut self, now: Time, class: usize, pkt: &Packet, sojourn: Duration, marked: bool) {
+        let e = self.epochs.at(now, class);
+        e.tx_packets += 1;
+        e.tx_bytes += pkt.wire_len().get();
+        e.sojourn.record(sojourn);
+        if marked {
+            e.ce_marks += 1;
+            self.stats.ce_marks += 1;
+            self.cls[class].ce_marks += 1;
+        }
+        self.stats.on_dequeue(pkt);
+        self.cls[class].on_dequeue(pkt);
     }
 }

@@ -62,10 +62,9 @@
 //! percentiles per physical queue, and a trace of `CTV0`, `CTV1` and the VQ1 backlog at every
 //! update.
 
-use super::aqm_stats::{AqmReport, EpochStats, Trace};
-use super::dualq::{self, DualFifo, CLASSIC, L4S};
+use super::aqm_stats::{AqmReport, Trace};
+use super::dualq::{self, DualCounts, DualFifo, CLASSIC, L4S};
 use super::{Dropped, Queue, QueueLimits, QueueStats, SpecError, Verdict};
-use crate::drop::DropReason;
 use crate::packet::Packet;
 use crate::ppv::log2_q16;
 use crate::ratio::Ratio;
@@ -445,11 +444,8 @@ pub struct VdqCsaqm {
     /// CTVs as packet values; `None`: no threshold.
     ctv: [Option<u16>; 2],
     next_update: Time,
-    stats: QueueStats,
-    cls: [QueueStats; 2],
-    epochs: EpochStats,
+    n: DualCounts,
     trace: Trace,
-    dropped: VecDeque<Dropped>,
 }
 
 impl VdqCsaqm {
@@ -512,11 +508,8 @@ impl VdqCsaqm {
             ],
             ctv: [None, None],
             next_update: Time::from_duration(period),
-            stats: QueueStats::default(),
-            cls: [QueueStats::default(), QueueStats::default()],
-            epochs: EpochStats::new(&spec.epochs, 2),
+            n: DualCounts::new(&spec.epochs),
             trace: Trace::new(spec.trace),
-            dropped: VecDeque::new(),
             limits,
             spec,
         })
@@ -524,7 +517,7 @@ impl VdqCsaqm {
 
     /// Per-class counters (`[l4s, classic]`).
     pub fn class_stats(&self) -> [&QueueStats; 2] {
-        [&self.cls[L4S], &self.cls[CLASSIC]]
+        [&self.n.cls[L4S], &self.n.cls[CLASSIC]]
     }
 
     /// The current CTVs as packet values (`None`: no threshold).
@@ -564,7 +557,7 @@ impl VdqCsaqm {
         AqmReport::new(
             "vdq-csaqm",
             params,
-            &self.epochs,
+            &self.n.epochs,
             &dualq::NAMES,
             &["ctv0", "ctv1", "vq1_backlog_bytes"],
             &self.trace,
@@ -613,7 +606,7 @@ impl Queue for VdqCsaqm {
         let (class, held) = match dualq::read(pkt, self.spec.default_pv, true) {
             Ok(x) => x,
             Err(d) => {
-                self.stats.on_drop(d.reason);
+                self.n.stats.on_drop(d.reason);
                 return Verdict::Dropped(*d);
             }
         };
@@ -626,14 +619,12 @@ impl Queue for VdqCsaqm {
         self.vq[1].offer(bin, size.get());
         let q = &self.q[class];
         if let Some(reason) = self.limits.check(q.len(), q.bytes(), &held.pkt) {
-            self.stats.on_drop(reason);
-            self.cls[class].on_drop(reason);
-            self.epochs.at(now, class).full_drops += 1;
+            self.n.full(now, class, reason);
             return Verdict::drop(held.pkt, reason);
         }
-        self.cls[class].on_enqueue(&held.pkt, q.len() + 1, q.bytes() + size);
+        self.n.cls[class].on_enqueue(&held.pkt, q.len() + 1, q.bytes() + size);
         let (len, bytes) = (self.len() + 1, self.byte_len() + size);
-        self.stats.on_enqueue(&held.pkt, len, bytes);
+        self.n.stats.on_enqueue(&held.pkt, len, bytes);
         self.q[class].push(held);
         Verdict::Enqueued
     }
@@ -661,27 +652,13 @@ impl Queue for VdqCsaqm {
                     if self.spec.classic_ecn && h.ecn == latnet_wire::Ecn::Ect0 {
                         marked = dualq::mark_ce(&mut h);
                     } else {
-                        let reason = DropReason::AqmDrop;
-                        self.stats.on_drop(reason);
-                        self.cls[class].on_drop(reason);
-                        self.epochs.at(now, class).aqm_drops += 1;
-                        self.dropped.push_back(Dropped { pkt: h.pkt, reason });
+                        self.n.aqm_drop(now, class, h.pkt);
                         continue;
                     }
                 }
                 self.vq[1].add(bin, size);
             }
-            let e = self.epochs.at(now, class);
-            e.tx_packets += 1;
-            e.tx_bytes += size;
-            e.sojourn.record(sojourn);
-            if marked {
-                e.ce_marks += 1;
-                self.stats.ce_marks += 1;
-                self.cls[class].ce_marks += 1;
-            }
-            self.stats.on_dequeue(&h.pkt);
-            self.cls[class].on_dequeue(&h.pkt);
+            self.n.sent(now, class, &h.pkt, sojourn, marked);
             return Some(h.pkt);
         }
     }
@@ -691,7 +668,7 @@ impl Queue for VdqCsaqm {
     }
 
     fn poll_drop(&mut self) -> Option<Dropped> {
-        self.dropped.pop_front()
+        self.n.dropped.pop_front()
     }
 
     fn drain(&mut self) -> Option<Packet> {
@@ -707,7 +684,7 @@ impl Queue for VdqCsaqm {
     }
 
     fn stats(&self) -> &QueueStats {
-        &self.stats
+        &self.n.stats
     }
 }
 

@@ -2,6 +2,7 @@
 //! eviction, malformed values; and the property test of marker + VDQ-CSAQM.
 
 use super::*;
+use crate::drop::DropReason;
 use crate::packet::Meta;
 use crate::ppv::{MarkerSpec, PvMarker, Tvf};
 use crate::queue::QueueSpec;
