@@ -514,6 +514,32 @@ impl SwitchCore {
     /// Run everything due up to `now`; a frame leaving on an interface goes to
     /// `sink(iface, bytes, due)`, `due` being its emulated instant (`<= now`).
     pub fn advance(&mut self, now: Time, sink: &mut impl FnMut(usize, &[u8], Time)) {
+        self.advance_inner(now, &mut |i, data: Vec<u8>, t| {
+            sink(i, &data, t);
+            Some(data)
+        });
+    }
+
+    /// [`Self::advance`] handing each frame's buffer to `sink` (no copy); give buffers back
+    /// with [`Self::recycle_buffer`] once sent so that they are reused.
+    pub fn advance_owned(&mut self, now: Time, sink: &mut impl FnMut(usize, Vec<u8>, Time)) {
+        self.advance_inner(now, &mut |i, data, t| {
+            sink(i, data, t);
+            None
+        });
+    }
+
+    /// A frame buffer from [`Self::advance_owned`], for reuse.
+    pub fn recycle_buffer(&mut self, buf: Vec<u8>) {
+        self.recycle(buf);
+    }
+
+    /// `sink` returns the buffer if it is free for reuse.
+    fn advance_inner(
+        &mut self,
+        now: Time,
+        sink: &mut impl FnMut(usize, Vec<u8>, Time) -> Option<Vec<u8>>,
+    ) {
         loop {
             // Earliest event; at equal times releases first, then lower port index.
             let best = (0..self.ports.len())
@@ -534,8 +560,9 @@ impl SwitchCore {
                         }
                         ifc.tx_frames += 1;
                         ifc.tx_bytes += pkt.data.len() as u64;
-                        sink(iface, &pkt.data, t);
-                        self.recycle(pkt.data);
+                        if let Some(buf) = sink(iface, pkt.data, t) {
+                            self.recycle(buf);
+                        }
                     }
                     Role::FromHost { .. } => self.forward(t, pkt),
                 }
