@@ -93,6 +93,8 @@ pub struct EmuPort {
     delay_line: VecDeque<(Time, Packet)>,
     loss_threshold: u64,
     rng: ChaCha8Rng,
+    /// The last (frame size + overhead, serialization time): frames of one size repeat.
+    tx_memo: (Bytes, Duration),
     /// Frames that started transmission.
     pub tx_packets: u64,
     /// Their bytes.
@@ -182,6 +184,12 @@ pub struct SwitchCore {
     lbf: Option<LbfState>,
     /// Large-flow counter (switch-assisted pacing), if the node has `large_flows`.
     large_flows: Option<latnet_dataplane::LargeFlowCounter>,
+    /// Ports whose next event may have changed since `advance` last looked (bit i: port i;
+    /// `touched_high`: some port >= 64).
+    touched: u64,
+    touched_high: bool,
+    /// `advance`'s view of each port's next event (kept between calls to reuse the buffer).
+    events: Vec<Option<(Time, bool)>>,
 }
 
 /// Why a switch cannot be built.
@@ -234,6 +242,7 @@ impl SwitchCore {
                 delay_line: VecDeque::new(),
                 loss_threshold: (l.loss * 2f64.powi(64)) as u64,
                 rng: rng_for(STREAM_PORT + global as u64),
+                tx_memo: (Bytes::new(u64::MAX), Duration::ZERO),
                 tx_packets: 0,
                 tx_bytes: 0,
                 busy_time: Duration::ZERO,
@@ -308,6 +317,9 @@ impl SwitchCore {
             pool: Vec::new(),
             lbf,
             large_flows: sc.nodes[n].large_flows.map(latnet_dataplane::LargeFlowCounter::new),
+            touched: 0,
+            touched_high: false,
+            events: Vec::new(),
         })
     }
 
@@ -431,7 +443,18 @@ impl SwitchCore {
         }
     }
 
+    /// Port `i`'s next event may have changed.
+    #[inline]
+    fn touch(&mut self, i: usize) {
+        if i < 64 {
+            self.touched |= 1 << i;
+        } else {
+            self.touched_high = true;
+        }
+    }
+
     fn enqueue(&mut self, i: usize, now: Time, mut pkt: Packet) {
+        self.touch(i);
         pkt.meta.arrival = now;
         if let Verdict::Dropped(d) = self.ports[i].queue.enqueue(now, pkt) {
             self.count_drop(d.pkt, d.reason, false);
@@ -449,6 +472,7 @@ impl SwitchCore {
     /// Start a transmission on port `i` at `t` if its transmitter is free and a packet is
     /// eligible. Returns whether the port made progress (sent or dropped something).
     fn try_transmit(&mut self, i: usize, t: Time) -> bool {
+        self.touch(i);
         let p = &mut self.ports[i];
         if p.busy_until > t {
             return false;
@@ -469,8 +493,15 @@ impl SwitchCore {
             (tp.rate, tp.delay, tp.overhead)
         };
         let size = pkt.wire_len();
-        let tx = rate.tx_time(size + Bytes::new(u64::from(overhead))).unwrap_or(Duration::ZERO);
         let p = &mut self.ports[i];
+        let on_wire = size + Bytes::new(u64::from(overhead));
+        let tx = if p.tx_memo.0 == on_wire {
+            p.tx_memo.1
+        } else {
+            let tx = rate.tx_time(on_wire).unwrap_or(Duration::ZERO);
+            p.tx_memo = (on_wire, tx);
+            tx
+        };
         p.busy_until = t + tx;
         p.busy_time += tx;
         p.tx_packets += 1;
@@ -514,17 +545,54 @@ impl SwitchCore {
     /// Run everything due up to `now`; a frame leaving on an interface goes to
     /// `sink(iface, bytes, due)`, `due` being its emulated instant (`<= now`).
     pub fn advance(&mut self, now: Time, sink: &mut impl FnMut(usize, &[u8], Time)) {
+        self.advance_inner(now, &mut |i, data: Vec<u8>, t| {
+            sink(i, &data, t);
+            Some(data)
+        });
+    }
+
+    /// [`Self::advance`] handing each frame's buffer to `sink` (no copy); give buffers back
+    /// with [`Self::recycle_buffer`] once sent so that they are reused.
+    pub fn advance_owned(&mut self, now: Time, sink: &mut impl FnMut(usize, Vec<u8>, Time)) {
+        self.advance_inner(now, &mut |i, data, t| {
+            sink(i, data, t);
+            None
+        });
+    }
+
+    /// A frame buffer from [`Self::advance_owned`], for reuse.
+    pub fn recycle_buffer(&mut self, buf: Vec<u8>) {
+        self.recycle(buf);
+    }
+
+    /// `sink` returns the buffer if it is free for reuse.
+    fn advance_inner(
+        &mut self,
+        now: Time,
+        sink: &mut impl FnMut(usize, Vec<u8>, Time) -> Option<Vec<u8>>,
+    ) {
+        // Every port's next event, kept up to date below for the ports an event touched
+        // (only they can have changed), so that each event does not rescan every port.
+        let mut ev = std::mem::take(&mut self.events);
+        ev.clear();
+        ev.extend((0..self.ports.len()).map(|i| self.port_event(i)));
         loop {
             // Earliest event; at equal times releases first, then lower port index.
-            let best = (0..self.ports.len())
-                .filter_map(|i| self.port_event(i).map(|(t, rel)| (t, !rel, i)))
-                .min();
-            let Some((t, not_release, i)) = best else { return };
+            let best =
+                ev.iter().enumerate().filter_map(|(i, e)| e.map(|(t, rel)| (t, !rel, i))).min();
+            let Some((t, not_release, i)) = best else { break };
             if t > now {
-                return;
+                break;
             }
+            self.touched = 0;
+            self.touched_high = false;
+            self.touch(i);
             if !not_release {
-                let Some((_, mut pkt)) = self.ports[i].delay_line.pop_front() else { continue };
+                // Always there (the event said so); a stale entry is only recomputed below.
+                let Some((_, mut pkt)) = self.ports[i].delay_line.pop_front() else {
+                    ev[i] = self.port_event(i);
+                    continue;
+                };
                 match self.ports[i].role {
                     Role::Egress { iface } => {
                         let ifc = &mut self.ifaces[iface];
@@ -534,8 +602,9 @@ impl SwitchCore {
                         }
                         ifc.tx_frames += 1;
                         ifc.tx_bytes += pkt.data.len() as u64;
-                        sink(iface, &pkt.data, t);
-                        self.recycle(pkt.data);
+                        if let Some(buf) = sink(iface, pkt.data, t) {
+                            self.recycle(buf);
+                        }
                     }
                     Role::FromHost { .. } => self.forward(t, pkt),
                 }
@@ -543,7 +612,20 @@ impl SwitchCore {
                 // Nothing eligible after all (the queue's promise did not hold): do not spin.
                 self.ports[i].stalled_until = t + Duration::from_nanos(1);
             }
+            if self.touched_high {
+                for (j, e) in ev.iter_mut().enumerate() {
+                    *e = self.port_event(j);
+                }
+            } else {
+                let mut m = self.touched;
+                while m != 0 {
+                    let j = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    ev[j] = self.port_event(j);
+                }
+            }
         }
+        self.events = ev;
     }
 
     /// When [`Self::advance`] next has something to do, if anything is pending.

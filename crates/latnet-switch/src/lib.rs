@@ -24,6 +24,15 @@
 //! works in batches: each wake-up drains up to 256 frames per ring and sends with one
 //! `sendmmsg` per interface per 64 frames.
 //!
+//! Per frame, the switch copies once: from the ring slot into a pooled buffer, which then moves
+//! through the queues and delay lines and is handed to `sendmmsg` as is (the all-zero
+//! `virtio_net_hdr` is a second iovec), coming back to the pool after the call. Waits shorter
+//! than 20 us (typically the few hundred ns until a frame's emulated serialization ends) are
+//! spent polling the clock and the rings instead of sleeping in `ppoll`. A ring was also
+//! measured against `recvmmsg` straight into pooled buffers (one copy, in the switch's context
+//! instead of the sender's): with `recvmmsg` TCP through the switch was 9-14 % slower and the
+//! switch used about 18 % more CPU per frame (two runs each), so the ring stays.
+//!
 //! # Offloads
 //!
 //! veth interfaces hand over frames with *partial* checksums (`CHECKSUM_PARTIAL`) and, with TSO

@@ -27,6 +27,9 @@ pub struct RunConfig {
 
 /// Frames read from one ring before the others get their turn.
 const RX_BUDGET: usize = 256;
+/// Waits shorter than this are spent polling the clock and the rings instead of sleeping in
+/// `ppoll` (whose system call and wake-up cost more than the wait itself).
+const SPIN_NS: u64 = 20_000;
 /// Longest sleep (so that statistics and signals are handled).
 const MAX_SLEEP_NS: u64 = 100_000_000;
 
@@ -57,52 +60,52 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
     let t0 = sys::mono_ns();
     let mut rc = RunnerCounters::default();
     let mut next_stats = 0u64;
-    let mut buf = Vec::with_capacity(65_536);
     loop {
         let now_ns = sys::mono_ns().saturating_sub(t0);
         let now = Time::from_nanos(now_ns);
         if sys::stop_requested() || cfg.duration_ns.is_some_and(|d| now_ns >= d) {
             break;
         }
-        core.advance(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
+        core.advance_owned(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
         let mut more = false;
         for i in 0..socks.len() {
             let mut n = 0;
-            while n < RX_BUDGET {
-                let offload = {
-                    let Some(f) = socks[i].next_rx() else { break };
-                    let v = f.vnet;
-                    buf.clear();
-                    buf.extend_from_slice(f.data);
-                    Offload {
-                        partial_csum: (v.flags & VNET_NEEDS_CSUM != 0)
-                            .then_some((v.csum_start, v.csum_offset)),
-                        gso: v.gso_type != VNET_GSO_NONE,
-                        truncated: (f.data.len() as u64) < u64::from(f.wire_len),
-                    }
-                };
-                socks[i].release();
+            while n < RX_BUDGET && socks[i].next_rx().is_some() {
                 // The frame was in the ring before this reading: stamping it now is never
                 // early. Everything due before it runs first, in emulated-time order.
                 let t_ns = sys::mono_ns().saturating_sub(t0);
                 let t = Time::from_nanos(t_ns);
-                core.advance(t, &mut |j, f, d| emit(&mut socks, &mut rc, t_ns, j, f, d));
-                core.receive(t, i, &buf, offload);
+                core.advance_owned(t, &mut |j, f, d| emit(&mut socks, &mut rc, t_ns, j, f, d));
+                // Parsed and copied straight from the ring slot, then the slot goes back.
+                let Some(f) = socks[i].next_rx() else { break };
+                let v = f.vnet;
+                let offload = Offload {
+                    partial_csum: (v.flags & VNET_NEEDS_CSUM != 0)
+                        .then_some((v.csum_start, v.csum_offset)),
+                    gso: v.gso_type != VNET_GSO_NONE,
+                    truncated: (f.data.len() as u64) < u64::from(f.wire_len),
+                };
+                core.receive(t, i, f.data, offload);
+                socks[i].release();
                 n += 1;
             }
             more |= n == RX_BUDGET;
         }
         let now_ns = sys::mono_ns().saturating_sub(t0);
         let now = Time::from_nanos(now_ns);
-        core.advance(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
+        core.advance_owned(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
         for s in socks.iter_mut() {
             rc.tx_refused += s.flush() as u64;
+            for b in s.take_spent() {
+                core.recycle_buffer(b);
+            }
         }
         if let Some(path) = &cfg.stats {
             if now_ns >= next_stats {
                 next_stats = now_ns + cfg.stats_every_ns;
                 rc.uptime_ns = now_ns;
                 rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
+                rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
                 SwitchStats::collect(sc, &core, rc, false).write(path)?;
             }
         }
@@ -117,12 +120,27 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         if cfg.stats.is_some() {
             wait = wait.min(next_stats.saturating_sub(now_ns));
         }
-        if wait > 0 {
-            sys::poll_readable(&fds, Some(wait), &mut ready)?;
+        if wait == 0 {
+            continue;
         }
+        if wait <= SPIN_NS {
+            // Sooner than a sleep in the kernel would return: wait on the clock and the rings
+            // in userspace instead.
+            let until = now_ns + wait;
+            while sys::mono_ns().saturating_sub(t0) < until
+                && !socks.iter_mut().any(|s| s.rx_ready())
+            {
+                std::hint::spin_loop();
+            }
+            rc.spins += 1;
+            continue;
+        }
+        sys::poll_readable(&fds, Some(wait), &mut ready)?;
+        rc.sleeps += 1;
     }
     rc.uptime_ns = sys::mono_ns().saturating_sub(t0);
     rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
+    rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
     let st = SwitchStats::collect(sc, &core, rc, true);
     if let Some(path) = &cfg.stats {
         st.write(path)?;
@@ -135,7 +153,7 @@ fn emit(
     rc: &mut RunnerCounters,
     now_ns: u64,
     iface: usize,
-    frame: &[u8],
+    frame: Vec<u8>,
     due: Time,
 ) {
     let late = now_ns.saturating_sub(due.as_nanos());
@@ -144,6 +162,6 @@ fn emit(
         rc.late_100us += 1;
     }
     if let Some(s) = socks.get_mut(iface) {
-        rc.tx_refused += s.push_tx(frame) as u64;
+        rc.tx_refused += s.push_tx_owned(frame) as u64;
     }
 }

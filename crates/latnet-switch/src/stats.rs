@@ -44,6 +44,15 @@ pub struct SwitchStats {
     pub late_100us: u64,
     /// Largest lateness of a sent frame (ns).
     pub late_max_ns: u64,
+    /// Times the loop slept in `ppoll`.
+    #[serde(default)]
+    pub sleeps: u64,
+    /// Short waits spent polling the clock and the rings instead of sleeping.
+    #[serde(default)]
+    pub spins: u64,
+    /// `sendmmsg` calls.
+    #[serde(default)]
+    pub tx_calls: u64,
     /// Drops at the node (malformed, no route, TTL expired).
     pub node_drops: Drops,
     /// Large-flow counter of a switch with `large_flows` (switch-assisted pacing).
@@ -162,6 +171,12 @@ pub struct RunnerCounters {
     pub late_100us: u64,
     /// Largest lateness (ns).
     pub late_max_ns: u64,
+    /// Sleeps in `ppoll`.
+    pub sleeps: u64,
+    /// Short waits spent polling instead of sleeping.
+    pub spins: u64,
+    /// `sendmmsg` calls.
+    pub tx_calls: u64,
 }
 
 impl SwitchStats {
@@ -215,6 +230,9 @@ impl SwitchStats {
             tx_refused: r.tx_refused,
             late_100us: r.late_100us,
             late_max_ns: r.late_max_ns,
+            sleeps: r.sleeps,
+            spins: r.spins,
+            tx_calls: r.tx_calls,
             node_drops: drops(&c.node_drops),
             large_flows: core.large_flow_stats(),
             ifaces: core

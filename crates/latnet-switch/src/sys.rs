@@ -152,9 +152,11 @@ pub struct PacketSocket {
     frame_size: usize,
     frames: usize,
     next: usize,
-    /// Transmit batch: frames waiting for [`PacketSocket::flush`] (vnet header included).
+    /// Transmit batch: frames waiting for [`PacketSocket::flush`] (without vnet header).
     tx: Vec<Vec<u8>>,
-    tx_used: usize,
+    /// Buffers of sent frames, until [`PacketSocket::take_spent`].
+    spent: Vec<Vec<u8>>,
+    tx_calls: u64,
 }
 
 // SAFETY: the ring mapping is owned by this value alone and only touched through &mut self.
@@ -286,8 +288,9 @@ impl PacketSocket {
             frame_size,
             frames,
             next: 0,
-            tx: (0..TX_BATCH).map(|_| Vec::with_capacity(frame_size)).collect(),
-            tx_used: 0,
+            tx: Vec::with_capacity(TX_BATCH),
+            spent: Vec::with_capacity(TX_BATCH),
+            tx_calls: 0,
         };
         bound?;
         Ok(sock)
@@ -349,47 +352,66 @@ impl PacketSocket {
         self.next = (self.next + 1) % self.frames;
     }
 
-    /// Queue `frame` for transmission (with an all-zero vnet header: no offloads); sends the
-    /// batch when it is full. Returns frames the kernel refused.
+    /// Queue a copy of `frame` for transmission (with an all-zero vnet header: no offloads);
+    /// sends the batch when it is full. Returns frames the kernel refused.
     pub fn push_tx(&mut self, frame: &[u8]) -> usize {
+        let mut b = self.spent.pop().unwrap_or_else(|| Vec::with_capacity(self.frame_size));
+        b.clear();
+        b.extend_from_slice(frame);
+        self.push_tx_owned(b)
+    }
+
+    /// Queue `frame` for transmission without copying it (an all-zero vnet header goes in
+    /// front of it in the same message); sends the batch when it is full. Returns frames the
+    /// kernel refused. Sent buffers come back through [`Self::take_spent`].
+    pub fn push_tx_owned(&mut self, frame: Vec<u8>) -> usize {
         let mut refused = 0;
-        if self.tx_used == TX_BATCH {
+        if self.tx.len() == TX_BATCH {
             refused = self.flush();
         }
-        let b = &mut self.tx[self.tx_used];
-        b.clear();
-        b.extend_from_slice(&[0u8; VNET_HDR_LEN]);
-        b.extend_from_slice(frame);
-        self.tx_used += 1;
+        self.tx.push(frame);
         refused
     }
 
     /// Frames waiting in the transmit batch.
     pub fn tx_pending(&self) -> usize {
-        self.tx_used
+        self.tx.len()
+    }
+
+    /// Buffers of frames already handed to the kernel (for reuse), emptied by the call.
+    pub fn take_spent(&mut self) -> std::vec::Drain<'_, Vec<u8>> {
+        self.spent.drain(..)
     }
 
     /// Send the queued frames with `sendmmsg`; returns how many the kernel refused.
     pub fn flush(&mut self) -> usize {
-        let n = self.tx_used;
+        let n = self.tx.len();
         if n == 0 {
             return 0;
         }
-        let mut iov: Vec<libc::iovec> = self.tx[..n]
-            .iter_mut()
-            .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
-            .collect();
+        static ZERO_VNET: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
+        let empty = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+        let mut iov = [empty; 2 * TX_BATCH];
         // SAFETY: mmsghdr is plain old data; zero is valid (no name, no control).
-        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
+        let mut msgs: [libc::mmsghdr; TX_BATCH] = unsafe { std::mem::zeroed() };
+        for (k, b) in self.tx.iter_mut().enumerate() {
+            // The kernel only reads the vnet header (sendmmsg does not write its iovecs' data).
+            iov[2 * k] = libc::iovec {
+                iov_base: ZERO_VNET.as_ptr() as *mut libc::c_void,
+                iov_len: VNET_HDR_LEN,
+            };
+            iov[2 * k + 1] = libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() };
+        }
+        for (k, m) in msgs[..n].iter_mut().enumerate() {
+            m.msg_hdr.msg_iov = iov[2 * k..].as_mut_ptr();
+            m.msg_hdr.msg_iovlen = 2;
         }
         let mut sent = 0usize;
         let mut refused = 0usize;
         while sent < n {
-            // SAFETY: msgs[sent..n] point to iovecs that point into self.tx buffers, all alive
-            // and unmodified for the duration of the call.
+            self.tx_calls += 1;
+            // SAFETY: msgs[sent..n] point to iovecs that point into self.tx buffers and the
+            // static header, all alive and unmodified for the duration of the call.
             let r = unsafe {
                 libc::sendmmsg(
                     self.fd.as_raw_fd(),
@@ -410,8 +432,21 @@ impl PacketSocket {
                 sent += r as usize;
             }
         }
-        self.tx_used = 0;
+        self.spent.append(&mut self.tx);
+        // Callers that never take the buffers back do not make this grow without bound.
+        self.spent.truncate(16 * TX_BATCH);
         refused
+    }
+
+    /// `sendmmsg` calls so far.
+    pub fn tx_calls(&self) -> u64 {
+        self.tx_calls
+    }
+
+    /// Whether a received frame is waiting in the ring (frames sent by this host itself are
+    /// skipped and given back on the way).
+    pub fn rx_ready(&mut self) -> bool {
+        self.next_rx().is_some()
     }
 
     /// Frames the kernel dropped because the receive ring was full, since the last call.
