@@ -68,3 +68,10 @@ def test_ffp_compare_times_every_pipeline_on_the_same_packets():
         assert all(x > 0 for x in e["all_ns"])
         # only the composite pipelines have a fast path, and it is used
         assert (e["lut_hits"] > 0) == key.endswith(("ffp", "bitwise"))
+
+
+def test_ffp_compare_refuses_a_bad_workload_spec():
+    import pytest
+
+    with pytest.raises(_latnet.LatnetError, match="workload spec"):
+        _latnet.ffp_compare("scenario = 3", 500, 10, 128, 1)
