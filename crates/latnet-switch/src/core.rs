@@ -62,6 +62,9 @@ pub struct Offload {
     pub gso: bool,
     /// The frame was longer than what the ring kept.
     pub truncated: bool,
+    /// An outer 802.1Q tag (TPID, TCI) the kernel took out of the frame: put back after the
+    /// MAC addresses (the partial checksum's offsets, counted without it, move with it).
+    pub vlan: Option<(u16, u16)>,
 }
 
 /// What an emulated port stands for.
@@ -173,6 +176,8 @@ pub struct SwitchCore {
     pub ports: Vec<EmuPort>,
     port_of_global: Vec<Option<usize>>,
     flows: HashMap<FlowKey, FlowId>,
+    /// Per flow, the 802.1Q tag stack its source pushes (the host tagger of source routing).
+    flow_tags: Vec<Vec<u16>>,
     /// Drops per scenario flow (by flow index).
     pub flow_drops: Vec<DropCounters>,
     /// Packets forwarded per scenario flow.
@@ -310,6 +315,7 @@ impl SwitchCore {
             ports,
             port_of_global,
             flows,
+            flow_tags: sc.flows.iter().map(|f| f.tags.clone()).collect(),
             flow_drops: vec![DropCounters::default(); sc.flows.len()],
             flow_forwarded: vec![0; sc.flows.len()],
             counters: Counters::default(),
@@ -363,10 +369,21 @@ impl SwitchCore {
     pub fn receive(&mut self, now: Time, iface: usize, frame: &[u8], offload: Offload) {
         let Some(ifc) = self.ifaces.get_mut(iface) else { return };
         ifc.rx_frames += 1;
-        ifc.rx_bytes += frame.len() as u64;
+        // (with the tag the kernel took out)
+        ifc.rx_bytes += frame.len() as u64 + if offload.vlan.is_some() { 4 } else { 0 };
         let (local, from_host) = (ifc.local, ifc.from_host);
         let mut data = self.buffer();
-        data.extend_from_slice(frame);
+        let mut offload = offload;
+        match offload.vlan {
+            Some((tpid, tci)) if frame.len() >= 12 => {
+                data.extend_from_slice(&frame[..12]);
+                data.extend_from_slice(&tpid.to_be_bytes());
+                data.extend_from_slice(&tci.to_be_bytes());
+                data.extend_from_slice(&frame[12..]);
+                offload.partial_csum = offload.partial_csum.map(|(s, o)| (s.saturating_add(4), o));
+            }
+            _ => data.extend_from_slice(frame),
+        }
         let mut meta = Meta {
             id: self.next_id,
             flow: FOREIGN,
@@ -409,6 +426,18 @@ impl SwitchCore {
             }
         }
         meta.priority = priority_from_dscp(key.dscp);
+        if from_host.is_some() {
+            // The source's tagger, as the simulator's host does it: the flow's tag stack,
+            // the first switch's tag outermost (the frame grows by 4 bytes per tag).
+            if let Some(tags) = self.flow_tags.get(meta.flow as usize) {
+                for &t in tags.iter().rev() {
+                    if latnet_wire::push_vlan(&mut data, latnet_wire::VlanTag::new(t)).is_err() {
+                        let pkt = Packet::new(data, 0, meta);
+                        return self.count_drop(pkt, DropReason::Malformed, true);
+                    }
+                }
+            }
+        }
         let pkt = Packet::new(data, 0, meta);
         match from_host {
             // The host's own egress port, emulated here.

@@ -41,6 +41,10 @@
 //! `csum_completed`), so hosts may keep checksum offload on. GSO super-packets cannot be queued
 //! as one frame and are dropped as `malformed` (counted as `rx_gso`): the testbed turns TSO and
 //! GSO off on host interfaces (`ethtool -K IF tso off gso off`) so that queues see real frames.
+//!
+//! The kernel also takes the outer 802.1Q tag out of every tagged frame it receives and hands
+//! it over beside the frame (`TP_STATUS_VLAN_VALID`); the switch puts it back before parsing,
+//! so tag-stack source routing sees the stack the previous switch sent.
 
 pub mod core;
 pub mod plan;

@@ -84,6 +84,7 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
                         .then_some((v.csum_start, v.csum_offset)),
                     gso: v.gso_type != VNET_GSO_NONE,
                     truncated: (f.data.len() as u64) < u64::from(f.wire_len),
+                    vlan: f.vlan,
                 };
                 core.receive(t, i, f.data, offload);
                 socks[i].release();

@@ -141,6 +141,9 @@ pub struct RxFrame<'a> {
     pub wire_len: u32,
     /// The `virtio_net_hdr` the kernel wrote before it.
     pub vnet: VnetHdr,
+    /// The outer 802.1Q tag (TPID, TCI), if the kernel took it out of the frame (it does for
+    /// every tagged frame it receives: the tag travels beside the data, not in it).
+    pub vlan: Option<(u16, u16)>,
 }
 
 /// An `AF_PACKET` socket on one interface: `TPACKET_V2` receive ring, `sendmmsg` transmit.
@@ -181,6 +184,10 @@ struct Tpacket2Hdr {
 const TPACKET_V2: libc::c_int = 1;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+/// `tp_vlan_tci` holds a tag taken out of the frame.
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+/// `tp_vlan_tpid` holds its TPID (else it was 0x8100).
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const PACKET_OUTGOING: u8 = 4;
 /// Offset of the `sockaddr_ll` after the frame header (TPACKET_ALIGN(sizeof tpacket2_hdr)).
 const SLL_OFFSET: usize = 32;
@@ -321,8 +328,18 @@ impl PacketSocket {
             std::sync::atomic::fence(Ordering::Acquire);
             // SAFETY: the kernel handed this frame to us (TP_STATUS_USER); it does not write it
             // until we set TP_STATUS_KERNEL.
-            let (len, snap, mac) =
-                unsafe { ((*h).tp_len, (*h).tp_snaplen as usize, usize::from((*h).tp_mac)) };
+            let (len, snap, mac, tci, tpid) = unsafe {
+                let h = &*h;
+                (
+                    h.tp_len,
+                    h.tp_snaplen as usize,
+                    usize::from(h.tp_mac),
+                    h.tp_vlan_tci,
+                    h.tp_vlan_tpid,
+                )
+            };
+            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 };
+            let vlan = (status & TP_STATUS_VLAN_VALID != 0).then_some((tpid, tci));
             let base = h.cast::<u8>();
             // SAFETY: the sockaddr_ll follows the header inside the frame.
             let pkttype = unsafe { *base.add(SLL_OFFSET + 10) };
@@ -337,7 +354,7 @@ impl PacketSocket {
                 let v = &*(base.add(mac - VNET_HDR_LEN).cast::<[u8; VNET_HDR_LEN]>());
                 (VnetHdr::parse(v), std::slice::from_raw_parts(base.add(mac), snap))
             };
-            return Some(RxFrame { data, wire_len: len, vnet });
+            return Some(RxFrame { data, wire_len: len, vnet, vlan });
         }
     }
 

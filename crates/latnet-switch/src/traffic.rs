@@ -125,16 +125,21 @@ pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<Vec<u8>> {
     Ok(t.get(HEADERS..).unwrap_or_default().to_vec())
 }
 
+/// Bytes of a flow's tag stack: its `size` includes them, but the switch the source is
+/// attached to pushes them (the source's tagger), so the host sends a frame that much shorter.
+fn tag_bytes(f: &FlowSpec) -> usize {
+    4 * f.tags.len()
+}
+
 fn check_size(f: &FlowSpec, prefix: usize) -> io::Result<()> {
-    if (f.size as usize) < MIN_FRAME as usize + prefix || f.size > 1514 {
+    let least = MIN_FRAME as usize + prefix + tag_bytes(f);
+    if (f.size as usize) < least || f.size > 1514 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "flow {:?}: emulation sends frames of {} to 1514 bytes (latency stamp, \
-                 no IP fragmentation), the scenario says {}",
-                f.name,
-                MIN_FRAME as usize + prefix,
-                f.size
+                "flow {:?}: emulation sends frames of {least} to 1514 bytes (latency stamp, \
+                 no IP fragmentation, 4 bytes per tag), the scenario says {}",
+                f.name, f.size
             ),
         ));
     }
@@ -164,7 +169,7 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
     rng.set_stream(STREAM_FLOW + i as u64);
     let mut source = Source::new(f.traffic.clone(), f.size, f.start);
-    let mut payload = vec![0u8; f.size as usize - HEADERS];
+    let mut payload = vec![0u8; f.size as usize - tag_bytes(f) - HEADERS];
     payload[..prefix.len()].copy_from_slice(&prefix);
     let mut rep = SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0 };
     while !sys::stop_requested() {

@@ -304,6 +304,50 @@ fn tag_stack_forwarding_is_built_as_in_the_simulator() {
     assert_eq!(core.counters.node_drops.get(DropReason::NoRoute), 1);
 }
 
+/// The source's tagger runs where the host's port is emulated: a tagged flow's frames leave
+/// the host untagged, get the flow's stack pushed at its port, and the tag-stack switch pops
+/// it and sends them on the port the tag names (here port 1, toward h2).
+#[test]
+fn host_tagger_pushes_the_flow_tag_stack() {
+    let sc = Scenario::from_str_named(
+        "t.toml",
+        &SC.replace(
+            "name = \"s1\"\nkind = \"switch\"",
+            "name = \"s1\"\nkind = \"switch\"\nforwarding = { kind = \"tag-stack\", base = 10 }",
+        )
+        .replace("size = 1250", "size = 300\ntags = [10]"),
+    )
+    .unwrap();
+    let f = &sc.flows[0];
+    let mut sent = Vec::new();
+    latnet_wire::build_udp_ipv4(
+        &mut sent,
+        latnet_wire::EthernetAddress(port_mac(0)),
+        latnet_wire::EthernetAddress(port_mac(1)),
+        "10.0.0.1".parse().unwrap(),
+        "10.0.0.3".parse().unwrap(),
+        0,
+        latnet_wire::Ecn::NotEct,
+        64,
+        f.src_port,
+        f.dst_port,
+        296 - 42,
+    )
+    .unwrap();
+    sent.resize(296, 0xab);
+    let mut core = SwitchCore::new(&sc, "s1").unwrap();
+    let out = drive(&mut core, &[(0, sent.clone())], &[]);
+    assert_eq!(core.counters.node_drops.get(DropReason::NoRoute), 0);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let (iface, _, got) = &out[0];
+    assert_eq!(*iface, 1);
+    // the tag is gone again; the IP datagram is the one h1 sent
+    assert_eq!(got.len(), 296);
+    assert_eq!(got[14..], sent[14..]);
+    // the host port carried the tagged frame: 300 bytes, as the scenario's size says
+    assert_eq!(core.ports.iter().map(|p| p.tx_bytes).sum::<u64>(), 300 + 296);
+}
+
 /// `advance_owned` (buffers handed out and given back later, as the runner does after
 /// `sendmmsg`) emits exactly what `advance` emits: same frames, interfaces and instants, also
 /// when reused buffers come back while other frames are queued, and under a priority queue
