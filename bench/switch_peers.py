@@ -194,11 +194,17 @@ def latency(tb: Testbed) -> dict:
     }
 
 
-def measure(tb: Testbed, seconds: int, blast: Path | None) -> dict:
+TESTS = ("tcp", "udp64", "latency")
+
+
+def measure(tb: Testbed, seconds: int, blast: Path | None, tests: list[str]) -> dict:
     r = {}
-    r.update(tcp(tb, seconds))
-    r.update(udp64(tb, seconds, blast))
-    r.update(latency(tb))
+    if "tcp" in tests:
+        r.update(tcp(tb, seconds))
+    if "udp64" in tests:
+        r.update(udp64(tb, seconds, blast))
+    if "latency" in tests:
+        r.update(latency(tb))
     return r
 
 
@@ -214,9 +220,37 @@ def point_hosts_at(tb: Testbed, to_switch: bool) -> None:
         tb.run(host, cmd)
 
 
+def rps(tb: Testbed, node: str, iface: str, cpus: list[int]) -> None:
+    """Receive packet steering: frames arriving on `iface` of `node` are processed by the
+    network stack on `cpus` (not on the CPU whose transmit handed them over, the veth default)."""
+    mask = f"{sum(1 << c for c in cpus):x}"
+    path = f"/sys/class/net/{iface}/queues/rx-0/rps_cpus"
+    tb.run(node, ["sh", "-c", f"echo {mask} > {path}"])
+
+
+def place(tb: Testbed, pin: int | None) -> None:
+    """CPU placement for `--pin CPU`: the forwarder under test owns CPU `pin` together with the
+    receive processing of the switch namespace's ports (RPS), while the hosts' network stacks
+    (and, left to the scheduler, iperf3 and the other applications) use the other CPUs. Without
+    `--pin` every RPS mask is cleared: the veth default, where a frame is received on the CPU
+    that transmitted it."""
+    others = [c for c in range(os.cpu_count() or 1) if c != pin]
+    for host in ("h1", "h2"):
+        rps(tb, host, tb.node(host)["ifaces"][0]["name"], others if pin is not None else [])
+    for iface in ("lk0", "lk1"):
+        rps(tb, "sw", iface, [pin] if pin is not None else [])
+
+
+def pin_process(pid: int, pin: int | None) -> None:
+    """Every thread of process `pid` onto CPU `pin` (no-op without `--pin`)."""
+    if pin is not None:
+        sh(["taskset", "-a", "-p", "-c", str(pin), str(pid)])
+
+
 class Ovs:
     def __init__(self, tb: Testbed):
         self.tb = tb
+        self.pid = 0
         self.base = Path(tempfile.mkdtemp(prefix="latnet-ovs-"))
         for d in ("run", "log", "db", "etc"):
             (self.base / d).mkdir()
@@ -248,6 +282,7 @@ class Ovs:
             + [f"--log-file={self.base / 'log' / 'ovs-vswitchd.log'}"],
             env=self.env,
         )
+        self.pid = int((self.base / "run" / "ovs-vswitchd.pid").read_text())
         self.vsctl("add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev")
         self.vsctl("add-port", "br0", "lk0")
         self.vsctl("add-port", "br0", "lk1")
@@ -305,6 +340,7 @@ def compile_c(out: Path, name: str) -> Path:
 
 
 C_PATHS = {"c-afpacket-b64": 64, "c-afpacket-1": 1}
+PATH_NAMES = ("latnet-switch", "linux-bridge", "ovs-netdev", *C_PATHS)
 
 
 def main() -> int:
@@ -319,7 +355,36 @@ def main() -> int:
         help="64-byte test sender: bench/udp_blast.c (sendmmsg batches of 64) or "
         "`latnet-switch send` (one sendto per frame, as fast as iperf3's)",
     )
+    ap.add_argument(
+        "--paths",
+        default=",".join(PATH_NAMES),
+        help="comma-separated subset of the data paths (default: all of "
+        + ", ".join(PATH_NAMES)
+        + "); the ratios need latnet-switch and the peer",
+    )
+    ap.add_argument(
+        "--tests",
+        default=",".join(TESTS),
+        help="comma-separated subset of " + ", ".join(TESTS) + " (default: all)",
+    )
+    ap.add_argument(
+        "--pin",
+        type=int,
+        metavar="CPU",
+        help="give the forwarder under test CPU CPU (all its threads, and the receive "
+        "processing of the switch's ports via RPS) and steer the hosts' receive processing to "
+        "the other CPUs; the same placement for every path",
+    )
     args = ap.parse_args()
+    chosen = args.paths.split(",")
+    tests = args.tests.split(",")
+    for name, allowed, what in ((chosen, PATH_NAMES, "--paths"), (tests, TESTS, "--tests")):
+        bad = [x for x in name if x not in allowed]
+        if bad:
+            print(
+                f"switch_peers: {what}: unknown {bad}, expected some of {allowed}", file=sys.stderr
+            )
+            return 2
     if os.geteuid() != 0:
         print("switch_peers: needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -337,20 +402,21 @@ def main() -> int:
             rate_bps=UDP64_RATE_PPS * UDP64_FRAME * 8,
         )
     )
-    names = ["latnet-switch", "linux-bridge", "ovs-netdev", *C_PATHS]
+    names = [n for n in PATH_NAMES if n in chosen]
     results: dict[str, list[dict]] = {n: [] for n in names}
     c_counters: dict[str, list[dict]] = {n: [] for n in C_PATHS}
 
     def run(name: str, tb: Testbed) -> None:
         load = os.getloadavg()[0]
-        r = measure(tb, args.seconds, blast)
+        r = measure(tb, args.seconds, blast, tests)
         r["load_1min"] = load
         results[name].append(r)
 
     def latnet_switch(tb: Testbed) -> None:
-        tb.start_switch("sw")
+        p = tb.start_switch("sw")
         tb._wait_ready("sw")
         try:
+            pin_process(p.pid, args.pin)
             point_hosts_at(tb, to_switch=True)
             run("latnet-switch", tb)
         finally:
@@ -372,6 +438,7 @@ def main() -> int:
         ovs = Ovs(tb)
         try:
             ovs.start()
+            pin_process(ovs.pid, args.pin)
             run("ovs-netdev", tb)
         finally:
             ovs.stop()
@@ -384,6 +451,7 @@ def main() -> int:
             fwd = CForwarder(tb, exe, C_PATHS[name], args.seconds)
             try:
                 fwd.start()
+                pin_process(fwd.p.pid, args.pin)
                 run(name, tb)
             finally:
                 fwd.stop()
@@ -391,10 +459,18 @@ def main() -> int:
 
         return go
 
-    paths = [latnet_switch, linux_bridge, ovs_netdev, *(c_forwarder(n) for n in C_PATHS)]
+    every = dict(
+        zip(
+            PATH_NAMES,
+            [latnet_switch, linux_bridge, ovs_netdev, *(c_forwarder(n) for n in C_PATHS)],
+            strict=True,
+        )
+    )
+    paths = [every[n] for n in names]
     # realtime=False: latnet-switch competes for the CPU like ovs-vswitchd does.
     with Testbed(sc, run_dir=out / "switch_peers-run", offloads="off", realtime=False) as tb:
         tb.stop_switches()  # each path starts from a switch namespace that forwards nothing
+        place(tb, args.pin)
         for rnd in range(args.rounds):
             # Each round starts with the next path, so that a load trend on the shared
             # machine does not always favour the same path.
@@ -403,19 +479,16 @@ def main() -> int:
                 path(tb)
             for name, rs in results.items():
                 print(f"round {rnd + 1}: {name}: {rs[-1]}", flush=True)
-    keys = list(results["latnet-switch"][0])
+    keys = list(next(iter(results.values()))[0])
     summary = {
         name: {k: statistics.median(r[k] for r in rs if r.get(k) is not None) for k in keys}
         for name, rs in results.items()
     }
-    ls, ovs, cb = summary["latnet-switch"], summary["ovs-netdev"], summary["c-afpacket-b64"]
+    ratio_keys = [k for k in ("tcp_gbps", "tcp_frames_per_s", "udp64_delivered_pps") if k in keys]
     ratios = {
-        f"latnet/{peer}": {
-            "tcp_gbps": ls["tcp_gbps"] / s["tcp_gbps"],
-            "tcp_frames_per_s": ls["tcp_frames_per_s"] / s["tcp_frames_per_s"],
-            "udp64_delivered_pps": ls["udp64_delivered_pps"] / s["udp64_delivered_pps"],
-        }
-        for peer, s in (("ovs-netdev", ovs), ("c-afpacket-b64", cb))
+        f"latnet/{peer}": {k: summary["latnet-switch"][k] / summary[peer][k] for k in ratio_keys}
+        for peer in ("ovs-netdev", "c-afpacket-b64")
+        if "latnet-switch" in summary and peer in summary
     }
     loads = [r["load_1min"] for rs in results.values() for r in rs]
     doc = {
@@ -423,6 +496,7 @@ def main() -> int:
         "seconds": args.seconds,
         "udp_sender": args.udp_sender,
         "rounds": args.rounds,
+        "pin": args.pin,
         "cpus": os.cpu_count(),
         "load_1min_range": [min(loads), max(loads)],
         "median": summary,
@@ -432,24 +506,25 @@ def main() -> int:
     }
     (out / "switch_peers.json").write_text(json.dumps(doc, indent=2) + "\n")
     cols = [
-        "tcp_gbps",
-        "tcp_frames_per_s",
-        "udp64_offered_pps",
-        "udp64_delivered_pps",
-        "ping_avg_ms",
-        "ping_min_ms",
-        "irtt_median_ms",
-        "load_1min",
+        c
+        for c in (
+            "tcp_gbps",
+            "tcp_frames_per_s",
+            "udp64_offered_pps",
+            "udp64_delivered_pps",
+            "ping_avg_ms",
+            "ping_min_ms",
+            "irtt_median_ms",
+            "load_1min",
+        )
+        if c in keys
     ]
     print("\n" + "path".ljust(16) + "".join(c.rjust(20) for c in cols))
     for name, s in summary.items():
         print(name.ljust(16) + "".join(f"{s[c]:20.3f}" for c in cols))
     print(f"\n1-minute load average during the run: {min(loads):.1f}-{max(loads):.1f}")
     for peer, r in ratios.items():
-        print(
-            f"{peer}: TCP {r['tcp_gbps']:.2f}x, TCP frames/s {r['tcp_frames_per_s']:.2f}x, "
-            f"64-byte frames delivered {r['udp64_delivered_pps']:.2f}x"
-        )
+        print(f"{peer}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
     print(f"wrote {out / 'switch_peers.json'}")
     return 0
 
