@@ -54,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
             partial_csum: (flags & 1 != 0).then_some((u16::from(start), u16::from(off))),
             gso: flags & 2 != 0,
             truncated: flags & 4 != 0,
+            vlan: (flags & 8 != 0).then_some((0x8100, u16::from(start) << 4 | u16::from(off))),
         };
         t += u64::from(flags) * 1000;
         let now = Time::from_nanos(t);
