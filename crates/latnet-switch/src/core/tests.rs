@@ -348,6 +348,49 @@ fn host_tagger_pushes_the_flow_tag_stack() {
     assert_eq!(core.ports.iter().map(|p| p.tx_bytes).sum::<u64>(), 300 + 296);
 }
 
+/// A tag the kernel handed over beside the frame is put back before forwarding, and a partial
+/// checksum's offsets (counted on the frame without it) move with it.
+#[test]
+fn a_stripped_vlan_tag_is_put_back() {
+    let sc = Scenario::from_str_named(
+        "t.toml",
+        &SC.replace(
+            "name = \"s1\"\nkind = \"switch\"",
+            "name = \"s1\"\nkind = \"switch\"\nforwarding = { kind = \"tag-stack\", base = 10 }",
+        ),
+    )
+    .unwrap();
+    let full = frame(300, 7, 5);
+    let mut partial = full.clone();
+    let ph = latnet_wire::checksum::pseudo_header_v4(
+        "10.0.0.1".parse().unwrap(),
+        "10.0.0.3".parse().unwrap(),
+        17,
+        (300 - 34) as u16,
+    );
+    partial[40..42].copy_from_slice(&ph.to_be_bytes());
+    let mut core = SwitchCore::new(&sc, "s1").unwrap();
+    // tag 10: port 1 (toward h2), queue 0; it arrives on the h1 side beside the frame
+    let off =
+        Offload { partial_csum: Some((34, 6)), vlan: Some((0x8100, 10)), ..Offload::default() };
+    core.receive(Time::ZERO, 0, &partial, off);
+    let mut out = Vec::new();
+    core.advance(Time::MAX, &mut |i, f, _| out.push((i, f.to_vec())));
+    assert_eq!(core.counters.node_drops.get(DropReason::NoRoute), 0);
+    assert_eq!(core.counters.csum_completed, 1);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 1);
+    // tag popped, checksum the one computed the ordinary way
+    let sum = latnet_wire::checksum::combine(&[ph, latnet_wire::checksum::data(&full[34..])]);
+    let c = match !sum {
+        0 => 0xffff,
+        c => c,
+    };
+    let mut expect = full.clone();
+    expect[40..42].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(out[0].1[12..], expect[12..]);
+}
+
 /// `advance_owned` (buffers handed out and given back later, as the runner does after
 /// `sendmmsg`) emits exactly what `advance` emits: same frames, interfaces and instants, also
 /// when reused buffers come back while other frames are queued, and under a priority queue
