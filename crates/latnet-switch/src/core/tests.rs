@@ -33,6 +33,14 @@ fn scenario(extra: &str) -> Scenario {
     Scenario::from_str_named("t.toml", &format!("{SC}{extra}")).unwrap()
 }
 
+/// Scenario `text` (a variant of [`SC`]) with s1 forwarding by tag stack, base 10.
+fn tag_stack_scenario(text: &str) -> Scenario {
+    let s1 = "name = \"s1\"\nkind = \"switch\"";
+    let text =
+        text.replace(s1, &format!("{s1}\nforwarding = {{ kind = \"tag-stack\", base = 10 }}"));
+    Scenario::from_str_named("t.toml", &text).unwrap()
+}
+
 /// A UDP frame h1 -> h2 of `len` bytes with DSCP for `prio`, sport `sport`.
 fn frame(len: usize, prio: u8, sport: u16) -> Vec<u8> {
     let mut f = Vec::new();
@@ -287,14 +295,7 @@ fn large_flows_are_counted_and_reported_as_in_the_simulator() {
 
 #[test]
 fn tag_stack_forwarding_is_built_as_in_the_simulator() {
-    let sc = Scenario::from_str_named(
-        "t.toml",
-        &SC.replace(
-            "name = \"s1\"\nkind = \"switch\"",
-            "name = \"s1\"\nkind = \"switch\"\nforwarding = { kind = \"tag-stack\", base = 10 }",
-        ),
-    )
-    .unwrap();
+    let sc = tag_stack_scenario(SC);
     let core = SwitchCore::new(&sc, "s1").unwrap();
     assert!(matches!(core.fwd, Forwarder::TagStack { base: 10 }));
     // an untagged frame has no route under source routing
@@ -309,15 +310,7 @@ fn tag_stack_forwarding_is_built_as_in_the_simulator() {
 /// it and sends them on the port the tag names (here port 1, toward h2).
 #[test]
 fn host_tagger_pushes_the_flow_tag_stack() {
-    let sc = Scenario::from_str_named(
-        "t.toml",
-        &SC.replace(
-            "name = \"s1\"\nkind = \"switch\"",
-            "name = \"s1\"\nkind = \"switch\"\nforwarding = { kind = \"tag-stack\", base = 10 }",
-        )
-        .replace("size = 1250", "size = 300\ntags = [10]"),
-    )
-    .unwrap();
+    let sc = tag_stack_scenario(&SC.replace("size = 1250", "size = 300\ntags = [10]"));
     let f = &sc.flows[0];
     let mut sent = Vec::new();
     latnet_wire::build_udp_ipv4(
@@ -352,14 +345,7 @@ fn host_tagger_pushes_the_flow_tag_stack() {
 /// checksum's offsets (counted on the frame without it) move with it.
 #[test]
 fn a_stripped_vlan_tag_is_put_back() {
-    let sc = Scenario::from_str_named(
-        "t.toml",
-        &SC.replace(
-            "name = \"s1\"\nkind = \"switch\"",
-            "name = \"s1\"\nkind = \"switch\"\nforwarding = { kind = \"tag-stack\", base = 10 }",
-        ),
-    )
-    .unwrap();
+    let sc = tag_stack_scenario(SC);
     let full = frame(300, 7, 5);
     let mut partial = full.clone();
     let ph = latnet_wire::checksum::pseudo_header_v4(
