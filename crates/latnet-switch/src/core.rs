@@ -366,14 +366,13 @@ impl SwitchCore {
     }
 
     /// A frame arrived on interface `iface` at `now`.
-    pub fn receive(&mut self, now: Time, iface: usize, frame: &[u8], offload: Offload) {
+    pub fn receive(&mut self, now: Time, iface: usize, frame: &[u8], mut offload: Offload) {
         let Some(ifc) = self.ifaces.get_mut(iface) else { return };
         ifc.rx_frames += 1;
         // (with the tag the kernel took out)
         ifc.rx_bytes += frame.len() as u64 + if offload.vlan.is_some() { 4 } else { 0 };
         let (local, from_host) = (ifc.local, ifc.from_host);
         let mut data = self.buffer();
-        let mut offload = offload;
         match offload.vlan {
             Some((tpid, tci)) if frame.len() >= 12 => {
                 data.extend_from_slice(&frame[..12]);

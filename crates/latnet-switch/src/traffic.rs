@@ -341,4 +341,24 @@ mod tests {
         b[0] = 0;
         assert!(parse_payload(&b).is_none());
     }
+
+    /// A tagged flow's size includes its tags, which the switch pushes: the host's frame is
+    /// shorter by 4 bytes per tag, and a size that leaves no room for the latency stamp is
+    /// refused with the flow's name and the least size.
+    #[test]
+    fn tagged_flow_sizes_leave_room_for_the_tags() {
+        let text = "[sim]\nduration = \"1s\"\n[[nodes]]\nname = \"h1\"\nkind = \"host\"\n\
+                    [[nodes]]\nname = \"h2\"\nkind = \"host\"\n[[links]]\na = \"h1\"\nb = \"h2\"\nrate = \"1Gbps\"\n\
+                    [[flows]]\nname = \"t\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 300\ntags = [10, 20]\n\
+                    traffic = { kind = \"cbr\", rate = \"1Mbps\" }\n";
+        let sc = Scenario::from_str_named("t.toml", text).unwrap();
+        let mut f = sc.flows[0].clone();
+        assert_eq!(tag_bytes(&f), 8);
+        let least = MIN_FRAME as usize + 8;
+        f.size = least as u32;
+        assert!(check_size(&f, 0).is_ok());
+        f.size -= 1;
+        let e = check_size(&f, 0).unwrap_err().to_string();
+        assert!(e.contains("\"t\"") && e.contains(&format!("frames of {least} to 1514")), "{e}");
+    }
 }
