@@ -52,6 +52,20 @@ def test_seed_tables_match_the_paper(doc):
         assert t[f"test{i}"]["rows"][0]["ours"]["min"] == 124.0
 
 
+def test_the_papers_other_columns(doc):
+    """Fig. 7 and 8's columns without competing traffic, with F2+F3 and with F2+F3+F4."""
+    t = _tables(doc)
+    for fig in ("fig7", "fig8"):
+        none = t[f"{fig}-none"]
+        assert _worst(none) == 0.0, none  # no competition: exactly the path (and lower bound)
+        for cols in ("F2F3", "F2F3F4"):
+            tab = t[f"{fig}-{cols}"]
+            assert [r["label"] for r in tab["rows"]] == ["Q1", "Q2", "Q3", "Q4", "receiver"]
+            assert _worst(tab, ("mean", "max")) <= 1.5, tab
+            if fig == "fig8":
+                assert _worst(tab, ("min",)) == 0.0, tab
+
+
 def test_beyond_the_seed(doc):
     t = _tables(doc)
     rx = t["upper"]["rows"][-1]["ours"]
