@@ -142,7 +142,7 @@ struct PortInfo {
 }
 
 /// What every LBF participant of a run shares (read-only).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LbfNet {
     fib: LbfFib,
     ports: Vec<PortInfo>,
@@ -152,6 +152,10 @@ pub struct LbfNet {
     switching: Switching,
     node_names: Vec<String>,
     flow_names: Vec<String>,
+    /// What the senders' clock reads when the forwarders' clock reads zero: 0 in the
+    /// simulator (one clock); the real-time switch's start on `CLOCK_MONOTONIC`, which the
+    /// emulated senders stamp (see [`LbfState::with_clock_origin`]).
+    clock_origin_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -380,7 +384,10 @@ impl LbfSwitch {
         };
         let latency = match r.mode {
             LbfMode::SenderTimestamp => {
-                let mut l = now.as_nanos().saturating_sub(r.value_ns);
+                let mut l = now
+                    .as_nanos()
+                    .saturating_add(self.net.clock_origin_ns)
+                    .saturating_sub(r.value_ns);
                 if self.net.convention == LatencyConvention::ExcludeSerialization {
                     l = l.saturating_sub(pkt.meta.ser_so_far.as_nanos());
                 }
@@ -564,6 +571,7 @@ impl LbfState {
             switching: sc.sim.switching,
             node_names: sc.nodes.iter().map(|n| n.name.clone()).collect(),
             flow_names: sc.flows.iter().map(|f| f.name.clone()).collect(),
+            clock_origin_ns: 0,
         });
         let flows = sc
             .flows
@@ -596,6 +604,17 @@ impl LbfState {
             })
             .collect();
         Some(LbfState { net, flows, slo_idx })
+    }
+
+    /// The same state for forwarders whose clock starts `origin_ns` after the senders' clock
+    /// (`carry = "timestamp"`: a block stamped `ts` by the sender has waited `now + origin - ts`
+    /// at a forwarder reading `now`). Call it before [`LbfState::switch`]: switches made
+    /// earlier keep the old origin.
+    pub fn with_clock_origin(mut self, origin_ns: u64) -> LbfState {
+        let mut net = (*self.net).clone();
+        net.clock_origin_ns = origin_ns;
+        self.net = Arc::new(net);
+        self
     }
 
     /// The forwarder of `node` if it runs LBF.

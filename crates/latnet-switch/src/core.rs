@@ -219,7 +219,19 @@ pub enum CoreError {
 
 impl SwitchCore {
     /// The switch `node` of `sc`, with the scenario's conventions for interface names and MACs.
+    /// Its clock and the senders' are one (see [`SwitchCore::new_at`]).
     pub fn new(sc: &Scenario, node: &str) -> Result<SwitchCore, CoreError> {
+        Self::new_at(sc, node, 0)
+    }
+
+    /// As [`SwitchCore::new`], for a switch whose time zero is `clock_origin_ns` on the senders'
+    /// clock (the runner: its start on `CLOCK_MONOTONIC`, which senders stamp into the LBF
+    /// blocks of `carry = "timestamp"` flows).
+    pub fn new_at(
+        sc: &Scenario,
+        node: &str,
+        clock_origin_ns: u64,
+    ) -> Result<SwitchCore, CoreError> {
         let n = sc.node_index(node).ok_or_else(|| CoreError::NoNode(node.to_owned()))?;
         if sc.nodes[n].kind != NodeKind::Switch {
             return Err(CoreError::NotSwitch(node.to_owned()));
@@ -291,7 +303,7 @@ impl SwitchCore {
             .filter(|(_, s)| s.kind == NodeKind::Host)
             .flat_map(|(i, s)| latnet_sim::lbf::host_addresses(s.address).map(|a| (a, i)))
             .collect();
-        let lbf = lbf_state(sc, &topo);
+        let lbf = lbf_state(sc, &topo).map(|l| l.with_clock_origin(clock_origin_ns));
         let flows = sc
             .flows
             .iter()

@@ -36,7 +36,9 @@ const MAX_SLEEP_NS: u64 = 100_000_000;
 /// Run switch `cfg.node` of `sc` on its interfaces (named by [`crate::plan`]) in the current
 /// network namespace until stopped.
 pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
-    let mut core = SwitchCore::new(sc, &cfg.node).map_err(io::Error::other)?;
+    // The switch's time zero; senders stamp LBF blocks on the same clock (CLOCK_MONOTONIC).
+    let t0 = sys::mono_ns();
+    let mut core = SwitchCore::new_at(sc, &cfg.node, t0).map_err(io::Error::other)?;
     let mut socks = Vec::with_capacity(core.ifaces.len());
     for ifc in &core.ifaces {
         let (mac, mtu) = sys::if_hwaddr_mtu(&ifc.name)
@@ -57,7 +59,6 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
     sys::install_stop_handler();
     let fds: Vec<_> = socks.iter().map(PacketSocket::raw_fd).collect();
     let mut ready = Vec::with_capacity(fds.len());
-    let t0 = sys::mono_ns();
     let mut rc = RunnerCounters::default();
     let mut next_stats = 0u64;
     loop {

@@ -101,28 +101,25 @@ fn flow_index(sc: &Scenario, name: &str) -> io::Result<usize> {
 }
 
 /// The bytes a flow's UDP payload starts with: the LBF shim (and block) of the simulator's
-/// template for flows with an SLO, nothing otherwise. Only the UDP-shim carrier and carry
-/// modes without absolute timestamps are emulated.
-pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<Vec<u8>> {
-    let Some(slo) = f.slo.as_ref() else { return Ok(Vec::new()) };
-    let unsupported = |what: &str| {
-        Err(io::Error::new(
+/// template for flows with an SLO, nothing otherwise; and, for `carry = "timestamp"`, where in
+/// the payload the sender stamps its clock. Only the UDP-shim carrier is emulated.
+pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<(Vec<u8>, Option<usize>)> {
+    let Some(slo) = f.slo.as_ref() else { return Ok((Vec::new(), None)) };
+    if slo.encap != latnet_sim::scenario::Encap::UdpShim {
+        return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "flow {:?}: {what} is not emulated (UDP shim carrier only, no sender timestamps)",
+                "flow {:?}: the IPv6 hop-by-hop carrier is not emulated (UDP shim carrier only)",
                 f.name
             ),
-        ))
-    };
-    if slo.encap != latnet_sim::scenario::Encap::UdpShim {
-        return unsupported("the IPv6 hop-by-hop carrier");
+        ));
     }
-    if slo.carry == latnet_sim::scenario::Carry::Timestamp {
-        return unsupported("carry = \"timestamp\"");
-    }
-    let (t, _) = crate::core::lbf_template(sc, f)
+    let (t, block) = crate::core::lbf_template(sc, f)
         .ok_or_else(|| io::Error::other(format!("flow {:?}: no LBF template", f.name)))?;
-    Ok(t.get(HEADERS..).unwrap_or_default().to_vec())
+    let stamp = (slo.carry == latnet_sim::scenario::Carry::Timestamp)
+        .then(|| block.checked_sub(HEADERS))
+        .flatten();
+    Ok((t.get(HEADERS..).unwrap_or_default().to_vec(), stamp))
 }
 
 /// Bytes of a flow's tag stack: its `size` includes them, but the switch the source is
@@ -151,7 +148,7 @@ fn check_size(f: &FlowSpec, prefix: usize) -> io::Result<()> {
 pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let i = flow_index(sc, name)?;
     let f = &sc.flows[i];
-    let prefix = payload_prefix(sc, f)?;
+    let (prefix, stamp_at) = payload_prefix(sc, f)?;
     check_size(f, prefix.len())?;
     let src = SocketAddrV4::new(sc.nodes[f.src].address, f.src_port);
     let dst = SocketAddr::V4(SocketAddrV4::new(sc.nodes[f.dst].address, f.dst_port));
@@ -187,7 +184,12 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
             now = sys::mono_ns();
         }
         rep.late_max_ns = rep.late_max_ns.max(now.saturating_sub(due));
-        fill_payload(&mut payload[prefix.len()..], i as u16, rep.sent as u32, sys::mono_ns());
+        let stamp = sys::mono_ns();
+        if let Some(mut b) = stamp_at.and_then(|o| latnet_wire::lbf::block_mut(&mut payload, o)) {
+            // carry = "timestamp": the switches read the same clock (CLOCK_MONOTONIC)
+            b.set_value_ns(stamp);
+        }
+        fill_payload(&mut payload[prefix.len()..], i as u16, rep.sent as u32, stamp);
         if sock.send_to(&payload, dst).is_err() {
             rep.send_errors += 1;
         }
@@ -254,7 +256,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
         writeln!(log, "seq,send_ns,recv_ns,intact")?;
         flows.push(RxFlow {
             index: i,
-            skip: payload_prefix(sc, f)?.len(),
+            skip: payload_prefix(sc, f)?.0.len(),
             sock,
             stats: FlowRecv { flow: f.name.clone(), ..FlowRecv::default() },
             seen: Vec::new(),

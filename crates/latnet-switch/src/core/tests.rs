@@ -422,3 +422,35 @@ fn owned_buffers_give_the_same_output_as_borrowed_ones() {
     assert_eq!(expect.len(), 60);
     assert_eq!(got, expect);
 }
+
+/// `carry = "timestamp"`: the switch reads a sender's stamp on the senders' clock, whose reading
+/// at the switch's time zero is the core's clock origin. A frame stamped 200 us before that
+/// instant has waited 200 us more, so it is released 200 us earlier; the origin itself moves
+/// nothing when stamps move with it.
+#[test]
+fn sender_timestamps_are_read_on_the_senders_clock() {
+    let slo = "traffic = { kind = \"cbr\", rate = \"1Mbps\" }\n\
+               slo = { lower = \"3ms\", carry = \"timestamp\" }\n\
+               [defaults]\nqueue = { kind = \"lbf\" }\n[lbf]\nbudget = \"equal\"\n";
+    let sc = Scenario::from_str_named(
+        "t.toml",
+        &SC.replace("traffic = { kind = \"cbr\", rate = \"1Mbps\" }\n", slo),
+    )
+    .unwrap();
+    let (template, block) = lbf_template(&sc, &sc.flows[0]).unwrap();
+    let release = |origin: u64, stamp: u64| {
+        let mut f = template.clone();
+        f[0..6].copy_from_slice(&port_mac(1));
+        f[6..12].copy_from_slice(&port_mac(0));
+        latnet_wire::lbf::block_mut(&mut f, block).unwrap().set_value_ns(stamp);
+        let mut core = SwitchCore::new_at(&sc, "s1", origin).unwrap();
+        let out = drive(&mut core, &[(0, f)], &[]);
+        assert_eq!(out.len(), 1, "{out:?}");
+        out[0].1
+    };
+    let origin = 5_000_000_000;
+    let on_time = release(0, 0);
+    assert!(on_time >= 3_000_000, "held to the 3 ms lower bound: {on_time}");
+    assert_eq!(release(origin, origin), on_time);
+    assert_eq!(release(origin, origin - 200_000), on_time - 200_000);
+}
