@@ -196,10 +196,7 @@ class Testbed:
             self._save()
             _sh(["ip", "netns", "add", ns])
             _sh(["ip", "-n", ns, "link", "set", "lo", "up"])
-            _sh(
-                ["ip", "netns", "exec", ns, "sysctl", "-qw"]
-                + ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
-            )
+            _sh(["ip", "netns", "exec", ns, "sysctl", "-qw", *self._ipv6_sysctls(n)])
         for link in self.plan["links"]:
             a, b = link["a"], link["b"]
             ia = next(i for i in self.node(a)["ifaces"] if i["link"] == link["index"])
@@ -219,6 +216,11 @@ class Testbed:
                         feats = ["tx", "off"] + feats
                     _sh(["ip", "netns", "exec", ns, "ethtool", "-K", i["name"], *feats])
                     _sh(["ip", "-n", ns, "addr", "add", f"{n['address']}/32", "dev", i["name"]])
+                    if self.plan["ipv6"]:
+                        _sh(
+                            ["ip", "-n", ns, "-6", "addr", "add", f"{n['address6']}/128"]
+                            + ["dev", i["name"], "nodad"]
+                        )
                 _sh(["ip", "-n", ns, "link", "set", i["name"], "up"])
             for r in n["routes"]:
                 gw = self.plan["gateway"]
@@ -230,10 +232,37 @@ class Testbed:
                     ["ip", "-n", ns, "route", "replace", f"{r['dst']}/32", "via", gw]
                     + ["dev", r["iface"], "onlink"]
                 )
+                if self.plan["ipv6"]:
+                    gw6 = self.plan["gateway6"]
+                    _sh(
+                        ["ip", "-n", ns, "-6", "neigh", "replace", gw6, "lladdr"]
+                        + [r["next_hop_mac"], "dev", r["iface"], "nud", "permanent"]
+                    )
+                    _sh(
+                        ["ip", "-n", ns, "-6", "route", "replace", f"{r['dst6']}/128", "via"]
+                        + [gw6, "dev", r["iface"], "onlink"]
+                    )
         for s in self.switch_nodes():
             self.start_switch(s)
         for s in self.switch_nodes():
             self._wait_ready(s)
+
+    def _ipv6_sysctls(self, node: dict) -> list[str]:
+        """IPv6 off in every namespace, unless a flow carries its SLO in an IPv6 hop-by-hop
+        option: then hosts get it, quietly (no link-local addresses, router solicitations or
+        duplicate address detection that would send frames of their own into the switches)."""
+        if not (self.plan["ipv6"] and node["kind"] == "host"):
+            return ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+        out = []
+        for scope in ("all", "default"):
+            out += [
+                f"net.ipv6.conf.{scope}.disable_ipv6=0",
+                f"net.ipv6.conf.{scope}.addr_gen_mode=1",
+                f"net.ipv6.conf.{scope}.accept_ra=0",
+                f"net.ipv6.conf.{scope}.router_solicitations=0",
+                f"net.ipv6.conf.{scope}.dad_transmits=0",
+            ]
+        return out
 
     def rt(self) -> list[str]:
         """Command prefix that runs latnet's own processes (switches, traffic tools) with

@@ -342,17 +342,25 @@ LBF_GRANULARITY_US = 1.0
 LBF_TYPICAL_EXCESS_US = 400.0
 
 
-@pytest.mark.parametrize("carry", ["latency-so-far", "timestamp"])
-def test_lbf_lower_bound_on_real_packets(tmp_path, carry):
+@pytest.mark.parametrize(
+    ("carry", "encap"),
+    [
+        ("latency-so-far", "udp-shim"),
+        ("timestamp", "udp-shim"),
+        ("latency-so-far", "ipv6"),
+        ("timestamp", "ipv6"),
+    ],
+)
+def test_lbf_lower_bound_on_real_packets(tmp_path, carry, encap):
     """Two LBF switches hold SLO packets until their lower bound: none is delivered earlier
     than 2 ms (minus the stated granularity), the typical one not much later, while
     best-effort packets on the same path can arrive far earlier (so the switches, not the
     path, make the difference). With ``carry = "timestamp"`` the switches compute the latency
-    so far from the sender's stamp on the clock they share with it."""
-    sc = scenario(
-        tmp_path,
-        LBF.replace('slo = { lower = "2ms" }', f'slo = {{ lower = "2ms", carry = "{carry}" }}'),
-    )
+    so far from the sender's stamp on the clock they share with it; with ``encap = "ipv6"``
+    the block rides in an IPv6 hop-by-hop option that the sender's kernel puts in and the
+    receiver's kernel skips, and the switches rewrite it in flight."""
+    slo = f'slo = {{ lower = "2ms", carry = "{carry}", encap = "{encap}" }}'
+    sc = scenario(tmp_path, LBF.replace('slo = { lower = "2ms" }', slo))
     with Testbed(sc, run_dir=tmp_path / "run") as tb:
         res, _ = run_flows(tb, tmp_path / "out")
         slo = latencies_us(tb, "slo")

@@ -31,9 +31,9 @@
 use crate::plan::port_mac;
 use latnet_dataplane::packet::priority_from_dscp;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, FlowId, Meta, Packet, Queue, Verdict};
-use latnet_sim::lbf::LbfState;
+use latnet_sim::lbf::{ipv6_of, LbfState};
 use latnet_sim::net::Topology;
-use latnet_sim::scenario::NodeKind;
+use latnet_sim::scenario::{Encap, NodeKind};
 use latnet_sim::switch::{Forward, Forwarder, SwitchCtx};
 use latnet_sim::Scenario;
 use latnet_units::{Bytes, Duration, Time};
@@ -304,18 +304,20 @@ impl SwitchCore {
             .flat_map(|(i, s)| latnet_sim::lbf::host_addresses(s.address).map(|a| (a, i)))
             .collect();
         let lbf = lbf_state(sc, &topo).map(|l| l.with_clock_origin(clock_origin_ns));
+        // A flow is known by its IPv4 addresses, or by the IPv6 ones the simulator gives its
+        // hosts when its SLO rides in a hop-by-hop option.
         let flows = sc
             .flows
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let key = FlowKey {
-                    src: IpAddr::V4(sc.nodes[f.src].address),
-                    dst: IpAddr::V4(sc.nodes[f.dst].address),
-                    sport: f.src_port,
-                    dport: f.dst_port,
+                let (src, dst) = (sc.nodes[f.src].address, sc.nodes[f.dst].address);
+                let (src, dst) = if f.slo.is_some_and(|s| s.encap == Encap::Ipv6) {
+                    (IpAddr::V6(ipv6_of(src)), IpAddr::V6(ipv6_of(dst)))
+                } else {
+                    (IpAddr::V4(src), IpAddr::V4(dst))
                 };
-                (key, i as FlowId)
+                (FlowKey { src, dst, sport: f.src_port, dport: f.dst_port }, i as FlowId)
             })
             .collect();
         Ok(SwitchCore {

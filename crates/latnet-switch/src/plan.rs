@@ -12,17 +12,23 @@
 //! * a host gets its address as a /32 on each of its interfaces and, for every other host, a
 //!   route through the interface its FIB entry names, with a gateway whose MAC is the peer's
 //!   interface MAC (a permanent neighbour entry: no ARP crosses the switches);
+//! * when a flow carries its SLO in an IPv6 hop-by-hop option, hosts also get IPv6: the
+//!   simulator's address (`2001:db8::` + the IPv4 address) as a /128 and the same routes
+//!   through [`GATEWAY6`] (no neighbour discovery, no duplicate address detection);
 //! * links joining two hosts cannot be emulated (there is no switch to emulate their rate and
 //!   delay) and are refused.
 
+use latnet_sim::lbf::ipv6_of;
 use latnet_sim::net::{Topology, NO_PORT};
-use latnet_sim::scenario::NodeKind;
+use latnet_sim::scenario::{Encap, NodeKind};
 use latnet_sim::Scenario;
 use serde::Serialize;
 
 /// The gateway address hosts route through (never on the wire: it only keys the permanent
 /// neighbour entry that gives the next hop's MAC).
 pub const GATEWAY: &str = "169.254.0.1";
+/// The IPv6 gateway, used the same way.
+pub const GATEWAY6: &str = "fe80::1";
 
 /// MAC address of the interface that carries global port `p`.
 pub fn port_mac(p: usize) -> [u8; 6] {
@@ -66,6 +72,11 @@ pub struct Plan {
     pub scenario: String,
     /// Address the hosts use as gateway (see [`GATEWAY`]).
     pub gateway: String,
+    /// Whether hosts also need IPv6 (a flow's SLO rides in a hop-by-hop option): each gets
+    /// its `address6` and routes to the others' through [`GATEWAY6`].
+    pub ipv6: bool,
+    /// IPv6 gateway (link-local; keys a permanent neighbour entry like [`GATEWAY`]).
+    pub gateway6: String,
     /// One entry per node, in scenario order.
     pub nodes: Vec<PlanNode>,
     /// One entry per link, in scenario order.
@@ -102,6 +113,8 @@ pub struct PlanNode {
     pub kind: String,
     /// IPv4 address (hosts use it; switches have none on the wire).
     pub address: String,
+    /// IPv6 address the simulator gives the node (`latnet_sim::lbf::ipv6_of`).
+    pub address6: String,
     /// Interfaces, in link order.
     pub ifaces: Vec<PlanIface>,
     /// Routes of a host, one per other reachable host.
@@ -130,6 +143,8 @@ pub struct PlanIface {
 pub struct PlanRoute {
     /// Destination host address (/32).
     pub dst: String,
+    /// Its IPv6 address (/128).
+    pub dst6: String,
     /// Outgoing interface.
     pub iface: String,
     /// MAC of the next hop on that interface.
@@ -196,6 +211,7 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
                             let t = &topo.ports[p as usize];
                             PlanRoute {
                                 dst: sc.nodes[d].address.to_string(),
+                                dst6: ipv6_of(sc.nodes[d].address).to_string(),
                                 iface: iface_name(t.link),
                                 next_hop_mac: mac_string(port_mac(t.reverse)),
                             }
@@ -213,6 +229,7 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
                 }
                 .to_owned(),
                 address: spec.address.to_string(),
+                address6: ipv6_of(spec.address).to_string(),
                 ifaces,
                 routes,
             }
@@ -245,6 +262,8 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
     Ok(Plan {
         scenario: sc.name.clone(),
         gateway: GATEWAY.to_owned(),
+        ipv6: sc.flows.iter().any(|f| f.slo.is_some_and(|s| s.encap == Encap::Ipv6)),
+        gateway6: GATEWAY6.to_owned(),
         nodes,
         links,
         flows,
@@ -291,6 +310,8 @@ delay = "1ms"
         assert_eq!(h1.ifaces[0].peer_mac, "02:6c:6e:00:00:01");
         assert_eq!(h1.routes.len(), 1);
         assert_eq!(h1.routes[0].dst, "10.0.0.3");
+        assert_eq!(h1.routes[0].dst6, "2001:db8::a00:3");
+        assert!(!p.ipv6, "no flow carries its SLO in an IPv6 option");
         assert_eq!(h1.routes[0].next_hop_mac, "02:6c:6e:00:00:01");
         assert!(p.nodes[1].routes.is_empty());
         assert_eq!(p.links[1].delay_ns, 1_000_000);

@@ -579,6 +579,27 @@ pub fn set_tos(fd: RawFd, tos: u8) -> io::Result<()> {
     setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos))
 }
 
+/// Set the IPv6 traffic class (DSCP << 2 | ECN) of a socket's packets.
+pub fn set_tclass(fd: RawFd, tclass: u8) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, libc::c_int::from(tclass))
+}
+
+/// Put hop-by-hop options `hbh` (a whole extension header, its next-header octet filled in by
+/// the kernel) in every IPv6 packet the socket sends (`CAP_NET_RAW`).
+pub fn set_hop_options(fd: RawFd, hbh: &[u8]) -> io::Result<()> {
+    // SAFETY: `hbh` lives for the call and its length is passed; the kernel only reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_HOPOPTS,
+            hbh.as_ptr().cast(),
+            libc::socklen_t::try_from(hbh.len()).unwrap_or(libc::socklen_t::MAX),
+        )
+    })
+    .map(drop)
+}
+
 /// Send UDP over IPv4 without a checksum (checksum 0), so switches may rewrite payload
 /// fields without fixing it.
 pub fn set_udp_no_checksum(fd: RawFd) -> io::Result<()> {

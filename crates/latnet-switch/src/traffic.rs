@@ -18,13 +18,15 @@
 
 use crate::sys;
 use latnet_sim::scenario::FlowSpec;
+use latnet_sim::scenario::{Carry, Encap};
 use latnet_sim::traffic::Source;
 use latnet_sim::Scenario;
+use latnet_wire::lbf::HBH_LEN;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write as _};
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
@@ -32,6 +34,8 @@ use std::path::Path;
 pub const HEADER_LEN: usize = 16;
 /// Ethernet + IPv4 + UDP.
 pub const HEADERS: usize = 42;
+/// Ethernet + IPv6, where a hop-by-hop header starts.
+const IPV6_HEADERS: usize = 54;
 /// Smallest frame the traffic tools send.
 pub const MIN_FRAME: u32 = (HEADERS + HEADER_LEN) as u32;
 const MAGIC: u16 = 0x4c4e;
@@ -101,25 +105,39 @@ fn flow_index(sc: &Scenario, name: &str) -> io::Result<usize> {
 }
 
 /// The bytes a flow's UDP payload starts with: the LBF shim (and block) of the simulator's
-/// template for flows with an SLO, nothing otherwise; and, for `carry = "timestamp"`, where in
-/// the payload the sender stamps its clock. Only the UDP-shim carrier is emulated.
+/// template for flows with an SLO carried as a UDP shim, nothing otherwise; and, for
+/// `carry = "timestamp"`, where in the payload the sender stamps its clock.
 pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<(Vec<u8>, Option<usize>)> {
-    let Some(slo) = f.slo.as_ref() else { return Ok((Vec::new(), None)) };
-    if slo.encap != latnet_sim::scenario::Encap::UdpShim {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "flow {:?}: the IPv6 hop-by-hop carrier is not emulated (UDP shim carrier only)",
-                f.name
-            ),
-        ));
-    }
-    let (t, block) = crate::core::lbf_template(sc, f)
-        .ok_or_else(|| io::Error::other(format!("flow {:?}: no LBF template", f.name)))?;
-    let stamp = (slo.carry == latnet_sim::scenario::Carry::Timestamp)
-        .then(|| block.checked_sub(HEADERS))
-        .flatten();
+    let Some(slo) = f.slo.as_ref().filter(|s| s.encap == Encap::UdpShim) else {
+        return Ok((Vec::new(), None));
+    };
+    let (t, block) = template(sc, f)?;
+    let stamp = (slo.carry == Carry::Timestamp).then(|| block.checked_sub(HEADERS)).flatten();
     Ok((t.get(HEADERS..).unwrap_or_default().to_vec(), stamp))
+}
+
+/// For a flow whose SLO rides in an IPv6 hop-by-hop option: the extension header of the
+/// simulator's template (the kernel sends it as given) and where in it the LBF block sits.
+pub fn hop_options(sc: &Scenario, f: &FlowSpec) -> io::Result<Option<(Vec<u8>, usize)>> {
+    if !f.slo.as_ref().is_some_and(|s| s.encap == Encap::Ipv6) {
+        return Ok(None);
+    }
+    let (t, block) = template(sc, f)?;
+    let hbh = t.get(IPV6_HEADERS..IPV6_HEADERS + HBH_LEN).unwrap_or_default().to_vec();
+    Ok(Some((hbh, block.saturating_sub(IPV6_HEADERS))))
+}
+
+fn template(sc: &Scenario, f: &FlowSpec) -> io::Result<(Vec<u8>, usize)> {
+    crate::core::lbf_template(sc, f)
+        .ok_or_else(|| io::Error::other(format!("flow {:?}: no LBF template", f.name)))
+}
+
+/// Octets in front of the payload: Ethernet, IP (and the hop-by-hop header), UDP.
+fn header_len(f: &FlowSpec) -> usize {
+    match f.slo.as_ref().map(|s| s.encap) {
+        Some(Encap::Ipv6) => IPV6_HEADERS + HBH_LEN + 8,
+        _ => HEADERS,
+    }
 }
 
 /// Bytes of a flow's tag stack: its `size` includes them, but the switch the source is
@@ -129,7 +147,7 @@ fn tag_bytes(f: &FlowSpec) -> usize {
 }
 
 fn check_size(f: &FlowSpec, prefix: usize) -> io::Result<()> {
-    let least = MIN_FRAME as usize + prefix + tag_bytes(f);
+    let least = MIN_FRAME as usize + (header_len(f) - HEADERS) + prefix + tag_bytes(f);
     if (f.size as usize) < least || f.size > 1514 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -149,13 +167,18 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let i = flow_index(sc, name)?;
     let f = &sc.flows[i];
     let (prefix, stamp_at) = payload_prefix(sc, f)?;
+    let mut hbh = hop_options(sc, f)?;
     check_size(f, prefix.len())?;
-    let src = SocketAddrV4::new(sc.nodes[f.src].address, f.src_port);
-    let dst = SocketAddr::V4(SocketAddrV4::new(sc.nodes[f.dst].address, f.dst_port));
+    let (src, dst) = (address(sc, f.src, f.src_port, &hbh), address(sc, f.dst, f.dst_port, &hbh));
     let sock = UdpSocket::bind(src)
         .map_err(|e| io::Error::new(e.kind(), format!("bind {src} for flow {name:?}: {e}")))?;
     let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
-    sys::set_tos(sock.as_raw_fd(), dscp << 2)?;
+    if let Some((h, _)) = &hbh {
+        sys::set_tclass(sock.as_raw_fd(), dscp << 2)?;
+        sys::set_hop_options(sock.as_raw_fd(), h)?;
+    } else {
+        sys::set_tos(sock.as_raw_fd(), dscp << 2)?;
+    }
     sys::set_sndbuf(sock.as_raw_fd(), 4 << 20);
     if !prefix.is_empty() {
         // Switches rewrite the LBF block: UDP over IPv4 without a checksum.
@@ -166,7 +189,7 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
     rng.set_stream(STREAM_FLOW + i as u64);
     let mut source = Source::new(f.traffic.clone(), f.size, f.start);
-    let mut payload = vec![0u8; f.size as usize - tag_bytes(f) - HEADERS];
+    let mut payload = vec![0u8; f.size as usize - tag_bytes(f) - header_len(f)];
     payload[..prefix.len()].copy_from_slice(&prefix);
     let mut rep = SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0 };
     while !sys::stop_requested() {
@@ -185,9 +208,15 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
         }
         rep.late_max_ns = rep.late_max_ns.max(now.saturating_sub(due));
         let stamp = sys::mono_ns();
+        // carry = "timestamp": the switches read the same clock (CLOCK_MONOTONIC)
         if let Some(mut b) = stamp_at.and_then(|o| latnet_wire::lbf::block_mut(&mut payload, o)) {
-            // carry = "timestamp": the switches read the same clock (CLOCK_MONOTONIC)
             b.set_value_ns(stamp);
+        }
+        if let Some((h, at)) = hbh.as_mut().filter(|_| carry_timestamp(f)) {
+            if let Some(mut b) = latnet_wire::lbf::block_mut(h, *at) {
+                b.set_value_ns(stamp);
+            }
+            sys::set_hop_options(sock.as_raw_fd(), h)?;
         }
         fill_payload(&mut payload[prefix.len()..], i as u16, rep.sent as u32, stamp);
         if sock.send_to(&payload, dst).is_err() {
@@ -198,6 +227,21 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     Ok(rep)
 }
 
+fn carry_timestamp(f: &FlowSpec) -> bool {
+    f.slo.as_ref().is_some_and(|s| s.carry == Carry::Timestamp)
+}
+
+/// Where node `n` sends from or receives on `port`: its IPv4 address, or the IPv6 address the
+/// simulator gives it when the flow's SLO rides in a hop-by-hop option.
+fn address<T>(sc: &Scenario, n: usize, port: u16, hbh: &Option<T>) -> SocketAddr {
+    let v4 = sc.nodes[n].address;
+    if hbh.is_some() {
+        SocketAddr::V6(SocketAddrV6::new(latnet_sim::lbf::ipv6_of(v4), port, 0, 0))
+    } else {
+        SocketAddr::V4(SocketAddrV4::new(v4, port))
+    }
+}
+
 /// What a receiver saw of one flow.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FlowRecv {
@@ -205,7 +249,7 @@ pub struct FlowRecv {
     pub flow: String,
     /// Packets received (duplicates excluded).
     pub received: u64,
-    /// Frame bytes received (UDP payload + 42).
+    /// Frame bytes received (UDP payload + the headers in front of it: 42 octets over IPv4).
     pub rx_bytes: u64,
     /// Packets whose payload was not intact.
     pub corrupted: u64,
@@ -229,6 +273,8 @@ pub struct RecvReport {
 struct RxFlow {
     index: usize,
     skip: usize,
+    /// Octets of the frame in front of the UDP payload.
+    headers: usize,
     sock: UdpSocket,
     stats: FlowRecv,
     seen: Vec<u64>,
@@ -245,7 +291,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
     std::fs::create_dir_all(dir)?;
     let mut flows = Vec::new();
     for (i, f) in sc.flows.iter().enumerate().filter(|(_, f)| f.dst == h) {
-        let addr = SocketAddrV4::new(sc.nodes[h].address, f.dst_port);
+        let addr = address(sc, h, f.dst_port, &hop_options(sc, f)?);
         let sock = UdpSocket::bind(addr).map_err(|e| {
             io::Error::new(e.kind(), format!("bind {addr} for flow {:?}: {e}", f.name))
         })?;
@@ -257,6 +303,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
         flows.push(RxFlow {
             index: i,
             skip: payload_prefix(sc, f)?.0.len(),
+            headers: header_len(f),
             sock,
             stats: FlowRecv { flow: f.name.clone(), ..FlowRecv::default() },
             seen: Vec::new(),
@@ -320,7 +367,7 @@ fn record(fl: &mut RxFlow, payload: &[u8], recv_ns: u64) -> io::Result<()> {
     }
     fl.max_seq = Some(fl.max_seq.map_or(s.seq, |m| m.max(s.seq)));
     fl.stats.received += 1;
-    fl.stats.rx_bytes += (payload.len() + HEADERS) as u64;
+    fl.stats.rx_bytes += (payload.len() + fl.headers) as u64;
     if !s.intact {
         fl.stats.corrupted += 1;
     }
@@ -362,5 +409,34 @@ mod tests {
         f.size -= 1;
         let e = check_size(&f, 0).unwrap_err().to_string();
         assert!(e.contains("\"t\"") && e.contains(&format!("frames of {least} to 1514")), "{e}");
+    }
+
+    /// A flow whose SLO rides in an IPv6 hop-by-hop option sends its block there, not in the
+    /// payload: the option (type 0x3E) is the simulator's, the payload carries no shim, and
+    /// the headers in front of the payload grow by the IPv6 and hop-by-hop octets.
+    #[test]
+    fn ipv6_flows_carry_the_block_in_a_hop_by_hop_option() {
+        let text = "[sim]\nduration = \"1s\"\n[defaults.link]\nrate = \"100Mbps\"\n\
+                    [[nodes]]\nname = \"h1\"\nkind = \"host\"\n\
+                    [[nodes]]\nname = \"s1\"\nkind = \"switch\"\n\
+                    [[nodes]]\nname = \"h2\"\nkind = \"host\"\n\
+                    [[links]]\na = \"h1\"\nb = \"s1\"\n[[links]]\na = \"s1\"\nb = \"h2\"\n\
+                    [[flows]]\nname = \"v6\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 300\n\
+                    slo = { lower = \"1ms\", encap = \"ipv6\", carry = \"timestamp\" }\n\
+                    traffic = { kind = \"cbr\", rate = \"1Mbps\" }\n";
+        let sc = Scenario::from_str_named("t.toml", text).unwrap();
+        let f = &sc.flows[0];
+        assert_eq!(payload_prefix(&sc, f).unwrap(), (Vec::new(), None));
+        let (hbh, at) = hop_options(&sc, f).unwrap().unwrap();
+        assert_eq!(hbh.len(), HBH_LEN);
+        assert_eq!(hbh[2], latnet_wire::lbf::LBF_OPTION_TYPE);
+        let mut hbh = hbh;
+        latnet_wire::lbf::block_mut(&mut hbh, at).unwrap().set_value_ns(42);
+        let (t, block) = crate::core::lbf_template(&sc, f).unwrap();
+        assert_eq!(block, IPV6_HEADERS + at);
+        assert_eq!(&t[IPV6_HEADERS + 2..IPV6_HEADERS + 4], &hbh[2..4], "option type and length");
+        assert_eq!(header_len(f), 14 + 40 + HBH_LEN + 8);
+        let src = address(&sc, f.src, f.src_port, &Some(()));
+        assert_eq!(src.ip().to_string(), "2001:db8::a00:1");
     }
 }
