@@ -52,8 +52,8 @@
 use crate::hdr;
 use crate::net::{Topology, NO_PORT};
 use crate::scenario::{
-    BudgetRule, Carry, Encap, ExpirePolicy, LatencyConvention, LbfSettings, NodeKind, Scenario,
-    SloSpec, Switching, UpperPolicy,
+    BudgetRule, Carry, Encap, ExpirePolicy, FlowSpec, LatencyConvention, LbfSettings, NodeKind,
+    Scenario, SloSpec, Switching, UpperPolicy,
 };
 use crate::switch::{fib_forward, Forward, SwitchCtx};
 use latnet_dataplane::{DropReason, Packet};
@@ -188,6 +188,22 @@ impl LbfNet {
             .map(|p| p.rate.tx_time(size + Bytes::new(u64::from(p.overhead))).unwrap_or_default())
             .sum();
         route.min_latency + ser
+    }
+}
+
+/// Whether flow `f` carries its SLO in an IPv6 hop-by-hop option (its frames are IPv6).
+pub fn uses_ipv6(f: &FlowSpec) -> bool {
+    f.slo.is_some_and(|s| s.encap == Encap::Ipv6)
+}
+
+/// The address node `n` has in flow `f`'s frames: its IPv4 address, or [`ipv6_of`] it when
+/// the flow [`uses_ipv6`].
+pub fn flow_address(sc: &Scenario, f: &FlowSpec, n: usize) -> IpAddr {
+    let v4 = sc.nodes[n].address;
+    if uses_ipv6(f) {
+        IpAddr::V6(ipv6_of(v4))
+    } else {
+        IpAddr::V4(v4)
     }
 }
 

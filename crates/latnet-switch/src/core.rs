@@ -31,9 +31,9 @@
 use crate::plan::port_mac;
 use latnet_dataplane::packet::priority_from_dscp;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, FlowId, Meta, Packet, Queue, Verdict};
-use latnet_sim::lbf::{ipv6_of, LbfState};
+use latnet_sim::lbf::{flow_address, LbfState};
 use latnet_sim::net::Topology;
-use latnet_sim::scenario::{Encap, NodeKind};
+use latnet_sim::scenario::NodeKind;
 use latnet_sim::switch::{Forward, Forwarder, SwitchCtx};
 use latnet_sim::Scenario;
 use latnet_units::{Bytes, Duration, Time};
@@ -311,13 +311,13 @@ impl SwitchCore {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let (src, dst) = (sc.nodes[f.src].address, sc.nodes[f.dst].address);
-                let (src, dst) = if f.slo.is_some_and(|s| s.encap == Encap::Ipv6) {
-                    (IpAddr::V6(ipv6_of(src)), IpAddr::V6(ipv6_of(dst)))
-                } else {
-                    (IpAddr::V4(src), IpAddr::V4(dst))
+                let key = FlowKey {
+                    src: flow_address(sc, f, f.src),
+                    dst: flow_address(sc, f, f.dst),
+                    sport: f.src_port,
+                    dport: f.dst_port,
                 };
-                (FlowKey { src, dst, sport: f.src_port, dport: f.dst_port }, i as FlowId)
+                (key, i as FlowId)
             })
             .collect();
         Ok(SwitchCore {

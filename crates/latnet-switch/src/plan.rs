@@ -18,9 +18,9 @@
 //! * links joining two hosts cannot be emulated (there is no switch to emulate their rate and
 //!   delay) and are refused.
 
-use latnet_sim::lbf::ipv6_of;
+use latnet_sim::lbf::{ipv6_of, uses_ipv6};
 use latnet_sim::net::{Topology, NO_PORT};
-use latnet_sim::scenario::{Encap, NodeKind};
+use latnet_sim::scenario::NodeKind;
 use latnet_sim::Scenario;
 use serde::Serialize;
 
@@ -262,7 +262,7 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
     Ok(Plan {
         scenario: sc.name.clone(),
         gateway: GATEWAY.to_owned(),
-        ipv6: sc.flows.iter().any(|f| f.slo.is_some_and(|s| s.encap == Encap::Ipv6)),
+        ipv6: sc.flows.iter().any(uses_ipv6),
         gateway6: GATEWAY6.to_owned(),
         nodes,
         links,

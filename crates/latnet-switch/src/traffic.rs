@@ -17,6 +17,7 @@
 //! includes both hosts' stacks, every emulated link and the switches.
 
 use crate::sys;
+use latnet_sim::lbf::{flow_address, uses_ipv6};
 use latnet_sim::scenario::FlowSpec;
 use latnet_sim::scenario::{Carry, Encap};
 use latnet_sim::traffic::Source;
@@ -26,7 +27,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write as _};
-use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
@@ -119,7 +120,7 @@ pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<(Vec<u8>, Optio
 /// For a flow whose SLO rides in an IPv6 hop-by-hop option: the extension header of the
 /// simulator's template (the kernel sends it as given) and where in it the LBF block sits.
 pub fn hop_options(sc: &Scenario, f: &FlowSpec) -> io::Result<Option<(Vec<u8>, usize)>> {
-    if !f.slo.as_ref().is_some_and(|s| s.encap == Encap::Ipv6) {
+    if !uses_ipv6(f) {
         return Ok(None);
     }
     let (t, block) = template(sc, f)?;
@@ -134,9 +135,10 @@ fn template(sc: &Scenario, f: &FlowSpec) -> io::Result<(Vec<u8>, usize)> {
 
 /// Octets in front of the payload: Ethernet, IP (and the hop-by-hop header), UDP.
 fn header_len(f: &FlowSpec) -> usize {
-    match f.slo.as_ref().map(|s| s.encap) {
-        Some(Encap::Ipv6) => IPV6_HEADERS + HBH_LEN + 8,
-        _ => HEADERS,
+    if uses_ipv6(f) {
+        IPV6_HEADERS + HBH_LEN + 8
+    } else {
+        HEADERS
     }
 }
 
@@ -169,16 +171,22 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let (prefix, stamp_at) = payload_prefix(sc, f)?;
     let mut hbh = hop_options(sc, f)?;
     check_size(f, prefix.len())?;
-    let (src, dst) = (address(sc, f.src, f.src_port, &hbh), address(sc, f.dst, f.dst_port, &hbh));
+    let src = SocketAddr::new(flow_address(sc, f, f.src), f.src_port);
+    let dst = SocketAddr::new(flow_address(sc, f, f.dst), f.dst_port);
     let sock = UdpSocket::bind(src)
         .map_err(|e| io::Error::new(e.kind(), format!("bind {src} for flow {name:?}: {e}")))?;
     let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
-    if let Some((h, _)) = &hbh {
-        sys::set_tclass(sock.as_raw_fd(), dscp << 2)?;
-        sys::set_hop_options(sock.as_raw_fd(), h)?;
-    } else {
-        sys::set_tos(sock.as_raw_fd(), dscp << 2)?;
-    }
+    let opts = match &hbh {
+        Some((h, _)) => sys::set_tclass(sock.as_raw_fd(), dscp << 2)
+            .and_then(|()| sys::set_hop_options(sock.as_raw_fd(), h)),
+        None => sys::set_tos(sock.as_raw_fd(), dscp << 2),
+    };
+    opts.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("socket options of flow {name:?} (TOS / IPv6 options): {e}"),
+        )
+    })?;
     sys::set_sndbuf(sock.as_raw_fd(), 4 << 20);
     if !prefix.is_empty() {
         // Switches rewrite the LBF block: UDP over IPv4 without a checksum.
@@ -212,14 +220,16 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
         if let Some(mut b) = stamp_at.and_then(|o| latnet_wire::lbf::block_mut(&mut payload, o)) {
             b.set_value_ns(stamp);
         }
+        // (in a hop-by-hop option: one more system call per packet to renew the option)
+        let mut ok = true;
         if let Some((h, at)) = hbh.as_mut().filter(|_| carry_timestamp(f)) {
             if let Some(mut b) = latnet_wire::lbf::block_mut(h, *at) {
                 b.set_value_ns(stamp);
             }
-            sys::set_hop_options(sock.as_raw_fd(), h)?;
+            ok = sys::set_hop_options(sock.as_raw_fd(), h).is_ok();
         }
         fill_payload(&mut payload[prefix.len()..], i as u16, rep.sent as u32, stamp);
-        if sock.send_to(&payload, dst).is_err() {
+        if !ok || sock.send_to(&payload, dst).is_err() {
             rep.send_errors += 1;
         }
         rep.sent += 1;
@@ -229,17 +239,6 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
 
 fn carry_timestamp(f: &FlowSpec) -> bool {
     f.slo.as_ref().is_some_and(|s| s.carry == Carry::Timestamp)
-}
-
-/// Where node `n` sends from or receives on `port`: its IPv4 address, or the IPv6 address the
-/// simulator gives it when the flow's SLO rides in a hop-by-hop option.
-fn address<T>(sc: &Scenario, n: usize, port: u16, hbh: &Option<T>) -> SocketAddr {
-    let v4 = sc.nodes[n].address;
-    if hbh.is_some() {
-        SocketAddr::V6(SocketAddrV6::new(latnet_sim::lbf::ipv6_of(v4), port, 0, 0))
-    } else {
-        SocketAddr::V4(SocketAddrV4::new(v4, port))
-    }
 }
 
 /// What a receiver saw of one flow.
@@ -291,7 +290,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
     std::fs::create_dir_all(dir)?;
     let mut flows = Vec::new();
     for (i, f) in sc.flows.iter().enumerate().filter(|(_, f)| f.dst == h) {
-        let addr = address(sc, h, f.dst_port, &hop_options(sc, f)?);
+        let addr = SocketAddr::new(flow_address(sc, f, h), f.dst_port);
         let sock = UdpSocket::bind(addr).map_err(|e| {
             io::Error::new(e.kind(), format!("bind {addr} for flow {:?}: {e}", f.name))
         })?;
@@ -436,7 +435,6 @@ mod tests {
         assert_eq!(block, IPV6_HEADERS + at);
         assert_eq!(&t[IPV6_HEADERS + 2..IPV6_HEADERS + 4], &hbh[2..4], "option type and length");
         assert_eq!(header_len(f), 14 + 40 + HBH_LEN + 8);
-        let src = address(&sc, f.src, f.src_port, &Some(()));
-        assert_eq!(src.ip().to_string(), "2001:db8::a00:1");
+        assert_eq!(flow_address(&sc, f, f.src).to_string(), "2001:db8::a00:1");
     }
 }

@@ -64,10 +64,10 @@ PAPER = {
 # column "Flow 2, 3, 4, 5" like the fifth; its numbers are those of F2, F3, F4: Q4 differs from the
 # fifth column, where F5 joins at Q4.) Each is test 3 or test 4 with flows removed.
 COLUMNS = [
-    ("fig7-none", "test3", (), "BE, no competing traffic"),
+    ("fig7-none", "test3", ("F2", "F3", "F4", "F5"), "BE, no competing traffic"),
     ("fig7-F2F3", "test3", ("F4", "F5"), "BE vs F2, F3"),
     ("fig7-F2F3F4", "test3", ("F5",), "BE vs F2, F3, F4"),
-    ("fig8-none", "test4", (), "LBF lb=700, no competing traffic"),
+    ("fig8-none", "test4", ("F2", "F3", "F4", "F5"), "LBF lb=700, no competing traffic"),
     ("fig8-F2F3", "test4", ("F4", "F5"), "LBF lb=700 vs F2, F3"),
     ("fig8-F2F3F4", "test4", ("F5",), "LBF lb=700 vs F2, F3, F4"),
 ]
@@ -137,16 +137,11 @@ def _run(name: str, quick: bool, edit=None) -> latnet.Results:
 
 
 def without_flows(names: tuple[str, ...]):
-    """A scenario edit that removes the named flows (competing flows: F2..F5) from the text.
-    ``names=()`` removes every competing flow."""
+    """A scenario edit that removes the named flows from the text."""
 
     def edit(text: str) -> str:
         head, *flows = text.split("\n[[flows]]\n")
-        keep = []
-        for f in flows:
-            name = f.split('name = "', 1)[1].split('"', 1)[0]
-            if name == "F1" or (names and name not in names):
-                keep.append(f)
+        keep = [f for f in flows if f.split('name = "', 1)[1].split('"', 1)[0] not in names]
         return "\n[[flows]]\n".join([head, *keep])
 
     return edit
