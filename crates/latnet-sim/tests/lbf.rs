@@ -118,6 +118,34 @@ fn seed_tests_2_5_6_match_every_cell_within_a_microsecond_and_a_half() {
     assert_eq!(t2[4], [700.0, 700.0, 700.0]);
 }
 
+/// Why tests 2, 5 and 6 cannot all be cell-exact in exact arithmetic. In test 2 nothing competes
+/// after Q1 and F1's packets never queue behind each other (their eligible times stay > 24 us
+/// apart), so every packet's Q2 latency is an affine function of its Q1 latency:
+/// L2 = L1 + 100 + (700 - (L1 + 100 + 300)) / 3 = 200 + 2/3 L1, and L3 = 300 + L2 / 2. Means
+/// and extremes follow the same maps. Our model obeys them to the nanosecond; the paper's cells
+/// (Q1 mean 210, Q2 mean 339) cannot both come from them under any one rounding rule.
+#[test]
+fn test_2_is_affine_after_q1_and_the_papers_means_contradict_that() {
+    let t2 = table(&run_text(&experiment("test2.toml")));
+    for c in 0..3 {
+        let l2 = 200.0 + 2.0 / 3.0 * t2[0][c];
+        let l3 = 300.0 + l2 / 2.0;
+        assert!((t2[1][c] - l2).abs() < 2e-3, "Q2 col {c}: {} vs {l2}", t2[1][c]);
+        assert!((t2[2][c] - l3).abs() < 2e-3, "Q3 col {c}: {} vs {l3}", t2[2][c]);
+    }
+    let rules: [(&str, fn(f64) -> f64); 3] =
+        [("round", f64::round), ("floor", f64::floor), ("ceil", f64::ceil)];
+    let (q1, q2) = (PAPER[1][0][1], PAPER[1][1][1]);
+    for (name, r) in rules {
+        // every Q1 mean that this rule would print as 210, in 1 ns steps
+        let hits: Vec<f64> = (208_000..212_000)
+            .map(|ns| ns as f64 / 1e3)
+            .filter(|&l1| r(l1) == q1 && r(200.0 + 2.0 / 3.0 * l1) == q2)
+            .collect();
+        assert!(hits.is_empty(), "{name}: a Q1 mean {hits:?} would print as 210 and 339");
+    }
+}
+
 #[test]
 fn seed_tests_1_and_3_depend_on_the_tie_rule_as_documented() {
     for t in [1usize, 3] {
