@@ -127,20 +127,22 @@ fn seed_tests_2_5_6_match_every_cell_within_a_microsecond_and_a_half() {
 #[test]
 fn test_2_is_affine_after_q1_and_the_papers_means_contradict_that() {
     let t2 = table(&run_text(&experiment("test2.toml")));
-    for c in 0..3 {
-        let l2 = 200.0 + 2.0 / 3.0 * t2[0][c];
-        let l3 = 300.0 + l2 / 2.0;
-        assert!((t2[1][c] - l2).abs() < 2e-3, "Q2 col {c}: {} vs {l2}", t2[1][c]);
-        assert!((t2[2][c] - l3).abs() < 2e-3, "Q3 col {c}: {} vs {l3}", t2[2][c]);
+    let (q1, q2, q3) = (t2[0], t2[1], t2[2]);
+    for ((l1, l2), l3) in q1.iter().zip(q2).zip(q3) {
+        let want2 = 200.0 + 2.0 / 3.0 * l1;
+        let want3 = 300.0 + want2 / 2.0;
+        assert!((l2 - want2).abs() < 2e-3, "Q2: {l2} vs {want2}");
+        assert!((l3 - want3).abs() < 2e-3, "Q3: {l3} vs {want3}");
     }
-    let rules: [(&str, fn(f64) -> f64); 3] =
+    type Rule = fn(f64) -> f64;
+    let rules: [(&str, Rule); 3] =
         [("round", f64::round), ("floor", f64::floor), ("ceil", f64::ceil)];
-    let (q1, q2) = (PAPER[1][0][1], PAPER[1][1][1]);
+    let (m1, m2) = (PAPER[1][0][1], PAPER[1][1][1]);
     for (name, r) in rules {
         // every Q1 mean that this rule would print as 210, in 1 ns steps
         let hits: Vec<f64> = (208_000..212_000)
             .map(|ns| ns as f64 / 1e3)
-            .filter(|&l1| r(l1) == q1 && r(200.0 + 2.0 / 3.0 * l1) == q2)
+            .filter(|&l1| r(l1) == m1 && r(200.0 + 2.0 / 3.0 * l1) == m2)
             .collect();
         assert!(hits.is_empty(), "{name}: a Q1 mean {hits:?} would print as 210 and 339");
     }
