@@ -13,6 +13,7 @@
 //! | [`sys`] | the only `unsafe` code: `AF_PACKET` rings, clocks, signals, socket options |
 //! | [`plan`] | testbed conventions: namespaces, interface names, MACs, host routes |
 //! | [`stats`] | the statistics file (per interface, port, queue, class, flow, node) |
+//! | [`tcp`] | bulk sender / receiver on the kernel's TCP; the host side of switch-assisted pacing |
 //! | [`traffic`] | UDP sender / receiver with one-way latency, loss, reorder and corruption checks |
 //! | [`results`] | an emulated run's results in the simulator's format |
 //!
@@ -52,4 +53,5 @@ pub mod results;
 pub mod runner;
 pub mod stats;
 pub mod sys;
+pub mod tcp;
 pub mod traffic;

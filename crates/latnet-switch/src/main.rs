@@ -7,12 +7,14 @@
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
 //! latnet-switch results --scenario S.toml --dir DIR --end-ns NS --out DIR [--seed N]
+//! latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no] [--out FILE]
+//! latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
 //! ```
 //!
 //! Exit status: 0 on success, 2 for a usage or scenario error, 1 for anything else.
 
 use latnet_sim::Scenario;
-use latnet_switch::{plan, results, runner, traffic};
+use latnet_switch::{plan, results, runner, tcp, traffic};
 use latnet_units::Duration;
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -20,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenario S.toml [options]
+       latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no] [--out FILE]
+       latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
@@ -59,6 +63,15 @@ fn dur(a: &Args, k: &str) -> Result<Option<Duration>, Fail> {
     a.get(k)
         .map(|v| v.parse::<Duration>().map_err(|e| Fail::Usage(format!("--{k}: {e}"))))
         .transpose()
+}
+
+/// `--seconds`: a positive, finite number of seconds (bounds every TCP run).
+fn secs(a: &Args) -> Result<f64, Fail> {
+    let v = need(a, "seconds")?;
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Ok(s),
+        _ => Err(Fail::Usage(format!("--seconds: expected a number in (0, 3600], got {v:?}"))),
+    }
 }
 
 fn scenario(a: &Args) -> Result<Scenario, Fail> {
@@ -126,6 +139,36 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 .map_err(io)?;
             res.write_dir(Path::new(need(&a, "out")?)).map_err(io)?;
             Ok(())
+        }
+        "tcp-send" => {
+            let dst = need(&a, "dst")?;
+            let cfg = tcp::SendConfig {
+                dst: dst.parse().map_err(|_| {
+                    Fail::Usage(format!("--dst: expected an IPv4 ADDR:PORT, got {dst:?}"))
+                })?,
+                seconds: secs(&a)?,
+                cc: a.get("cc").cloned().unwrap_or_else(|| "cubic".into()),
+                register: match a.get("register").map(String::as_str) {
+                    None | Some("no") => false,
+                    Some("yes") => true,
+                    Some(v) => {
+                        return Err(Fail::Usage(format!(
+                            "--register: expected yes or no, got {v:?}"
+                        )))
+                    }
+                },
+            };
+            let rep = tcp::send(&cfg).map_err(io)?;
+            write_json(a.get("out"), &rep)
+        }
+        "tcp-recv" => {
+            let bind = need(&a, "bind")?;
+            let bind = bind
+                .parse()
+                .map_err(|_| Fail::Usage(format!("--bind: expected ADDR:PORT, got {bind:?}")))?;
+            let conns = usize::try_from(num(&a, "conns")?).unwrap_or(usize::MAX);
+            let rep = tcp::recv(bind, conns, secs(&a)?).map_err(io)?;
+            write_json(a.get("out"), &rep)
         }
         "-h" | "--help" | "help" => {
             std::io::stdout().write_all(format!("{USAGE}\n").as_bytes()).map_err(io)

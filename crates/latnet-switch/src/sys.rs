@@ -8,6 +8,8 @@
 //! * Clocks and sleeping on `CLOCK_MONOTONIC` in nanoseconds, `ppoll` with a nanosecond
 //!   timeout, a 1 ns timer slack, and a flag set by SIGINT / SIGTERM.
 //! * Socket options of the UDP traffic tools (`IP_TOS`, `SO_NO_CHECK`).
+//! * What the TCP pacing tools need: a bound TCP socket, `connect`, raw socket options
+//!   (`IP_OPTIONS`, `SO_MAX_PACING_RATE`, timeouts), `TCP_INFO`, and an IPv4 packet socket.
 //!
 //! Every `unsafe` block states why it is sound. Nothing here interprets packet contents.
 #![allow(unsafe_code)]
@@ -620,4 +622,133 @@ pub fn set_sndbuf(fd: RawFd, bytes: usize) {
     if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, v).is_err() {
         let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, v);
     }
+}
+
+/// Set a socket option from raw bytes (`v` empty: a null pointer and length 0, which clears
+/// options such as `IP_OPTIONS`).
+pub fn setsockopt_bytes(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: &[u8],
+) -> io::Result<()> {
+    let len = libc::socklen_t::try_from(v.len()).unwrap_or(libc::socklen_t::MAX);
+    let ptr = if v.is_empty() { std::ptr::null() } else { v.as_ptr().cast() };
+    // SAFETY: `v` lives for the call and its length is passed; the kernel only reads it.
+    cvt(unsafe { libc::setsockopt(fd, level, name, ptr, len) }).map(drop)
+}
+
+/// Set `SO_RCVTIMEO` or `SO_SNDTIMEO`.
+pub fn set_timeout(fd: RawFd, name: libc::c_int, t: std::time::Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_usec: libc::suseconds_t::from(t.subsec_micros() as i32),
+    };
+    // SAFETY: `tv` lives for the call and its size is passed; the kernel only reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            (&raw const tv).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+fn sockaddr_in(a: std::net::SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+        sin_zero: [0; 8],
+    }
+}
+
+/// An unconnected IPv4 TCP socket, bound to an ephemeral port on every address (so its port
+/// is known before it connects). Returns the socket and the port.
+pub fn tcp_socket_bound() -> io::Result<(OwnedFd, u16)> {
+    // SAFETY: plain socket(2).
+    let fd =
+        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut sa = sockaddr_in(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `sa` is a valid sockaddr_in of length `len`.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), (&raw const sa).cast(), len) })?;
+    // SAFETY: the kernel writes at most `len` bytes into `sa` and updates `len`.
+    cvt(unsafe { libc::getsockname(fd.as_raw_fd(), (&raw mut sa).cast(), &mut len) })?;
+    Ok((fd, u16::from_be(sa.sin_port)))
+}
+
+/// Connect a TCP socket (blocking).
+pub fn connect_v4(fd: &OwnedFd, to: std::net::SocketAddrV4) -> io::Result<()> {
+    let sa = sockaddr_in(to);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `sa` is a valid sockaddr_in of length `len`.
+    cvt(unsafe { libc::connect(fd.as_raw_fd(), (&raw const sa).cast(), len) }).map(drop)
+}
+
+/// Fields of `struct tcp_info` the pacing tools report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    /// Largest segment payload the sender uses, bytes.
+    pub snd_mss: u32,
+    /// Smoothed RTT, us.
+    pub rtt_us: u32,
+    /// Retransmitted segments.
+    pub total_retrans: u32,
+    /// The kernel's current pacing rate, bytes/s.
+    pub pacing_rate: u64,
+    /// `SO_MAX_PACING_RATE`, bytes/s (`u64::MAX` when never set).
+    pub max_pacing_rate: u64,
+}
+
+/// `TCP_INFO` (the fields sit at fixed offsets of the kernel's `struct tcp_info` since 4.x;
+/// the libc crate's struct stops before the pacing fields).
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+    let mut buf = [0u8; 256];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `buf` and updates `len`.
+    cvt(unsafe {
+        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len)
+    })?;
+    if (len as usize) < 120 {
+        return Err(io::Error::other("TCP_INFO too short for the pacing fields"));
+    }
+    let u32_at = |o: usize| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
+    let u64_at = |o: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&buf[o..o + 8]);
+        u64::from_ne_bytes(b)
+    };
+    Ok(TcpInfo {
+        snd_mss: u32_at(16),
+        rtt_us: u32_at(68),
+        total_retrans: u32_at(100),
+        pacing_rate: u64_at(104),
+        max_pacing_rate: u64_at(112),
+    })
+}
+
+/// An `AF_PACKET` socket receiving every IPv4 frame of the namespace's interfaces (whole
+/// frames, Ethernet header included), with a receive timeout.
+pub fn ipv4_packet_socket(timeout: std::time::Duration) -> io::Result<OwnedFd> {
+    let proto = libc::c_int::from((libc::ETH_P_IP as u16).to_be());
+    // SAFETY: plain socket(2).
+    let fd =
+        cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto) })?;
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_timeout(fd.as_raw_fd(), libc::SO_RCVTIMEO, timeout)?;
+    Ok(fd)
+}
+
+/// Receive one datagram / frame into `buf` (its length, at most `buf.len()`).
+pub fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes; recv writes at most that many.
+    let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    usize::try_from(n).map(|n| n.min(buf.len())).map_err(|_| io::Error::last_os_error())
 }

@@ -1,0 +1,381 @@
+//! Real Linux TCP with the host side of switch-assisted pacing (seed 003) on emulated testbeds.
+//!
+//! `latnet-switch tcp-send` is a bulk sender on the kernel's TCP (congestion control chosen by
+//! name, cubic by default). With `--register yes` it does what the seed's hosts do:
+//!
+//! * its SYN carries the REGISTER large-flow IP option ([`latnet_wire::large_flow`]), put in by
+//!   the kernel through `IP_OPTIONS` (needs `CAP_NET_RAW`) and removed again once connected;
+//! * a packet socket watches the connection's packets toward this host; every REPORT a switch
+//!   wrote (in the SYN-ACK, and on later ACKs when the count at the bottleneck changes) sets
+//!   the socket's `SO_MAX_PACING_RATE` to the reported share `rate / N` (converted with
+//!   [`pacing_for_share`]: the kernel paces TCP segments, a switch port's rate counts Ethernet
+//!   frames). The kernel's TCP paces by itself (no `fq` needed).
+//!
+//! `latnet-switch tcp-recv` accepts connections and reads them to the end, counting bytes per
+//! connection in 100 ms bins of one shared clock, so flows can be compared over time.
+//!
+//! Both are bounded in time; errors name the address. Reports are JSON.
+
+use crate::sys;
+use latnet_wire::{large_flow_option, parse_headers, LargeFlowMsg, LargeFlowOption};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Width of the receiver's time bins.
+pub const BIN_MS: u64 = 100;
+
+/// What the sender should do.
+#[derive(Debug, Clone)]
+pub struct SendConfig {
+    /// Receiver address.
+    pub dst: SocketAddrV4,
+    /// How long to send.
+    pub seconds: f64,
+    /// Congestion control (`cubic`, `reno`, `bbr`).
+    pub cc: String,
+    /// Register as a large flow and pace at the reported share.
+    pub register: bool,
+}
+
+/// A REPORT the sender acted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// Milliseconds since the sender started.
+    pub t_ms: u64,
+    /// Large flows at the bottleneck.
+    pub count: u16,
+    /// The bottleneck port's rate, bit/s.
+    pub rate_bps: u64,
+    /// `SO_MAX_PACING_RATE` set, bytes/s of IP packets.
+    pub pacing_bytes_per_s: u64,
+}
+
+/// What the sender did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SendReport {
+    /// Receiver address.
+    pub dst: String,
+    /// Congestion control used.
+    pub cc: String,
+    /// Whether the SYN carried REGISTER.
+    pub register: bool,
+    /// Bytes handed to the kernel.
+    pub bytes: u64,
+    /// Seconds spent sending.
+    pub seconds: f64,
+    /// REPORT options seen on the connection (the same report repeated counts each time).
+    pub reports_seen: u64,
+    /// Each change of the reported share, in order.
+    pub applied: Vec<Applied>,
+    /// From `TCP_INFO` just before closing: the kernel's pacing rate and its cap (bytes/s;
+    /// the cap is `u64::MAX` when never set), retransmitted segments and smoothed RTT.
+    pub pacing_rate: u64,
+    /// See `pacing_rate`.
+    pub max_pacing_rate: u64,
+    /// See `pacing_rate`.
+    pub total_retrans: u32,
+    /// See `pacing_rate`.
+    pub rtt_us: u32,
+}
+
+fn named(what: &str, addr: impl std::fmt::Display, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {addr}: {e}"))
+}
+
+/// The REGISTER option as IPv4 option bytes (kind, length, data).
+fn register_option() -> Vec<u8> {
+    let data = LargeFlowOption::new(LargeFlowMsg::Register).to_data();
+    let mut o = vec![latnet_wire::large_flow::IPV4_KIND, (2 + data.len()) as u8];
+    o.extend_from_slice(&data);
+    o
+}
+
+/// What a frame adds to a full segment's payload: TCP header with timestamps (Linux's
+/// default), IPv4 and Ethernet headers.
+const FRAME_OVERHEAD: u64 = 32 + 20 + 14;
+
+/// The pacing cap (bytes/s) for a reported share of `share_bps` bit/s of frames. The kernel's
+/// TCP paces payload bytes (the segment before its headers are pushed) while a switch port's
+/// rate counts whole frames, so full-sized segments paced at the cap fill exactly the share.
+pub fn pacing_for_share(share_bps: u64, mss: u32) -> u64 {
+    let mss = u64::from(mss);
+    share_bps / 8 * mss / (mss + FRAME_OVERHEAD)
+}
+
+/// Watch frames from `peer` to local port `port`; apply every new REPORT to `tcp`.
+fn watch_reports(
+    pkt: OwnedFd,
+    tcp: RawFd,
+    peer: SocketAddrV4,
+    port: u16,
+    start: Instant,
+    stop: Arc<AtomicBool>,
+    out: Arc<Mutex<(u64, Vec<Applied>)>>,
+) {
+    let mut buf = vec![0u8; 65_536];
+    let mut last: Option<(u16, u32)> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(n) = sys::recv(&pkt, &mut buf) else { continue };
+        let frame = &buf[..n];
+        let Ok(h) = parse_headers(frame) else { continue };
+        let Some(k) = h.key else { continue };
+        if k.proto != 6
+            || k.src != IpAddr::V4(*peer.ip())
+            || k.src_port != peer.port()
+            || k.dst_port != port
+        {
+            continue;
+        }
+        let Ok(Some(o)) = large_flow_option(frame) else { continue };
+        let (LargeFlowMsg::Report, Some(share)) = (o.msg, o.share_bps()) else { continue };
+        let mut g = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.0 += 1;
+        if last == Some((o.count, o.rate_kbps)) {
+            continue;
+        }
+        last = Some((o.count, o.rate_kbps));
+        let mss = sys::tcp_info(tcp).map_or(0, |i| i.snd_mss);
+        let pace = pacing_for_share(share, if mss == 0 { 1448 } else { mss });
+        if sys::setsockopt_bytes(
+            tcp,
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            &pace.to_ne_bytes(),
+        )
+        .is_ok()
+        {
+            g.1.push(Applied {
+                t_ms: start.elapsed().as_millis() as u64,
+                count: o.count,
+                rate_bps: u64::from(o.rate_kbps) * 1000,
+                pacing_bytes_per_s: pace,
+            });
+        }
+    }
+}
+
+/// Send for `cfg.seconds` to `cfg.dst`; see the module documentation.
+pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
+    let start = Instant::now();
+    let dst = cfg.dst;
+    let (sock, port) = sys::tcp_socket_bound().map_err(|e| named("socket for", dst, e))?;
+    let fd = sock.as_raw_fd();
+    sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cfg.cc.as_bytes())
+        .map_err(|e| named(&format!("congestion control {:?} for", cfg.cc), dst, e))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Mutex::new((0u64, Vec::new())));
+    let watcher = if cfg.register {
+        sys::setsockopt_bytes(fd, libc::IPPROTO_IP, libc::IP_OPTIONS, &register_option())
+            .map_err(|e| named("REGISTER option (IP_OPTIONS) for", dst, e))?;
+        let pkt = sys::ipv4_packet_socket(Duration::from_millis(50))
+            .map_err(|e| named("packet socket watching", dst, e))?;
+        let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
+        // The watcher only sets options on `fd`; it is joined before the socket is closed.
+        Some(std::thread::spawn(move || watch_reports(pkt, fd, dst, port, start, stop, seen)))
+    } else {
+        None
+    };
+    let sent = drive(&sock, cfg, start);
+    let info = sys::tcp_info(fd).unwrap_or_default();
+    let closed = sent.as_ref().ok().map(|_| finish(&sock));
+    stop.store(true, Ordering::Relaxed);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    drop(sock);
+    let bytes = sent?;
+    closed.transpose().map_err(|e| named("closing the connection to", dst, e))?;
+    let (reports_seen, applied) =
+        std::mem::take(&mut *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    Ok(SendReport {
+        dst: dst.to_string(),
+        cc: cfg.cc.clone(),
+        register: cfg.register,
+        bytes,
+        seconds: cfg.seconds,
+        reports_seen,
+        applied,
+        pacing_rate: info.pacing_rate,
+        max_pacing_rate: info.max_pacing_rate,
+        total_retrans: info.total_retrans,
+        rtt_us: info.rtt_us,
+    })
+}
+
+/// Connect, drop the REGISTER option, write until the time is up. Returns the bytes written.
+fn drive(sock: &OwnedFd, cfg: &SendConfig, start: Instant) -> io::Result<u64> {
+    let dst = cfg.dst;
+    sys::connect_v4(sock, dst).map_err(|e| named("connect to", dst, e))?;
+    let fd = sock.as_raw_fd();
+    if cfg.register {
+        // Only the SYN needs it; data packets go without the 12 bytes.
+        sys::setsockopt_bytes(fd, libc::IPPROTO_IP, libc::IP_OPTIONS, &[])
+            .map_err(|e| named("clearing IP_OPTIONS for", dst, e))?;
+    }
+    sys::set_timeout(fd, libc::SO_SNDTIMEO, Duration::from_millis(200))?;
+    let mut s = TcpStream::from(sock.try_clone()?);
+    let chunk = vec![0x5au8; 64 * 1024];
+    let until = Duration::from_secs_f64(cfg.seconds.max(0.0));
+    let mut bytes = 0u64;
+    while start.elapsed() < until && !sys::stop_requested() {
+        match s.write(&chunk) {
+            Ok(n) => bytes += n as u64,
+            Err(e)
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+            Err(e) => return Err(named("sending to", dst, e)),
+        }
+    }
+    Ok(bytes)
+}
+
+/// Half-close and wait (at most 5 s) for the receiver to close its side.
+fn finish(sock: &OwnedFd) -> io::Result<()> {
+    let mut s = TcpStream::from(sock.try_clone()?);
+    s.shutdown(std::net::Shutdown::Write)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut b = [0u8; 4096];
+    while s.read(&mut b)? > 0 {}
+    Ok(())
+}
+
+/// One connection as the receiver saw it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnReport {
+    /// The sender's address.
+    pub peer: String,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Bytes received in each [`BIN_MS`] bin since the receiver started.
+    pub bins: Vec<u64>,
+}
+
+/// What the receiver saw.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecvReport {
+    /// Listening address.
+    pub bind: String,
+    /// Bin width, ms.
+    pub bin_ms: u64,
+    /// Connections, in the order they were accepted.
+    pub conns: Vec<ConnReport>,
+}
+
+/// Accept `conns` connections on `bind` (waiting at most `seconds` in all) and read each to
+/// its end or until `seconds` have passed.
+pub fn recv(bind: SocketAddr, conns: usize, seconds: f64) -> io::Result<RecvReport> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(seconds.max(0.0));
+    let l = TcpListener::bind(bind).map_err(|e| named("listening on", bind, e))?;
+    l.set_nonblocking(true)?;
+    let mut readers = Vec::new();
+    while readers.len() < conns && Instant::now() < deadline {
+        match l.accept() {
+            Ok((s, peer)) => {
+                s.set_nonblocking(false)?;
+                readers.push(std::thread::spawn(move || read_conn(s, peer, start, deadline)));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(named("accepting on", bind, e)),
+        }
+    }
+    let conns = readers
+        .into_iter()
+        .map(|r| r.join().unwrap_or_else(|_| Err(io::Error::other("reader panicked"))));
+    Ok(RecvReport {
+        bind: bind.to_string(),
+        bin_ms: BIN_MS,
+        conns: conns.collect::<io::Result<_>>()?,
+    })
+}
+
+fn read_conn(
+    mut s: TcpStream,
+    peer: SocketAddr,
+    start: Instant,
+    deadline: Instant,
+) -> io::Result<ConnReport> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut rep = ConnReport { peer: peer.to_string(), bytes: 0, bins: Vec::new() };
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        s.set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))))?;
+        let n = match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                break
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(named("receiving from", peer, e)),
+        };
+        let bin = (start.elapsed().as_millis() as u64 / BIN_MS) as usize;
+        if rep.bins.len() <= bin {
+            rep.bins.resize(bin + 1, 0);
+        }
+        rep.bins[bin] += n as u64;
+        rep.bytes += n as u64;
+    }
+    // Closing answers the sender's half-close.
+    let _ = s.flush();
+    Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_register_option_is_a_valid_ipv4_option_the_switch_parses() {
+        let o = register_option();
+        assert_eq!(o.len(), 12, "a multiple of 4: no padding in the IP header");
+        assert_eq!(o[0], latnet_wire::large_flow::IPV4_KIND);
+        let parsed = LargeFlowOption::parse_data(&o[2..], latnet_wire::Layer::Ipv4).unwrap();
+        assert_eq!(parsed, LargeFlowOption::new(LargeFlowMsg::Register));
+    }
+
+    #[test]
+    fn pacing_fits_the_frames_into_the_share() {
+        // 20 Mbit/s of frames; a 1448-byte payload is a 1514-byte frame
+        let p = pacing_for_share(20_000_000, 1448);
+        assert_eq!(p, 2_500_000 * 1448 / 1514);
+        let frames_bps = p * 8 * 1514 / 1448;
+        assert!(frames_bps <= 20_000_000 && frames_bps > 19_999_000, "{frames_bps}");
+    }
+
+    #[test]
+    fn send_and_receive_over_loopback_without_registering() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let r = std::thread::spawn(move || recv(addr, 1, 3.0));
+        std::thread::sleep(Duration::from_millis(50));
+        let SocketAddr::V4(dst) = addr else { unreachable!() };
+        let cfg = SendConfig { dst, seconds: 0.2, cc: "cubic".into(), register: false };
+        let s = send(&cfg).unwrap();
+        let r = r.join().unwrap().unwrap();
+        assert!(s.bytes > 0);
+        assert_eq!(r.conns.len(), 1);
+        assert_eq!(r.conns[0].bytes, s.bytes, "every byte written arrives");
+        assert_eq!(r.conns[0].bins.iter().sum::<u64>(), s.bytes);
+        assert!(s.applied.is_empty() && s.reports_seen == 0);
+        assert_eq!(s.max_pacing_rate, u64::MAX, "never capped without reports");
+    }
+
+    #[test]
+    fn an_unknown_congestion_control_is_named() {
+        let dst = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9);
+        let cfg = SendConfig { dst, seconds: 0.1, cc: "nope".into(), register: false };
+        let e = send(&cfg).unwrap_err().to_string();
+        assert!(e.contains("\"nope\"") && e.contains("127.0.0.1:9"), "{e}");
+    }
+}
