@@ -477,6 +477,7 @@ def test_switch_assisted_pacing_with_real_tcp(tmp_path):
     assert {x["rate_bps"] for x in a["applied"] + b["applied"]} == {40_000_000}
     for s in (a, b):
         assert s["max_pacing_rate"] == s["applied"][-1]["pacing_bytes_per_s"]
+        assert s["malformed_options"] == 0 and s["pacing_errors"] == 0, s
     lf = st["large_flows"]
     assert (lf["registered"], lf["reports"], lf["fin"], lf["malformed"]) == (2, 2, 2, 0), lf
     assert lf["announcements"] >= 2, lf  # A told N = 2, then N = 1

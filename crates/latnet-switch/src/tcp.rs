@@ -70,6 +70,10 @@ pub struct SendReport {
     pub seconds: f64,
     /// REPORT options seen on the connection (the same report repeated counts each time).
     pub reports_seen: u64,
+    /// Packets of the connection with a malformed large-flow option (ignored).
+    pub malformed_options: u64,
+    /// Reports whose pacing cap the kernel refused (each is retried on the next report).
+    pub pacing_errors: u64,
     /// Each change of the reported share, in order.
     pub applied: Vec<Applied>,
     /// From `TCP_INFO` just before closing: the kernel's pacing rate and its cap (bytes/s;
@@ -107,6 +111,34 @@ pub fn pacing_for_share(share_bps: u64, mss: u32) -> u64 {
     share_bps / 8 * mss / (mss + FRAME_OVERHEAD)
 }
 
+/// What the watcher saw and did (copied into the [`SendReport`]).
+#[derive(Debug, Default)]
+struct Seen {
+    reports: u64,
+    malformed: u64,
+    pacing_errors: u64,
+    applied: Vec<Applied>,
+}
+
+/// The large-flow option of a frame from `peer` to local TCP port `port`: `None` for other
+/// traffic and for packets of the connection without a filled REPORT, `Some(Err(()))` for a
+/// malformed option.
+fn report_in(frame: &[u8], peer: SocketAddrV4, port: u16) -> Option<Result<LargeFlowOption, ()>> {
+    let k = parse_headers(frame).ok()?.key?;
+    if k.proto != 6
+        || k.src != IpAddr::V4(*peer.ip())
+        || k.src_port != peer.port()
+        || k.dst_port != port
+    {
+        return None;
+    }
+    match large_flow_option(frame) {
+        Err(_) => Some(Err(())),
+        Ok(Some(o)) if o.msg == LargeFlowMsg::Report && o.filled() => Some(Ok(o)),
+        Ok(_) => None,
+    }
+}
+
 /// Watch frames from `peer` to local port `port`; apply every new REPORT to `tcp`.
 fn watch_reports(
     pkt: OwnedFd,
@@ -115,47 +147,43 @@ fn watch_reports(
     port: u16,
     start: Instant,
     stop: Arc<AtomicBool>,
-    out: Arc<Mutex<(u64, Vec<Applied>)>>,
+    out: Arc<Mutex<Seen>>,
 ) {
     let mut buf = vec![0u8; 65_536];
     let mut last: Option<(u16, u32)> = None;
     while !stop.load(Ordering::Relaxed) {
         let Ok(n) = sys::recv(&pkt, &mut buf) else { continue };
-        let frame = &buf[..n];
-        let Ok(h) = parse_headers(frame) else { continue };
-        let Some(k) = h.key else { continue };
-        if k.proto != 6
-            || k.src != IpAddr::V4(*peer.ip())
-            || k.src_port != peer.port()
-            || k.dst_port != port
-        {
-            continue;
-        }
-        let Ok(Some(o)) = large_flow_option(frame) else { continue };
-        let (LargeFlowMsg::Report, Some(share)) = (o.msg, o.share_bps()) else { continue };
+        let Some(r) = report_in(&buf[..n], peer, port) else { continue };
         let mut g = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        g.0 += 1;
+        let Ok(o) = r else {
+            // The kernel delivers the packet anyway; the sender ignores the option and counts it.
+            g.malformed += 1;
+            continue;
+        };
+        g.reports += 1;
         if last == Some((o.count, o.rate_kbps)) {
             continue;
         }
-        last = Some((o.count, o.rate_kbps));
+        let Some(share) = o.share_bps() else { continue };
         let mss = sys::tcp_info(tcp).map_or(0, |i| i.snd_mss);
         let pace = pacing_for_share(share, if mss == 0 { 1448 } else { mss });
-        if sys::setsockopt_bytes(
+        let set = sys::setsockopt_bytes(
             tcp,
             libc::SOL_SOCKET,
             libc::SO_MAX_PACING_RATE,
             &pace.to_ne_bytes(),
-        )
-        .is_ok()
-        {
-            g.1.push(Applied {
-                t_ms: start.elapsed().as_millis() as u64,
-                count: o.count,
-                rate_bps: u64::from(o.rate_kbps) * 1000,
-                pacing_bytes_per_s: pace,
-            });
+        );
+        if set.is_err() {
+            g.pacing_errors += 1; // tried again on the next report
+            continue;
         }
+        last = Some((o.count, o.rate_kbps));
+        g.applied.push(Applied {
+            t_ms: start.elapsed().as_millis() as u64,
+            count: o.count,
+            rate_bps: u64::from(o.rate_kbps) * 1000,
+            pacing_bytes_per_s: pace,
+        });
     }
 }
 
@@ -168,7 +196,7 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
     sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cfg.cc.as_bytes())
         .map_err(|e| named(&format!("congestion control {:?} for", cfg.cc), dst, e))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Mutex::new((0u64, Vec::new())));
+    let seen = Arc::new(Mutex::new(Seen::default()));
     let watcher = if cfg.register {
         sys::setsockopt_bytes(fd, libc::IPPROTO_IP, libc::IP_OPTIONS, &register_option())
             .map_err(|e| named("REGISTER option (IP_OPTIONS) for", dst, e))?;
@@ -190,16 +218,17 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
     drop(sock);
     let bytes = sent?;
     closed.transpose().map_err(|e| named("closing the connection to", dst, e))?;
-    let (reports_seen, applied) =
-        std::mem::take(&mut *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     Ok(SendReport {
         dst: dst.to_string(),
         cc: cfg.cc.clone(),
         register: cfg.register,
         bytes,
         seconds: cfg.seconds,
-        reports_seen,
-        applied,
+        reports_seen: seen.reports,
+        malformed_options: seen.malformed,
+        pacing_errors: seen.pacing_errors,
+        applied: seen.applied,
         pacing_rate: info.pacing_rate,
         max_pacing_rate: info.max_pacing_rate,
         total_retrans: info.total_retrans,
@@ -325,9 +354,7 @@ fn read_conn(
         rep.bins[bin] += n as u64;
         rep.bytes += n as u64;
     }
-    // Closing answers the sender's half-close.
-    let _ = s.flush();
-    Ok(rep)
+    Ok(rep) // dropping `s` closes it, which answers the sender's half-close
 }
 
 #[cfg(test)]
@@ -353,6 +380,44 @@ mod tests {
     }
 
     #[test]
+    fn reports_of_the_connection_are_read_and_malformed_ones_flagged() {
+        use latnet_wire::{build_tcp_ipv4, set_large_flow_option, Ecn, EthernetAddress};
+        use latnet_wire::{TcpFlags, TcpRepr, TcpSeqNumber};
+        let peer = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 3), 5301);
+        let me = std::net::Ipv4Addr::new(10, 0, 0, 1);
+        let ack = |src_port: u16| {
+            let repr = TcpRepr {
+                src_port,
+                dst_port: 40_000,
+                seq_number: TcpSeqNumber(1),
+                ack_number: TcpSeqNumber(1),
+                flags: TcpFlags::ACK,
+                window_len: 1000,
+                urgent_at: 0,
+                options: &[],
+            };
+            let (m, mut f) = (EthernetAddress([2, 0, 0, 0, 0, 1]), Vec::new());
+            build_tcp_ipv4(&mut f, m, m, *peer.ip(), me, 0, Ecn::NotEct, 64, &repr, 0).unwrap();
+            f
+        };
+        let mut rep = LargeFlowOption::new(LargeFlowMsg::Report);
+        rep.fill(2, 40_000);
+        let mut f = ack(peer.port());
+        assert_eq!(report_in(&f, peer, 40_000), None, "no option");
+        set_large_flow_option(&mut f, &rep).unwrap();
+        assert_eq!(report_in(&f, peer, 40_000), Some(Ok(rep)));
+        assert_eq!(report_in(&f, peer, 40_001), None, "another connection");
+        let mut other = ack(5302);
+        set_large_flow_option(&mut other, &rep).unwrap();
+        assert_eq!(report_in(&other, peer, 40_000), None, "another peer port");
+        // the option's type byte (Ethernet 14 + IPv4 20 + kind, length) made unknown
+        assert_eq!(f[34], latnet_wire::large_flow::IPV4_KIND);
+        f[36] = 9;
+        assert_eq!(report_in(&f, peer, 40_000), Some(Err(())));
+        assert_eq!(report_in(&f[..20], peer, 40_000), None, "a truncated frame is skipped");
+    }
+
+    #[test]
     fn send_and_receive_over_loopback_without_registering() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
@@ -367,7 +432,7 @@ mod tests {
         assert_eq!(r.conns.len(), 1);
         assert_eq!(r.conns[0].bytes, s.bytes, "every byte written arrives");
         assert_eq!(r.conns[0].bins.iter().sum::<u64>(), s.bytes);
-        assert!(s.applied.is_empty() && s.reports_seen == 0);
+        assert!(s.applied.is_empty() && s.reports_seen == 0 && s.malformed_options == 0);
         assert_eq!(s.max_pacing_rate, u64::MAX, "never capped without reports");
     }
 
