@@ -3,7 +3,7 @@
 latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--plot] [--quiet]
            [--mode sim|emu|both]
 latnet check SCENARIO.toml
-latnet reproduce SEED [--quick] [--out DIR]
+latnet reproduce SEED [--quick] [--out DIR] [--emulated]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from . import LatnetError, ScenarioError, __version__
 from . import check as check_scenario
 from . import run as run_scenario
 from .commands import register_all
-from .reproduce import SEEDS, load
+from .reproduce import EMULATED, SEEDS, load
 from .table import flow_table, tcp_table
 
 EPILOG = """\
@@ -86,7 +86,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    mod = load(args.seed)
+    if args.emulated and args.seed not in EMULATED:
+        print(
+            f"latnet reproduce {args.seed} --emulated: no emulated reproduction of this seed "
+            f"(emulated: {', '.join(EMULATED)})",
+            file=sys.stderr,
+        )
+        return 2
+    mod = load(args.seed, emulated=args.emulated)
     if mod is None:
         print(
             f"latnet reproduce {args.seed}: not available yet in this version "
@@ -97,7 +104,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = mod.run(quick=args.quick, out=out)
-    target = out / f"reproduce-{args.seed}.json"
+    target = out / f"reproduce-{args.seed}{'-emulated' if args.emulated else ''}.json"
     target.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"\nwrote {target}")
     return 0
@@ -173,6 +180,13 @@ def parser() -> argparse.ArgumentParser:
         help="a smaller version that finishes in well under a minute",
     )
     rep.add_argument("--out", metavar="DIR", default="out", help="output directory (default: out)")
+    rep.add_argument(
+        "--emulated",
+        action="store_true",
+        help="run on an emulated testbed (real Linux TCP between network namespaces; root) "
+        "instead of the simulator; writes DIR/reproduce-SEED-emulated.json. Seeds: "
+        + ", ".join(EMULATED),
+    )
     rep.set_defaults(func=cmd_reproduce)
 
     register_all(sub)

@@ -7,7 +7,8 @@
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
 //! latnet-switch results --scenario S.toml --dir DIR --end-ns NS --out DIR [--seed N]
-//! latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no] [--out FILE]
+//! latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
+//!                        [--pace socket|htb:DEV] [--out FILE]
 //! latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
 //! ```
 //!
@@ -22,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenario S.toml [options]
-       latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no] [--out FILE]
+       latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
+                              [--pace socket|htb:DEV] [--out FILE]
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
   plan     (prints the testbed plan as JSON)
@@ -157,6 +159,8 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                         )))
                     }
                 },
+                pace: tcp::Pace::parse(a.get("pace").map_or("socket", String::as_str))
+                    .map_err(|e| Fail::Usage(format!("--pace: {e}")))?,
             };
             let rep = tcp::send(&cfg).map_err(io)?;
             write_json(a.get("out"), &rep)

@@ -11,6 +11,11 @@
 //!   [`pacing_for_share`]: the kernel paces TCP segments, a switch port's rate counts Ethernet
 //!   frames). The kernel's TCP paces by itself (no `fq` needed).
 //!
+//! With `--pace htb:DEV` the sender shapes like the seed's hosts do instead: it puts an HTB
+//! qdisc with one class on `DEV` (the host's interface) and sets the class's rate to the
+//! reported share on every REPORT (`tc class change`; HTB counts Ethernet frames like the
+//! switch port). The qdisc is removed when the sender ends.
+//!
 //! `latnet-switch tcp-recv` accepts connections and reads them to the end, counting bytes per
 //! connection in 100 ms bins of one shared clock, so flows can be compared over time.
 //!
@@ -40,6 +45,65 @@ pub struct SendConfig {
     pub cc: String,
     /// Register as a large flow and pace at the reported share.
     pub register: bool,
+    /// How to pace at the reported share (with `register`).
+    pub pace: Pace,
+}
+
+/// How a registered sender slows down to its reported share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pace {
+    /// The socket's `SO_MAX_PACING_RATE` (the kernel's TCP paces the connection).
+    Socket,
+    /// An HTB class on the host's interface (the seed's hosts), changed with `tc`.
+    Htb {
+        /// The host interface the connection leaves by.
+        dev: String,
+    },
+}
+
+impl Pace {
+    /// Parse `socket` or `htb:DEV`.
+    pub fn parse(s: &str) -> Result<Pace, String> {
+        match s.split_once(':') {
+            None if s == "socket" => Ok(Pace::Socket),
+            Some(("htb", dev)) if !dev.is_empty() && !dev.contains(char::is_whitespace) => {
+                Ok(Pace::Htb { dev: dev.to_owned() })
+            }
+            _ => Err(format!("expected socket or htb:DEV (an interface name), got {s:?}")),
+        }
+    }
+}
+
+/// Burst and ceiling burst of the sender's HTB class: two full frames, as in the seed.
+const HTB_BURST: u32 = 2 * 1514;
+
+/// Run `tc ARGS`; an error carries tc's message.
+fn tc(args: &[String]) -> io::Result<()> {
+    let out = std::process::Command::new("tc").args(args).output()?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let msg = String::from_utf8_lossy(&out.stderr);
+    Err(io::Error::other(format!("tc {}: {}", args.join(" "), msg.trim())))
+}
+
+/// `tc` arguments that set the sender's HTB class on `dev` to `rate_bps` (`verb`: `replace` to
+/// create it, `change` to change it).
+fn htb_class_args(verb: &str, dev: &str, rate_bps: u64) -> Vec<String> {
+    let b = format!("{HTB_BURST}b");
+    let r = format!("{rate_bps}bit");
+    ["class", verb, "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &r, "ceil", &r]
+        .into_iter()
+        .chain(["burst", &b, "cburst", &b, "quantum", "1514"])
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Put an unlimited HTB class at the root of `dev` (until the first REPORT).
+fn htb_setup(dev: &str) -> io::Result<()> {
+    let root = ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"];
+    tc(&root.map(str::to_owned))?;
+    tc(&htb_class_args("replace", dev, 10_000_000_000))
 }
 
 /// A REPORT the sender acted on.
@@ -51,8 +115,11 @@ pub struct Applied {
     pub count: u16,
     /// The bottleneck port's rate, bit/s.
     pub rate_bps: u64,
-    /// `SO_MAX_PACING_RATE` set, bytes/s of IP packets.
+    /// `SO_MAX_PACING_RATE` set, bytes/s of TCP payload (0 when pacing with HTB).
     pub pacing_bytes_per_s: u64,
+    /// The HTB class's rate set, bit/s of Ethernet frames (0 when pacing the socket).
+    #[serde(default)]
+    pub htb_rate_bps: u64,
 }
 
 /// What the sender did.
@@ -64,6 +131,9 @@ pub struct SendReport {
     pub cc: String,
     /// Whether the SYN carried REGISTER.
     pub register: bool,
+    /// How the share was applied: `socket` or `htb:DEV`.
+    #[serde(default)]
+    pub pace: String,
     /// Bytes handed to the kernel.
     pub bytes: u64,
     /// Seconds spent sending.
@@ -72,7 +142,8 @@ pub struct SendReport {
     pub reports_seen: u64,
     /// Packets of the connection with a malformed large-flow option (ignored).
     pub malformed_options: u64,
-    /// Reports whose pacing cap the kernel refused (each is retried on the next report).
+    /// Reports whose pacing cap the kernel (or `tc`) refused (each is retried on the next
+    /// report).
     pub pacing_errors: u64,
     /// Each change of the reported share, in order.
     pub applied: Vec<Applied>,
@@ -139,21 +210,36 @@ fn report_in(frame: &[u8], peer: SocketAddrV4, port: u16) -> Option<Result<Large
     }
 }
 
-/// Watch frames from `peer` to local port `port`; apply every new REPORT to `tcp`.
-fn watch_reports(
-    pkt: OwnedFd,
+/// Apply a reported share: returns the `SO_MAX_PACING_RATE` (bytes/s) or HTB rate (bit/s) set.
+fn apply_share(pace: &Pace, tcp: RawFd, share_bps: u64) -> io::Result<(u64, u64)> {
+    match pace {
+        Pace::Socket => {
+            let mss = sys::tcp_info(tcp).map_or(0, |i| i.snd_mss);
+            let cap = pacing_for_share(share_bps, if mss == 0 { 1448 } else { mss });
+            let bytes = cap.to_ne_bytes();
+            sys::setsockopt_bytes(tcp, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes)?;
+            Ok((cap, 0))
+        }
+        Pace::Htb { dev } => tc(&htb_class_args("change", dev, share_bps)).map(|()| (0, share_bps)),
+    }
+}
+
+/// The watcher's view of one connection.
+struct Watch {
+    pace: Pace,
     tcp: RawFd,
     peer: SocketAddrV4,
     port: u16,
     start: Instant,
-    stop: Arc<AtomicBool>,
-    out: Arc<Mutex<Seen>>,
-) {
+}
+
+/// Watch frames from `w.peer` to local port `w.port`; apply every new REPORT.
+fn watch_reports(pkt: OwnedFd, w: Watch, stop: Arc<AtomicBool>, out: Arc<Mutex<Seen>>) {
     let mut buf = vec![0u8; 65_536];
     let mut last: Option<(u16, u32)> = None;
     while !stop.load(Ordering::Relaxed) {
         let Ok(n) = sys::recv(&pkt, &mut buf) else { continue };
-        let Some(r) = report_in(&buf[..n], peer, port) else { continue };
+        let Some(r) = report_in(&buf[..n], w.peer, w.port) else { continue };
         let mut g = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let Ok(o) = r else {
             // The kernel delivers the packet anyway; the sender ignores the option and counts it.
@@ -165,24 +251,17 @@ fn watch_reports(
             continue;
         }
         let Some(share) = o.share_bps() else { continue };
-        let mss = sys::tcp_info(tcp).map_or(0, |i| i.snd_mss);
-        let pace = pacing_for_share(share, if mss == 0 { 1448 } else { mss });
-        let set = sys::setsockopt_bytes(
-            tcp,
-            libc::SOL_SOCKET,
-            libc::SO_MAX_PACING_RATE,
-            &pace.to_ne_bytes(),
-        );
-        if set.is_err() {
+        let Ok((cap, htb)) = apply_share(&w.pace, w.tcp, share) else {
             g.pacing_errors += 1; // tried again on the next report
             continue;
-        }
+        };
         last = Some((o.count, o.rate_kbps));
         g.applied.push(Applied {
-            t_ms: start.elapsed().as_millis() as u64,
+            t_ms: w.start.elapsed().as_millis() as u64,
             count: o.count,
             rate_bps: u64::from(o.rate_kbps) * 1000,
-            pacing_bytes_per_s: pace,
+            pacing_bytes_per_s: cap,
+            htb_rate_bps: htb,
         });
     }
 }
@@ -197,14 +276,22 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         .map_err(|e| named(&format!("congestion control {:?} for", cfg.cc), dst, e))?;
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(Seen::default()));
+    let htb = match (&cfg.pace, cfg.register) {
+        (Pace::Htb { dev }, true) => {
+            htb_setup(dev).map_err(|e| named("HTB shaper on", dev, e))?;
+            Some(dev.clone())
+        }
+        _ => None,
+    };
     let watcher = if cfg.register {
         sys::setsockopt_bytes(fd, libc::IPPROTO_IP, libc::IP_OPTIONS, &register_option())
             .map_err(|e| named("REGISTER option (IP_OPTIONS) for", dst, e))?;
         let pkt = sys::ipv4_packet_socket(Duration::from_millis(50))
             .map_err(|e| named("packet socket watching", dst, e))?;
         let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
+        let w = Watch { pace: cfg.pace.clone(), tcp: fd, peer: dst, port, start };
         // The watcher only sets options on `fd`; it is joined before the socket is closed.
-        Some(std::thread::spawn(move || watch_reports(pkt, fd, dst, port, start, stop, seen)))
+        Some(std::thread::spawn(move || watch_reports(pkt, w, stop, seen)))
     } else {
         None
     };
@@ -216,6 +303,9 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         let _ = w.join();
     }
     drop(sock);
+    if let Some(dev) = htb {
+        let _ = tc(&["qdisc", "del", "dev", &dev, "root"].map(str::to_owned));
+    }
     let bytes = sent?;
     closed.transpose().map_err(|e| named("closing the connection to", dst, e))?;
     let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
@@ -223,6 +313,10 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         dst: dst.to_string(),
         cc: cfg.cc.clone(),
         register: cfg.register,
+        pace: match &cfg.pace {
+            Pace::Socket => "socket".into(),
+            Pace::Htb { dev } => format!("htb:{dev}"),
+        },
         bytes,
         seconds: cfg.seconds,
         reports_seen: seen.reports,
@@ -425,7 +519,13 @@ mod tests {
         let r = std::thread::spawn(move || recv(addr, 1, 3.0));
         std::thread::sleep(Duration::from_millis(50));
         let SocketAddr::V4(dst) = addr else { unreachable!() };
-        let cfg = SendConfig { dst, seconds: 0.2, cc: "cubic".into(), register: false };
+        let cfg = SendConfig {
+            dst,
+            seconds: 0.2,
+            cc: "cubic".into(),
+            register: false,
+            pace: Pace::Socket,
+        };
         let s = send(&cfg).unwrap();
         let r = r.join().unwrap().unwrap();
         assert!(s.bytes > 0);
@@ -437,9 +537,31 @@ mod tests {
     }
 
     #[test]
+    fn pace_parses_socket_and_htb_and_names_what_it_expects() {
+        assert_eq!(Pace::parse("socket"), Ok(Pace::Socket));
+        assert_eq!(Pace::parse("htb:veth0"), Ok(Pace::Htb { dev: "veth0".into() }));
+        for bad in ["", "htb", "htb:", "htb:a b", "fq:eth0", "sockets"] {
+            let e = Pace::parse(bad).unwrap_err();
+            assert!(e.contains("socket or htb:DEV") && e.contains(&format!("{bad:?}")), "{e}");
+        }
+        let a = htb_class_args("change", "eth1", 25_000_000).join(" ");
+        assert_eq!(
+            a,
+            "class change dev eth1 parent 1: classid 1:1 htb rate 25000000bit ceil 25000000bit \
+             burst 3028b cburst 3028b quantum 1514"
+        );
+    }
+
+    #[test]
     fn an_unknown_congestion_control_is_named() {
         let dst = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9);
-        let cfg = SendConfig { dst, seconds: 0.1, cc: "nope".into(), register: false };
+        let cfg = SendConfig {
+            dst,
+            seconds: 0.1,
+            cc: "nope".into(),
+            register: false,
+            pace: Pace::Socket,
+        };
         let e = send(&cfg).unwrap_err().to_string();
         assert!(e.contains("\"nope\"") && e.contains("127.0.0.1:9"), "{e}");
     }

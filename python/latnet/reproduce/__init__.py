@@ -18,11 +18,18 @@ SEEDS = {
 }
 
 
-def load(seed: str):
-    """The module that reproduces ``seed``, or None if it has not landed yet."""
+# Seeds whose experiments also run on an emulated testbed (module ``latnet.reproduce.SEED_emu``,
+# same ``run`` interface, document written to ``OUT/reproduce-SEED-emulated.json``).
+EMULATED = ("pacing",)
+
+
+def load(seed: str, emulated: bool = False):
+    """The module that reproduces ``seed`` (on an emulated testbed with ``emulated``), or None
+    if it has not landed yet."""
+    name = f"latnet.reproduce.{seed}{'_emu' if emulated else ''}"
     try:
-        return importlib.import_module(f"latnet.reproduce.{seed}")
+        return importlib.import_module(name)
     except ModuleNotFoundError as e:
-        if e.name == f"latnet.reproduce.{seed}":
+        if e.name == name:
             return None
         raise

@@ -30,6 +30,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 import latnet
 
 from ..table import render
@@ -146,9 +148,9 @@ def cv_pct(xs: list[float]) -> float:
     return 100.0 * statistics.pstdev(xs) / m if m > 0 else float("nan")
 
 
-def periods(res: latnet.Results, period_s: float) -> list[dict]:
-    """Per period: per-flow mean goodput (Mbit/s), sum, Jain, per-flow CV (%)."""
-    ts = res.timeseries
+def periods(ts: pd.DataFrame, period_s: float) -> list[dict]:
+    """Per period: per-flow mean goodput (Mbit/s), sum, Jain, per-flow CV (%), from one row per
+    flow and interval (``t_s`` the interval's end, ``flow``, ``goodput_bps``)."""
     names = [f"dtn{i + 1}" for i in range(4)]
     out = []
     for k in range(4):
@@ -185,7 +187,7 @@ def _row(label: str, p: dict, paper=None) -> dict:
     return row
 
 
-def _plot(series: dict, period_s: float, out: Path) -> Path | None:
+def _plot(series: dict, period_s: float, path: Path) -> Path | None:
     try:
         import matplotlib
 
@@ -207,7 +209,6 @@ def _plot(series: dict, period_s: float, out: Path) -> Path | None:
     axes[0].legend(fontsize=7, ncol=5)
     axes[-1].set_xlabel("time (s)")
     fig.tight_layout()
-    path = out / "reproduce-pacing.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -225,35 +226,52 @@ def run(quick: bool, out: Path) -> dict:
         (out / "pacing" / f"{mode}.toml").write_text(text)
         res = latnet.run(text=text, packets=False)
         series[mode] = res.timeseries
-        ps = periods(res, period_s)
-        summary[mode] = ps
-        paper = PAPER.get(mode)
-        rows = []
-        for k, p in enumerate(ps):
-            a, b = k * period_s, (k + 1) * period_s
-            rows.append(_row(f"P{k + 1} ({a:g}-{b:g} s)", p, paper[k] if paper else None))
+        summary[mode] = periods(res.timeseries, period_s)
         counter = next(n for n in res.summary["nodes"] if n["name"] == "left")["large_flows"]
-        tables.append(
-            {
-                "id": mode,
-                "title": f"{mode}: goodput per period (Mbit/s), Jain's F, CV (%)",
-                "unit": "Mbit/s",
-                "counter": counter,
-                "rows": rows,
-            }
-        )
-        _print_mode(tables[-1])
-    last = {m: summary[m][3] for m in MODES}
+        tables.append(mode_table(mode, summary[mode], period_s, {"counter": counter}))
+    tables.append(targets_table(summary))
+    png = _plot(series, period_s, out / "reproduce-pacing.png")
+    if png is not None:
+        print(f"\nwrote {png}")
+    return {
+        "seed": "pacing",
+        "quick": quick,
+        "period_s": period_s,
+        "tables": tables,
+    }
+
+
+def mode_table(mode: str, ps: list[dict], period_s: float, extra: dict, title: str = "") -> dict:
+    """One mode's table (printed): per period ours beside the seed's numbers."""
+    paper = PAPER.get(mode)
+    rows = []
+    for k, p in enumerate(ps):
+        a, b = k * period_s, (k + 1) * period_s
+        rows.append(_row(f"P{k + 1} ({a:g}-{b:g} s)", p, paper[k] if paper else None))
+    t = {
+        "id": mode,
+        "title": f"{mode}{title}: goodput per period (Mbit/s), Jain's F, CV (%)",
+        "unit": "Mbit/s",
+        **extra,
+        "rows": rows,
+    }
+    _print_mode(t)
+    return t
+
+
+def targets_table(summary: dict[str, list[dict]], title: str = "") -> dict:
+    """The last period of each mode against the seed's targets (printed)."""
     trows = []
-    for m in MODES:
-        util = 100 * last[m]["sum"] * 1e6 / C_BPS
+    for m, ps in summary.items():
+        last = ps[3]
+        util = 100 * last["sum"] * 1e6 / C_BPS
         row = {
             "label": m,
             "ours": {
                 "utilisation_pct": round(util, 2),
-                "jain": round(last[m]["jain"], 5),
+                "jain": round(last["jain"], 5),
                 "meets_util": util >= TARGET_UTIL_PCT,
-                "meets_jain": last[m]["jain"] >= TARGET_JAIN,
+                "meets_jain": last["jain"] >= TARGET_JAIN,
             },
         }
         if m in PAPER:
@@ -264,8 +282,8 @@ def run(quick: bool, out: Path) -> dict:
         trows.append(row)
     targets = {
         "id": "targets",
-        "title": f"last period: utilisation (goodput / 100 Mbit/s) >= {TARGET_UTIL_PCT:g} % and "
-        f"Jain >= {TARGET_JAIN} (target for htb)",
+        "title": f"last period{title}: utilisation (goodput / 100 Mbit/s) >= "
+        f"{TARGET_UTIL_PCT:g} % and Jain >= {TARGET_JAIN} (target for htb)",
         "unit": "%",
         "rows": trows,
     }
@@ -288,15 +306,7 @@ def run(quick: bool, out: Path) -> dict:
             title=targets["title"],
         )
     )
-    png = _plot(series, period_s, out)
-    if png is not None:
-        print(f"\nwrote {png}")
-    return {
-        "seed": "pacing",
-        "quick": quick,
-        "period_s": period_s,
-        "tables": tables + [targets],
-    }
+    return targets
 
 
 def _print_mode(t: dict) -> None:
