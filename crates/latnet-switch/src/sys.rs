@@ -704,6 +704,8 @@ pub struct TcpInfo {
     pub pacing_rate: u64,
     /// `SO_MAX_PACING_RATE`, bytes/s (`u64::MAX` when never set).
     pub max_pacing_rate: u64,
+    /// Whether the connection uses the TCP timestamp option (`TCPI_OPT_TIMESTAMPS`).
+    pub timestamps: bool,
 }
 
 /// `TCP_INFO` (the fields sit at fixed offsets of the kernel's `struct tcp_info` since 4.x;
@@ -730,6 +732,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         total_retrans: u32_at(100),
         pacing_rate: u64_at(104),
         max_pacing_rate: u64_at(112),
+        timestamps: buf[5] & 1 != 0, // tcpi_options
     })
 }
 

@@ -170,16 +170,19 @@ fn register_option() -> Vec<u8> {
     o
 }
 
-/// What a frame adds to a full segment's payload: TCP header with timestamps (Linux's
-/// default), IPv4 and Ethernet headers.
-const FRAME_OVERHEAD: u64 = 32 + 20 + 14;
+/// What a frame adds to a full segment's payload: TCP header (20 bytes, 32 with the timestamp
+/// option, Linux's default), IPv4 and Ethernet headers.
+fn frame_overhead(timestamps: bool) -> u64 {
+    20 + if timestamps { 12 } else { 0 } + 20 + 14
+}
 
-/// The pacing cap (bytes/s) for a reported share of `share_bps` bit/s of frames. The kernel's
-/// TCP paces payload bytes (the segment before its headers are pushed) while a switch port's
-/// rate counts whole frames, so full-sized segments paced at the cap fill exactly the share.
-pub fn pacing_for_share(share_bps: u64, mss: u32) -> u64 {
+/// The pacing cap (bytes/s) for a reported share of `share_bps` bit/s of frames, for segments
+/// of `mss` payload bytes with or without TCP timestamps. The kernel's TCP paces payload bytes
+/// (the segment before its headers are pushed) while a switch port's rate counts whole frames,
+/// so full-sized segments paced at the cap fill exactly the share.
+pub fn pacing_for_share(share_bps: u64, mss: u32, timestamps: bool) -> u64 {
     let mss = u64::from(mss);
-    share_bps / 8 * mss / (mss + FRAME_OVERHEAD)
+    share_bps / 8 * mss / (mss + frame_overhead(timestamps))
 }
 
 /// What the watcher saw and did (copied into the [`SendReport`]).
@@ -214,8 +217,8 @@ fn report_in(frame: &[u8], peer: SocketAddrV4, port: u16) -> Option<Result<Large
 fn apply_share(pace: &Pace, tcp: RawFd, share_bps: u64) -> io::Result<(u64, u64)> {
     match pace {
         Pace::Socket => {
-            let mss = sys::tcp_info(tcp).map_or(0, |i| i.snd_mss);
-            let cap = pacing_for_share(share_bps, if mss == 0 { 1448 } else { mss });
+            let (mss, ts) = sys::tcp_info(tcp).map_or((0, true), |i| (i.snd_mss, i.timestamps));
+            let cap = pacing_for_share(share_bps, if mss == 0 { 1448 } else { mss }, ts);
             let bytes = cap.to_ne_bytes();
             sys::setsockopt_bytes(tcp, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes)?;
             Ok((cap, 0))
@@ -466,11 +469,13 @@ mod tests {
 
     #[test]
     fn pacing_fits_the_frames_into_the_share() {
-        // 20 Mbit/s of frames; a 1448-byte payload is a 1514-byte frame
-        let p = pacing_for_share(20_000_000, 1448);
+        // 20 Mbit/s of frames; a 1448-byte payload is a 1514-byte frame with timestamps
+        let p = pacing_for_share(20_000_000, 1448, true);
         assert_eq!(p, 2_500_000 * 1448 / 1514);
         let frames_bps = p * 8 * 1514 / 1448;
         assert!(frames_bps <= 20_000_000 && frames_bps > 19_999_000, "{frames_bps}");
+        // without timestamps the same 1500-byte MTU carries 1460 bytes of payload
+        assert_eq!(pacing_for_share(20_000_000, 1460, false), 2_500_000 * 1460 / 1514);
     }
 
     #[test]
