@@ -284,26 +284,18 @@ def test_switch_stops_on_sigterm_with_final_stats(tmp_path):
     assert st["forwarded"] >= 6, "3 echo requests and 3 replies"
 
 
-LBF = """
-[sim]
-duration = "2s"
-drain = "300ms"
-[defaults]
-queue = { kind = "lbf", limit_packets = 1000 }
-[defaults.link]
-rate = "100Mbps"
-delay = "100us"
-[lbf]
-budget = "equal"
-[[nodes]]
+def chain(switch: str = "") -> str:
+    """Nodes and links of h1 -> s1 -> s2 -> h2; ``switch`` is added to both switches."""
+    sw = f"\n{switch}" if switch else ""
+    return f"""[[nodes]]
 name = "h1"
 kind = "host"
 [[nodes]]
 name = "s1"
-kind = "switch"
+kind = "switch"{sw}
 [[nodes]]
 name = "s2"
-kind = "switch"
+kind = "switch"{sw}
 [[nodes]]
 name = "h2"
 kind = "host"
@@ -316,7 +308,24 @@ b = "s2"
 [[links]]
 a = "s2"
 b = "h2"
-[[flows]]
+"""
+
+
+LBF = (
+    """
+[sim]
+duration = "2s"
+drain = "300ms"
+[defaults]
+queue = { kind = "lbf", limit_packets = 1000 }
+[defaults.link]
+rate = "100Mbps"
+delay = "100us"
+[lbf]
+budget = "equal"
+"""
+    + chain()
+    + """[[flows]]
 name = "slo"
 src = "h1"
 dst = "h2"
@@ -331,6 +340,7 @@ dst = "h2"
 size = 300
 traffic = { kind = "cbr", rate = "2Mbps" }
 """
+)
 
 #: The stated clock granularity of the lower-bound check: both ends read CLOCK_MONOTONIC (ns);
 #: a frame is never released before its emulated instant, so no margin beyond 1 us is needed.
@@ -376,36 +386,16 @@ def test_lbf_lower_bound_on_real_packets(tmp_path, carry, encap):
     assert all(s["node_drops"].get("malformed", 0) == 0 for s in stats)
 
 
-TAGS = """
+TAGS = (
+    """
 [sim]
 duration = "1s"
 [defaults.link]
 rate = "100Mbps"
 delay = "100us"
-[[nodes]]
-name = "h1"
-kind = "host"
-[[nodes]]
-name = "s1"
-kind = "switch"
-forwarding = { kind = "tag-stack", base = 10 }
-[[nodes]]
-name = "s2"
-kind = "switch"
-forwarding = { kind = "tag-stack", base = 10 }
-[[nodes]]
-name = "h2"
-kind = "host"
-[[links]]
-a = "h1"
-b = "s1"
-[[links]]
-a = "s1"
-b = "s2"
-[[links]]
-a = "s2"
-b = "h2"
-[[flows]]
+"""
+    + chain('forwarding = { kind = "tag-stack", base = 10 }')
+    + """[[flows]]
 name = "routed"
 src = "h1"
 dst = "h2"
@@ -413,6 +403,7 @@ size = 1514
 tags = [10, 10]
 traffic = { kind = "cbr", rate = "10Mbps" }
 """
+)
 
 
 def test_tag_stack_source_routing_on_real_packets(tmp_path):

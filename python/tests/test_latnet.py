@@ -134,6 +134,27 @@ def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):
     assert f"{bad}:" in err and "invalid rate" in err
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--pace", "htb:eth0"], "needs --register yes"),
+        (["--register", "yes", "--pace", "fq:eth0"], "expected socket or htb:DEV"),
+        (["--register", "maybe"], "expected yes or no"),
+    ],
+)
+def test_tcp_send_refuses_bad_options_by_name(extra, message):
+    """latnet-switch tcp-send: a bad option is a usage error (exit 2) naming it; nothing is
+    sent and no interface is touched."""
+    import subprocess
+
+    from latnet.testbed import switch_binary
+
+    argv = [switch_binary(), "tcp-send", "--dst", "127.0.0.1:9", "--seconds", "1", *extra]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p
+    assert message in p.stderr and extra[-2] in p.stderr, p.stderr
+
+
 def test_cli_help_documents_commands(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -162,6 +162,11 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 pace: tcp::Pace::parse(a.get("pace").map_or("socket", String::as_str))
                     .map_err(|e| Fail::Usage(format!("--pace: {e}")))?,
             };
+            if a.contains_key("pace") && !cfg.register {
+                return Err(Fail::Usage(
+                    "--pace: applies the switch's reports, so it needs --register yes".into(),
+                ));
+            }
             let rep = tcp::send(&cfg).map_err(io)?;
             write_json(a.get("out"), &rep)
         }

@@ -99,11 +99,26 @@ fn htb_class_args(verb: &str, dev: &str, rate_bps: u64) -> Vec<String> {
         .collect()
 }
 
-/// Put an unlimited HTB class at the root of `dev` (until the first REPORT).
-fn htb_setup(dev: &str) -> io::Result<()> {
-    let root = ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"];
-    tc(&root.map(str::to_owned))?;
-    tc(&htb_class_args("replace", dev, 10_000_000_000))
+/// The sender's HTB qdisc on its interface: one class, unlimited until the first REPORT.
+/// Removed when dropped, so a sender that fails half-way leaves the interface as it was.
+struct HtbShaper {
+    dev: String,
+}
+
+impl HtbShaper {
+    fn install(dev: &str) -> io::Result<HtbShaper> {
+        let root = ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"];
+        tc(&root.map(str::to_owned))?;
+        let shaper = HtbShaper { dev: dev.to_owned() };
+        tc(&htb_class_args("replace", dev, 10_000_000_000))?;
+        Ok(shaper)
+    }
+}
+
+impl Drop for HtbShaper {
+    fn drop(&mut self) {
+        let _ = tc(&["qdisc", "del", "dev", &self.dev, "root"].map(str::to_owned));
+    }
 }
 
 /// A REPORT the sender acted on.
@@ -279,10 +294,9 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         .map_err(|e| named(&format!("congestion control {:?} for", cfg.cc), dst, e))?;
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let htb = match (&cfg.pace, cfg.register) {
+    let _shaper = match (&cfg.pace, cfg.register) {
         (Pace::Htb { dev }, true) => {
-            htb_setup(dev).map_err(|e| named("HTB shaper on", dev, e))?;
-            Some(dev.clone())
+            Some(HtbShaper::install(dev).map_err(|e| named("HTB shaper on", dev, e))?)
         }
         _ => None,
     };
@@ -306,9 +320,6 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         let _ = w.join();
     }
     drop(sock);
-    if let Some(dev) = htb {
-        let _ = tc(&["qdisc", "del", "dev", &dev, "root"].map(str::to_owned));
-    }
     let bytes = sent?;
     closed.transpose().map_err(|e| named("closing the connection to", dst, e))?;
     let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
@@ -555,6 +566,15 @@ mod tests {
             "class change dev eth1 parent 1: classid 1:1 htb rate 25000000bit ceil 25000000bit \
              burst 3028b cburst 3028b quantum 1514"
         );
+    }
+
+    #[test]
+    fn an_htb_shaper_on_a_missing_interface_is_named() {
+        let dst = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9);
+        let pace = Pace::Htb { dev: "nosuchdev0".into() };
+        let cfg = SendConfig { dst, seconds: 0.1, cc: "cubic".into(), register: true, pace };
+        let e = send(&cfg).unwrap_err().to_string();
+        assert!(e.starts_with("HTB shaper on nosuchdev0: "), "{e}");
     }
 
     #[test]
