@@ -99,6 +99,7 @@ class Testbed:
         offloads: str = "off",
         seed: int | None = None,
         realtime: bool = True,
+        ipv6: bool = False,
     ):
         if offloads not in ("off", "csum"):
             raise LatnetError("offloads: expected 'off' (no tx checksum, TSO, GSO) or 'csum'")
@@ -113,6 +114,9 @@ class Testbed:
         self.realtime = realtime and shutil.which("chrt") is not None
         self.binary = switch_binary()
         self.plan = self._plan()
+        # hosts get IPv6 when a flow's SLO rides in a hop-by-hop option, or when asked (real
+        # TCP over IPv6, e.g. `tcp-send --dst [ADDR]:PORT`)
+        self.plan["ipv6"] = self.plan["ipv6"] or ipv6
         self.state_path = state_dir() / f"{self.prefix}.json"
         self.state: dict = {
             "prefix": self.prefix,
@@ -150,6 +154,12 @@ class Testbed:
 
     def address(self, node: str) -> str:
         return self.node(node)["address"]
+
+    def address6(self, node: str) -> str:
+        """The node's IPv6 address (configured on hosts when the testbed has IPv6)."""
+        if not self.plan["ipv6"]:
+            raise LatnetError(f"{self.scenario.name}: the testbed has no IPv6 (pass ipv6=True)")
+        return self.node(node)["address6"]
 
     def hosts(self) -> list[str]:
         return [n["name"] for n in self.plan["nodes"] if n["kind"] == "host"]
@@ -249,8 +259,9 @@ class Testbed:
 
     def _ipv6_sysctls(self, node: dict) -> list[str]:
         """IPv6 off in every namespace, unless a flow carries its SLO in an IPv6 hop-by-hop
-        option: then hosts get it, quietly (no link-local addresses, router solicitations or
-        duplicate address detection that would send frames of their own into the switches)."""
+        option or the testbed was asked for it: then hosts get it, quietly (no link-local
+        addresses, router solicitations or duplicate address detection that would send frames
+        of their own into the switches)."""
         if not (self.plan["ipv6"] and node["kind"] == "host"):
             return ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
         out = []

@@ -423,20 +423,23 @@ def test_tag_stack_source_routing_on_real_packets(tmp_path):
     assert s2_in["rx_bytes"] == 1510 * s2_in["rx_frames"], s2_in
 
 
-def paced_pair(tmp_path: Path, register: bool) -> tuple[dict, dict, dict, dict]:
+def paced_pair(tmp_path: Path, register: bool, ipv6: bool = False) -> tuple[dict, dict, dict, dict]:
     """Two real cubic senders through a 40 Mbit/s port of a switch counting large flows: A
-    sends 4 s, B joins 1.2 s later for 1.6 s. Returns A's and B's sender reports, the
-    receiver's report (bins by sender under ``by_sender``) and the switch's final statistics."""
+    sends 4 s, B joins 1.2 s later for 1.6 s, over IPv4 or IPv6. Returns A's and B's sender
+    reports, the receiver's report (bins by sender under ``by_sender``) and the switch's final
+    statistics."""
     body = two_hosts("40Mbps", "1ms", FIFO, "").replace(
         'name = "s1"\nkind = "switch"\n', 'name = "s1"\nkind = "switch"\nlarge_flows = {}\n'
     )
-    sc = scenario(tmp_path, body, name=f"paced-{register}")
-    out = tmp_path / f"paced-{register}"
+    tag = f"paced-{register}" + ("-v6" if ipv6 else "")
+    sc = scenario(tmp_path, body, name=tag)
+    out = tmp_path / tag
     out.mkdir()
     reg = "yes" if register else "no"
-    with Testbed(sc, run_dir=out / "run") as tb:
-        dst = f"{tb.address('h3')}:5301"
-        who = {tb.address("h1"): "A", tb.address("h2"): "B"}
+    with Testbed(sc, run_dir=out / "run", ipv6=ipv6) as tb:
+        addr = tb.address6 if ipv6 else tb.address
+        dst = f"[{addr('h3')}]:5301" if ipv6 else f"{addr('h3')}:5301"
+        who = {addr("h1"): "A", addr("h2"): "B"}
         rx = tb.popen(
             "h3",
             [tb.binary, "tcp-recv", "--bind", dst, "--conns", "2"]
@@ -452,17 +455,25 @@ def paced_pair(tmp_path: Path, register: bool) -> tuple[dict, dict, dict, dict]:
         tb.stop_switches()
         stats = tb.stats("s1")
     a, b, rx = (json.loads((out / f"{n}.json").read_text()) for n in ("a", "b", "rx"))
-    rx["by_sender"] = {who[c["peer"].split(":")[0]]: c["bins"] for c in rx["conns"]}
+    # a peer is ADDR:PORT or [ADDR]:PORT
+    rx["by_sender"] = {who[c["peer"].rsplit(":", 1)[0].strip("[]")]: c["bins"] for c in rx["conns"]}
     return a, b, rx, stats
 
 
-def test_switch_assisted_pacing_with_real_tcp(tmp_path):
-    """The host side of switch-assisted pacing on the kernel's TCP: the SYN's REGISTER option
-    is counted by the emulated switch, the SYN-ACK and later ACKs bring N and the port rate,
-    and the sender's SO_MAX_PACING_RATE follows N = 1, 2, 1 as B comes and goes. While both
-    run, each gets its share and the bottleneck queue stays short (an unpaced pair, which
-    shares unevenly and fills the buffer, is measured beside it)."""
-    a, b, rx, st = paced_pair(tmp_path, register=True)
+def paced_rates(rx: dict) -> tuple[list[float], list[float], list[float]]:
+    """Mbit/s of A alone (before B) and of A and B while both send (edges trimmed)."""
+    ca, cb = rx["by_sender"]["A"], rx["by_sender"]["B"]
+    active = [i for i, v in enumerate(cb) if v > 0]
+    both = range(active[0] + 2, active[-1] - 1)
+    mbps = 8 * 1000 / rx["bin_ms"] / 1e6
+    alone = [v * mbps for v in ca[1 : active[0] - 1]]
+    return alone, [ca[i] * mbps for i in both], [cb[i] * mbps for i in both]
+
+
+def assert_paced(a: dict, b: dict, rx: dict, st: dict, payload: int) -> dict:
+    """A's cap follows N = 1, 2, 1 and B's N = 2, each gets its share of payload (``payload``
+    bytes in every 1514-byte frame) while both send, and the bottleneck queue stays short.
+    Returns the bottleneck queue's statistics."""
     assert [x["count"] for x in a["applied"]] == [1, 2, 1], a["applied"]
     assert [x["count"] for x in b["applied"]] == [2], b["applied"]
     assert {x["rate_bps"] for x in a["applied"] + b["applied"]} == {40_000_000}
@@ -473,17 +484,8 @@ def test_switch_assisted_pacing_with_real_tcp(tmp_path):
     assert (lf["registered"], lf["reports"], lf["fin"], lf["malformed"]) == (2, 2, 2, 0), lf
     assert lf["announcements"] >= 2, lf  # A told N = 2, then N = 1
 
-    def rates(rx: dict) -> tuple[list[float], list[float], list[float]]:
-        """Mbit/s of A alone (before B) and of A and B while both send (edges trimmed)."""
-        ca, cb = rx["by_sender"]["A"], rx["by_sender"]["B"]
-        active = [i for i, v in enumerate(cb) if v > 0]
-        both = range(active[0] + 2, active[-1] - 1)
-        mbps = 8 * 1000 / rx["bin_ms"] / 1e6
-        alone = [v * mbps for v in ca[1 : active[0] - 1]]
-        return alone, [ca[i] * mbps for i in both], [cb[i] * mbps for i in both]
-
-    alone, ra, rb = rates(rx)
-    share = 20 * 1448 / 1514  # Mbit/s of payload in 20 Mbit/s of full-sized frames
+    alone, ra, rb = paced_rates(rx)
+    share = 20 * payload / 1514  # Mbit/s of payload in 20 Mbit/s of full-sized frames
     med = statistics.median
     a2, b2 = med(ra), med(rb)
     assert med(alone) >= 0.9 * 2 * share, f"A alone {med(alone):.1f} Mbit/s"
@@ -494,16 +496,39 @@ def test_switch_assisted_pacing_with_real_tcp(tmp_path):
     # Paced at exactly C / N, the senders never build a queue (about 12 packets measured);
     # the unpaced pair fills the 200-packet buffer and loses packets.
     assert port["peak_packets"] <= 60, port
+    print(
+        f"paced:   A {a2:.1f} / B {b2:.1f} Mbit/s, retrans {a['total_retrans']}+"
+        f"{b['total_retrans']}, drops {sum(port['drops'].values())}, peak {port['peak_packets']}"
+    )
+    return port
+
+
+def test_switch_assisted_pacing_with_real_tcp(tmp_path):
+    """The host side of switch-assisted pacing on the kernel's TCP: the SYN's REGISTER option
+    is counted by the emulated switch, the SYN-ACK and later ACKs bring N and the port rate,
+    and the sender's SO_MAX_PACING_RATE follows N = 1, 2, 1 as B comes and goes. While both
+    run, each gets its share and the bottleneck queue stays short (an unpaced pair, which
+    shares unevenly and fills the buffer, is measured beside it)."""
+    a, b, rx, st = paced_pair(tmp_path, register=True)
+    assert_paced(a, b, rx, st, payload=1448)  # 1500-byte MTU - IPv4 - TCP with timestamps
 
     ua, ub, urx, ust = paced_pair(tmp_path, register=False)
     assert ua["applied"] == [] and ub["applied"] == [] and ust["large_flows"]["registered"] == 0
     assert ua["max_pacing_rate"] == 2**64 - 1, "never capped without reports"
-    _, ua2, ub2 = rates(urx)
+    _, ua2, ub2 = paced_rates(urx)
     uport = {p["peer"]: p for p in ust["ports"]}["h3"]["queue"]
     print(
-        f"paced:   A {a2:.1f} / B {b2:.1f} Mbit/s, retrans {a['total_retrans']}+"
-        f"{b['total_retrans']}, drops {sum(port['drops'].values())}, peak {port['peak_packets']}"
-        f"\nunpaced: A {med(ua2):.1f} / B {med(ub2):.1f} Mbit/s, retrans {ua['total_retrans']}+"
-        f"{ub['total_retrans']}, drops {sum(uport['drops'].values())}, peak "
-        f"{uport['peak_packets']}"
+        f"unpaced: A {statistics.median(ua2):.1f} / B {statistics.median(ub2):.1f} Mbit/s, "
+        f"retrans {ua['total_retrans']}+{ub['total_retrans']}, drops "
+        f"{sum(uport['drops'].values())}, peak {uport['peak_packets']}"
     )
+
+
+def test_switch_assisted_pacing_with_real_tcp_over_ipv6(tmp_path):
+    """The same over IPv6: REGISTER rides in a hop-by-hop extension header the sender's kernel
+    puts in the SYN (IPV6_HOPOPTS), the switch inserts one with the REPORT into the SYN-ACK
+    and later ACKs, and the cap counts IPv6's 40-byte header."""
+    a, b, rx, st = paced_pair(tmp_path, register=True, ipv6=True)
+    assert all(c["peer"].startswith("[2001:db8::") for c in rx["conns"]), rx["conns"]
+    assert a["dst"].startswith("[2001:db8::"), a["dst"]
+    assert_paced(a, b, rx, st, payload=1428)  # 1500-byte MTU - IPv6 - TCP with timestamps

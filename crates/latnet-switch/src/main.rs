@@ -146,7 +146,9 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
             let dst = need(&a, "dst")?;
             let cfg = tcp::SendConfig {
                 dst: dst.parse().map_err(|_| {
-                    Fail::Usage(format!("--dst: expected an IPv4 ADDR:PORT, got {dst:?}"))
+                    Fail::Usage(format!(
+                        "--dst: expected ADDR:PORT (IPv4, or [IPv6]:PORT), got {dst:?}"
+                    ))
                 })?,
                 seconds: secs(&a)?,
                 cc: a.get("cc").cloned().unwrap_or_else(|| "cubic".into()),

@@ -657,38 +657,80 @@ pub fn set_timeout(fd: RawFd, name: libc::c_int, t: std::time::Duration) -> io::
     .map(drop)
 }
 
-fn sockaddr_in(a: std::net::SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
-        sin_zero: [0; 8],
+/// A socket address as the kernel takes it: `sockaddr_in` or `sockaddr_in6`.
+enum RawAddr {
+    V4(libc::sockaddr_in),
+    V6(libc::sockaddr_in6),
+}
+
+impl RawAddr {
+    fn new(a: std::net::SocketAddr) -> RawAddr {
+        match a {
+            std::net::SocketAddr::V4(a) => RawAddr::V4(libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+                sin_zero: [0; 8],
+            }),
+            std::net::SocketAddr::V6(a) => RawAddr::V6(libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            }),
+        }
+    }
+
+    fn family(&self) -> libc::c_int {
+        match self {
+            RawAddr::V4(_) => libc::AF_INET,
+            RawAddr::V6(_) => libc::AF_INET6,
+        }
+    }
+
+    /// Pointer and length for bind(2), connect(2) and getsockname(2).
+    fn as_mut_ptr(&mut self) -> (*mut libc::sockaddr, libc::socklen_t) {
+        match self {
+            RawAddr::V4(a) => ((a as *mut libc::sockaddr_in).cast(), size_of_val(a) as _),
+            RawAddr::V6(a) => ((a as *mut libc::sockaddr_in6).cast(), size_of_val(a) as _),
+        }
+    }
+
+    fn port(&self) -> u16 {
+        u16::from_be(match self {
+            RawAddr::V4(a) => a.sin_port,
+            RawAddr::V6(a) => a.sin6_port,
+        })
     }
 }
 
-/// An unconnected IPv4 TCP socket, bound to an ephemeral port on every address (so its port
-/// is known before it connects). Returns the socket and the port.
-pub fn tcp_socket_bound() -> io::Result<(OwnedFd, u16)> {
+/// An unconnected TCP socket of `to`'s family, bound to an ephemeral port on every address (so
+/// its port is known before it connects). Returns the socket and the port.
+pub fn tcp_socket_bound(to: std::net::SocketAddr) -> io::Result<(OwnedFd, u16)> {
+    let any = match to {
+        std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let mut sa = RawAddr::new(std::net::SocketAddr::new(any, 0));
     // SAFETY: plain socket(2).
-    let fd =
-        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    let fd = cvt(unsafe { libc::socket(sa.family(), libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: `fd` is a fresh descriptor nobody else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut sa = sockaddr_in(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
-    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: `sa` is a valid sockaddr_in of length `len`.
-    cvt(unsafe { libc::bind(fd.as_raw_fd(), (&raw const sa).cast(), len) })?;
-    // SAFETY: the kernel writes at most `len` bytes into `sa` and updates `len`.
-    cvt(unsafe { libc::getsockname(fd.as_raw_fd(), (&raw mut sa).cast(), &mut len) })?;
-    Ok((fd, u16::from_be(sa.sin_port)))
+    let (ptr, mut len) = sa.as_mut_ptr();
+    // SAFETY: `ptr` points to a socket address of `len` bytes that outlives the call.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), ptr, len) })?;
+    // SAFETY: as above; the kernel writes at most `len` bytes into it and updates `len`.
+    cvt(unsafe { libc::getsockname(fd.as_raw_fd(), ptr, &mut len) })?;
+    Ok((fd, sa.port()))
 }
 
 /// Connect a TCP socket (blocking).
-pub fn connect_v4(fd: &OwnedFd, to: std::net::SocketAddrV4) -> io::Result<()> {
-    let sa = sockaddr_in(to);
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: `sa` is a valid sockaddr_in of length `len`.
-    cvt(unsafe { libc::connect(fd.as_raw_fd(), (&raw const sa).cast(), len) }).map(drop)
+pub fn connect(fd: &OwnedFd, to: std::net::SocketAddr) -> io::Result<()> {
+    let mut sa = RawAddr::new(to);
+    let (ptr, len) = sa.as_mut_ptr();
+    // SAFETY: `ptr` points to a socket address of `len` bytes that outlives the call.
+    cvt(unsafe { libc::connect(fd.as_raw_fd(), ptr, len) }).map(drop)
 }
 
 /// Fields of `struct tcp_info` the pacing tools report.
@@ -736,10 +778,11 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
     })
 }
 
-/// An `AF_PACKET` socket receiving every IPv4 frame of the namespace's interfaces (whole
-/// frames, Ethernet header included), with a receive timeout.
-pub fn ipv4_packet_socket(timeout: std::time::Duration) -> io::Result<OwnedFd> {
-    let proto = libc::c_int::from((libc::ETH_P_IP as u16).to_be());
+/// An `AF_PACKET` socket receiving every IPv4 (`v6` false) or IPv6 frame of the namespace's
+/// interfaces (whole frames, Ethernet header included), with a receive timeout.
+pub fn ip_packet_socket(v6: bool, timeout: std::time::Duration) -> io::Result<OwnedFd> {
+    let ethertype = if v6 { libc::ETH_P_IPV6 } else { libc::ETH_P_IP };
+    let proto = libc::c_int::from((ethertype as u16).to_be());
     // SAFETY: plain socket(2).
     let fd =
         cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto) })?;

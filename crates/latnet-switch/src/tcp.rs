@@ -3,8 +3,9 @@
 //! `latnet-switch tcp-send` is a bulk sender on the kernel's TCP (congestion control chosen by
 //! name, cubic by default). With `--register yes` it does what the seed's hosts do:
 //!
-//! * its SYN carries the REGISTER large-flow IP option ([`latnet_wire::large_flow`]), put in by
-//!   the kernel through `IP_OPTIONS` (needs `CAP_NET_RAW`) and removed again once connected;
+//! * its SYN carries the REGISTER large-flow option ([`latnet_wire::large_flow`]), put in by
+//!   the kernel as an IPv4 option (`IP_OPTIONS`) or, toward an IPv6 receiver, in a hop-by-hop
+//!   extension header (`IPV6_HOPOPTS`, needs `CAP_NET_RAW`), and removed again once connected;
 //! * a packet socket watches the connection's packets toward this host; every REPORT a switch
 //!   wrote (in the SYN-ACK, and on later ACKs when the count at the bottleneck changes) sets
 //!   the socket's `SO_MAX_PACING_RATE` to the reported share `rate / N` (converted with
@@ -25,7 +26,7 @@ use crate::sys;
 use latnet_wire::{large_flow_option, parse_headers, LargeFlowMsg, LargeFlowOption};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,8 +38,8 @@ pub const BIN_MS: u64 = 100;
 /// What the sender should do.
 #[derive(Debug, Clone)]
 pub struct SendConfig {
-    /// Receiver address.
-    pub dst: SocketAddrV4,
+    /// Receiver address (IPv4 or IPv6).
+    pub dst: SocketAddr,
     /// How long to send.
     pub seconds: f64,
     /// Congestion control (`cubic`, `reno`, `bbr`).
@@ -177,27 +178,51 @@ fn named(what: &str, addr: impl std::fmt::Display, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what} {addr}: {e}"))
 }
 
-/// The REGISTER option as IPv4 option bytes (kind, length, data).
-fn register_option() -> Vec<u8> {
-    let data = LargeFlowOption::new(LargeFlowMsg::Register).to_data();
-    let mut o = vec![latnet_wire::large_flow::IPV4_KIND, (2 + data.len()) as u8];
-    o.extend_from_slice(&data);
-    o
+/// The socket option that puts the REGISTER option in the SYN toward `dst`: level, name and
+/// bytes. IPv4: the option itself (kind, length, data) for `IP_OPTIONS`. IPv6: a whole
+/// hop-by-hop extension header for `IPV6_HOPOPTS` (the kernel fills in its next-header octet),
+/// laid out as the switch writes it into packets that lack one.
+fn register_option(dst: &SocketAddr) -> (libc::c_int, libc::c_int, Vec<u8>) {
+    let opt = LargeFlowOption::new(LargeFlowMsg::Register);
+    if dst.is_ipv4() {
+        let data = opt.to_data();
+        let mut o = vec![latnet_wire::large_flow::IPV4_KIND, (2 + data.len()) as u8];
+        o.extend_from_slice(&data);
+        return (libc::IPPROTO_IP, libc::IP_OPTIONS, o);
+    }
+    let (m, a) = (latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]), Ipv6Addr::LOCALHOST);
+    let syn = latnet_wire::TcpRepr {
+        src_port: 1,
+        dst_port: 1,
+        seq_number: latnet_wire::TcpSeqNumber(0),
+        ack_number: latnet_wire::TcpSeqNumber(0),
+        flags: latnet_wire::TcpFlags::SYN,
+        window_len: 0,
+        urgent_at: 0,
+        options: &[],
+    };
+    let mut f = Vec::new();
+    latnet_wire::build_tcp_ipv6(&mut f, m, m, a, a, 0, latnet_wire::Ecn::NotEct, 64, &syn, 0)
+        .and_then(|()| latnet_wire::set_large_flow_option(&mut f, &opt))
+        .expect("a SYN with the REGISTER option is well-formed");
+    // Ethernet (14) and IPv6 (40) headers, then the extension header of (length + 1) * 8 bytes
+    let hbh = f[14 + 40..][..(usize::from(f[14 + 40 + 1]) + 1) * 8].to_vec();
+    (libc::IPPROTO_IPV6, libc::IPV6_HOPOPTS, hbh)
 }
 
 /// What a frame adds to a full segment's payload: TCP header (20 bytes, 32 with the timestamp
-/// option, Linux's default), IPv4 and Ethernet headers.
-fn frame_overhead(timestamps: bool) -> u64 {
-    20 + if timestamps { 12 } else { 0 } + 20 + 14
+/// option, Linux's default), IPv4 or IPv6 header and Ethernet header.
+fn frame_overhead(timestamps: bool, v6: bool) -> u64 {
+    20 + if timestamps { 12 } else { 0 } + if v6 { 40 } else { 20 } + 14
 }
 
 /// The pacing cap (bytes/s) for a reported share of `share_bps` bit/s of frames, for segments
-/// of `mss` payload bytes with or without TCP timestamps. The kernel's TCP paces payload bytes
-/// (the segment before its headers are pushed) while a switch port's rate counts whole frames,
-/// so full-sized segments paced at the cap fill exactly the share.
-pub fn pacing_for_share(share_bps: u64, mss: u32, timestamps: bool) -> u64 {
+/// of `mss` payload bytes with or without TCP timestamps, over IPv4 or IPv6. The kernel's TCP
+/// paces payload bytes (the segment before its headers are pushed) while a switch port's rate
+/// counts whole frames, so full-sized segments paced at the cap fill exactly the share.
+pub fn pacing_for_share(share_bps: u64, mss: u32, timestamps: bool, v6: bool) -> u64 {
     let mss = u64::from(mss);
-    share_bps / 8 * mss / (mss + frame_overhead(timestamps))
+    share_bps / 8 * mss / (mss + frame_overhead(timestamps, v6))
 }
 
 /// What the watcher saw and did (copied into the [`SendReport`]).
@@ -212,13 +237,9 @@ struct Seen {
 /// The large-flow option of a frame from `peer` to local TCP port `port`: `None` for other
 /// traffic and for packets of the connection without a filled REPORT, `Some(Err(()))` for a
 /// malformed option.
-fn report_in(frame: &[u8], peer: SocketAddrV4, port: u16) -> Option<Result<LargeFlowOption, ()>> {
+fn report_in(frame: &[u8], peer: SocketAddr, port: u16) -> Option<Result<LargeFlowOption, ()>> {
     let k = parse_headers(frame).ok()?.key?;
-    if k.proto != 6
-        || k.src != IpAddr::V4(*peer.ip())
-        || k.src_port != peer.port()
-        || k.dst_port != port
-    {
+    if k.proto != 6 || k.src != peer.ip() || k.src_port != peer.port() || k.dst_port != port {
         return None;
     }
     match large_flow_option(frame) {
@@ -229,11 +250,13 @@ fn report_in(frame: &[u8], peer: SocketAddrV4, port: u16) -> Option<Result<Large
 }
 
 /// Apply a reported share: returns the `SO_MAX_PACING_RATE` (bytes/s) or HTB rate (bit/s) set.
-fn apply_share(pace: &Pace, tcp: RawFd, share_bps: u64) -> io::Result<(u64, u64)> {
+fn apply_share(pace: &Pace, tcp: RawFd, v6: bool, share_bps: u64) -> io::Result<(u64, u64)> {
     match pace {
         Pace::Socket => {
             let (mss, ts) = sys::tcp_info(tcp).map_or((0, true), |i| (i.snd_mss, i.timestamps));
-            let cap = pacing_for_share(share_bps, if mss == 0 { 1448 } else { mss }, ts);
+            // before the kernel knows: a full segment with timestamps in a 1500-byte MTU
+            let mss = if mss == 0 { (1500 + 14 - frame_overhead(true, v6)) as u32 } else { mss };
+            let cap = pacing_for_share(share_bps, mss, ts, v6);
             let bytes = cap.to_ne_bytes();
             sys::setsockopt_bytes(tcp, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes)?;
             Ok((cap, 0))
@@ -246,7 +269,7 @@ fn apply_share(pace: &Pace, tcp: RawFd, share_bps: u64) -> io::Result<(u64, u64)
 struct Watch {
     pace: Pace,
     tcp: RawFd,
-    peer: SocketAddrV4,
+    peer: SocketAddr,
     port: u16,
     start: Instant,
 }
@@ -269,7 +292,7 @@ fn watch_reports(pkt: OwnedFd, w: Watch, stop: Arc<AtomicBool>, out: Arc<Mutex<S
             continue;
         }
         let Some(share) = o.share_bps() else { continue };
-        let Ok((cap, htb)) = apply_share(&w.pace, w.tcp, share) else {
+        let Ok((cap, htb)) = apply_share(&w.pace, w.tcp, w.peer.is_ipv6(), share) else {
             g.pacing_errors += 1; // tried again on the next report
             continue;
         };
@@ -288,7 +311,7 @@ fn watch_reports(pkt: OwnedFd, w: Watch, stop: Arc<AtomicBool>, out: Arc<Mutex<S
 pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
     let start = Instant::now();
     let dst = cfg.dst;
-    let (sock, port) = sys::tcp_socket_bound().map_err(|e| named("socket for", dst, e))?;
+    let (sock, port) = sys::tcp_socket_bound(dst).map_err(|e| named("socket for", dst, e))?;
     let fd = sock.as_raw_fd();
     sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cfg.cc.as_bytes())
         .map_err(|e| named(&format!("congestion control {:?} for", cfg.cc), dst, e))?;
@@ -301,9 +324,10 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         _ => None,
     };
     let watcher = if cfg.register {
-        sys::setsockopt_bytes(fd, libc::IPPROTO_IP, libc::IP_OPTIONS, &register_option())
-            .map_err(|e| named("REGISTER option (IP_OPTIONS) for", dst, e))?;
-        let pkt = sys::ipv4_packet_socket(Duration::from_millis(50))
+        let (level, name, opt) = register_option(&dst);
+        sys::setsockopt_bytes(fd, level, name, &opt)
+            .map_err(|e| named("REGISTER option (IP_OPTIONS / IPV6_HOPOPTS) for", dst, e))?;
+        let pkt = sys::ip_packet_socket(dst.is_ipv6(), Duration::from_millis(50))
             .map_err(|e| named("packet socket watching", dst, e))?;
         let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
         let w = Watch { pace: cfg.pace.clone(), tcp: fd, peer: dst, port, start };
@@ -347,12 +371,13 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
 /// Connect, drop the REGISTER option, write until the time is up. Returns the bytes written.
 fn drive(sock: &OwnedFd, cfg: &SendConfig, start: Instant) -> io::Result<u64> {
     let dst = cfg.dst;
-    sys::connect_v4(sock, dst).map_err(|e| named("connect to", dst, e))?;
+    sys::connect(sock, dst).map_err(|e| named("connect to", dst, e))?;
     let fd = sock.as_raw_fd();
     if cfg.register {
-        // Only the SYN needs it; data packets go without the 12 bytes.
-        sys::setsockopt_bytes(fd, libc::IPPROTO_IP, libc::IP_OPTIONS, &[])
-            .map_err(|e| named("clearing IP_OPTIONS for", dst, e))?;
+        // Only the SYN needs it; data packets go without the option's bytes.
+        let (level, name, _) = register_option(&dst);
+        sys::setsockopt_bytes(fd, level, name, &[])
+            .map_err(|e| named("clearing the REGISTER option for", dst, e))?;
     }
     sys::set_timeout(fd, libc::SO_SNDTIMEO, Duration::from_millis(200))?;
     let mut s = TcpStream::from(sock.try_clone()?);
@@ -471,7 +496,9 @@ mod tests {
 
     #[test]
     fn the_register_option_is_a_valid_ipv4_option_the_switch_parses() {
-        let o = register_option();
+        let dst = "10.0.0.3:5301".parse().unwrap();
+        let (level, name, o) = register_option(&dst);
+        assert_eq!((level, name), (libc::IPPROTO_IP, libc::IP_OPTIONS));
         assert_eq!(o.len(), 12, "a multiple of 4: no padding in the IP header");
         assert_eq!(o[0], latnet_wire::large_flow::IPV4_KIND);
         let parsed = LargeFlowOption::parse_data(&o[2..], latnet_wire::Layer::Ipv4).unwrap();
@@ -479,21 +506,57 @@ mod tests {
     }
 
     #[test]
+    fn the_register_option_toward_ipv6_is_a_hop_by_hop_header_the_switch_parses() {
+        let dst = "[2001:db8::a00:3]:5301".parse().unwrap();
+        let (level, name, h) = register_option(&dst);
+        assert_eq!((level, name), (libc::IPPROTO_IPV6, libc::IPV6_HOPOPTS));
+        // next header (the kernel's), length 1 (16 bytes), PadN to 4n, the 12-byte option
+        #[rustfmt::skip]
+        let want = [6, 1, 1, 0, latnet_wire::large_flow::IPV6_KIND, 10, 1, 0, 0, 0, 0, 0, 0, 0,
+                    0, 0];
+        assert_eq!(h, want);
+        // what the kernel sends: the header after IPv6, the switch reads REGISTER from it
+        use latnet_wire::{build_tcp_ipv6, Ecn, EthernetAddress, TcpFlags, TcpRepr, TcpSeqNumber};
+        let a = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0xa00, 3);
+        let syn = TcpRepr {
+            src_port: 40_000,
+            dst_port: 5301,
+            seq_number: TcpSeqNumber(1),
+            ack_number: TcpSeqNumber(0),
+            flags: TcpFlags::SYN,
+            window_len: 1000,
+            urgent_at: 0,
+            options: &[],
+        };
+        let (m, mut f) = (EthernetAddress([2, 0, 0, 0, 0, 1]), Vec::new());
+        build_tcp_ipv6(&mut f, m, m, a, a, 0, Ecn::NotEct, 64, &syn, 0).unwrap();
+        f[14 + 6] = 0; // next header: hop-by-hop
+        f.splice(54..54, h);
+        let plen = u16::from_be_bytes([f[18], f[19]]) + 16;
+        f[18..20].copy_from_slice(&plen.to_be_bytes());
+        let o = latnet_wire::large_flow_option(&f).unwrap();
+        assert_eq!(o, Some(LargeFlowOption::new(LargeFlowMsg::Register)));
+    }
+
+    #[test]
     fn pacing_fits_the_frames_into_the_share() {
         // 20 Mbit/s of frames; a 1448-byte payload is a 1514-byte frame with timestamps
-        let p = pacing_for_share(20_000_000, 1448, true);
+        let p = pacing_for_share(20_000_000, 1448, true, false);
         assert_eq!(p, 2_500_000 * 1448 / 1514);
         let frames_bps = p * 8 * 1514 / 1448;
         assert!(frames_bps <= 20_000_000 && frames_bps > 19_999_000, "{frames_bps}");
         // without timestamps the same 1500-byte MTU carries 1460 bytes of payload
-        assert_eq!(pacing_for_share(20_000_000, 1460, false), 2_500_000 * 1460 / 1514);
+        assert_eq!(pacing_for_share(20_000_000, 1460, false, false), 2_500_000 * 1460 / 1514);
+        // IPv6's header is 20 bytes longer, the segment 20 bytes shorter
+        assert_eq!(pacing_for_share(20_000_000, 1428, true, true), 2_500_000 * 1428 / 1514);
+        assert_eq!(pacing_for_share(20_000_000, 1440, false, true), 2_500_000 * 1440 / 1514);
     }
 
     #[test]
     fn reports_of_the_connection_are_read_and_malformed_ones_flagged() {
         use latnet_wire::{build_tcp_ipv4, set_large_flow_option, Ecn, EthernetAddress};
         use latnet_wire::{TcpFlags, TcpRepr, TcpSeqNumber};
-        let peer = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 3), 5301);
+        let peer = SocketAddr::new(std::net::Ipv4Addr::new(10, 0, 0, 3).into(), 5301);
         let me = std::net::Ipv4Addr::new(10, 0, 0, 1);
         let ack = |src_port: u16| {
             let repr = TcpRepr {
@@ -507,7 +570,8 @@ mod tests {
                 options: &[],
             };
             let (m, mut f) = (EthernetAddress([2, 0, 0, 0, 0, 1]), Vec::new());
-            build_tcp_ipv4(&mut f, m, m, *peer.ip(), me, 0, Ecn::NotEct, 64, &repr, 0).unwrap();
+            let src = std::net::Ipv4Addr::new(10, 0, 0, 3);
+            build_tcp_ipv4(&mut f, m, m, src, me, 0, Ecn::NotEct, 64, &repr, 0).unwrap();
             f
         };
         let mut rep = LargeFlowOption::new(LargeFlowMsg::Report);
@@ -529,14 +593,22 @@ mod tests {
 
     #[test]
     fn send_and_receive_over_loopback_without_registering() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        loopback("127.0.0.1:0");
+    }
+
+    #[test]
+    fn send_and_receive_over_ipv6_loopback_without_registering() {
+        loopback("[::1]:0");
+    }
+
+    fn loopback(bind: &str) {
+        let l = TcpListener::bind(bind).unwrap();
         let addr = l.local_addr().unwrap();
         drop(l);
         let r = std::thread::spawn(move || recv(addr, 1, 3.0));
         std::thread::sleep(Duration::from_millis(50));
-        let SocketAddr::V4(dst) = addr else { unreachable!() };
         let cfg = SendConfig {
-            dst,
+            dst: addr,
             seconds: 0.2,
             cc: "cubic".into(),
             register: false,
@@ -570,7 +642,7 @@ mod tests {
 
     #[test]
     fn an_htb_shaper_on_a_missing_interface_is_named() {
-        let dst = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9);
+        let dst = SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 9);
         let pace = Pace::Htb { dev: "nosuchdev0".into() };
         let cfg = SendConfig { dst, seconds: 0.1, cc: "cubic".into(), register: true, pace };
         let e = send(&cfg).unwrap_err().to_string();
@@ -579,7 +651,7 @@ mod tests {
 
     #[test]
     fn an_unknown_congestion_control_is_named() {
-        let dst = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9);
+        let dst = SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 9);
         let cfg = SendConfig {
             dst,
             seconds: 0.1,

@@ -31,6 +31,12 @@ def register(subparsers) -> None:
         "(partial checksums, completed by the switch)",
     )
     up.add_argument("--seed", type=int, help="override the scenario's seed (link loss)")
+    up.add_argument(
+        "--ipv6",
+        action="store_true",
+        help="give hosts IPv6 addresses and routes too (2001:db8:: + the IPv4 address; "
+        "otherwise only when a flow carries its SLO in an IPv6 hop-by-hop option)",
+    )
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="remove recorded testbeds (all, or one by --prefix)")
     down.add_argument("--prefix", help="only the testbed with this prefix")
@@ -43,12 +49,20 @@ def register(subparsers) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     from ..testbed import Testbed
 
-    tb = Testbed(args.scenario, run_dir=args.run_dir, offloads=args.offloads, seed=args.seed)
+    tb = Testbed(
+        args.scenario,
+        run_dir=args.run_dir,
+        offloads=args.offloads,
+        seed=args.seed,
+        ipv6=args.ipv6,
+    )
     tb.up()
     print(f"testbed {tb.prefix} is up ({tb.scenario.name}); run files in {tb.run_dir}/")
     for n in tb.plan["nodes"]:
         ifs = ", ".join(i["name"] + "->" + i["peer"] for i in n["ifaces"])
         addr = n["address"] if n["kind"] == "host" else "switch"
+        if n["kind"] == "host" and tb.plan["ipv6"]:
+            ifs += f"  ({n['address6']})"
         print(f"  {tb.netns(n['name']):28s} {addr:12s} {ifs}")
     h = tb.hosts()
     if len(h) >= 2:
