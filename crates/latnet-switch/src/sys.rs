@@ -602,6 +602,46 @@ pub fn set_hop_options(fd: RawFd, hbh: &[u8]) -> io::Result<()> {
     .map(drop)
 }
 
+/// Send one UDP datagram `payload` to the IPv6 address `to` with the hop-by-hop options `hbh`
+/// (a whole extension header, as for [`set_hop_options`]) in this packet only: an
+/// `IPV6_HOPOPTS` control message of `sendmsg(2)` (`CAP_NET_RAW`), which replaces the socket's
+/// sticky options for the packet. Returns the bytes sent.
+pub fn send_with_hop_options(
+    fd: RawFd,
+    payload: &[u8],
+    to: std::net::SocketAddrV6,
+    hbh: &[u8],
+) -> io::Result<usize> {
+    let mut sa = RawAddr::new(to.into());
+    let (name, namelen) = sa.as_mut_ptr();
+    let hlen = u32::try_from(hbh.len()).map_err(|_| io::Error::other("hop-by-hop too long"))?;
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(hlen) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)]; // aligned for cmsghdr
+    let mut iov = libc::iovec { iov_base: payload.as_ptr() as *mut _, iov_len: payload.len() };
+    // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = name.cast();
+    msg.msg_namelen = namelen;
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg_control` holds `space` = CMSG_SPACE(hlen) bytes, so the first header and
+    // `hlen` bytes of data after it fit; `hbh` is valid for `hlen` bytes.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&raw const msg);
+        (*c).cmsg_level = libc::IPPROTO_IPV6;
+        (*c).cmsg_type = libc::IPV6_HOPOPTS;
+        (*c).cmsg_len = libc::CMSG_LEN(hlen) as _;
+        std::ptr::copy_nonoverlapping(hbh.as_ptr(), libc::CMSG_DATA(c), hbh.len());
+    }
+    // SAFETY: every pointer in `msg` points to memory that lives for the call; the kernel
+    // only reads it.
+    let n = unsafe { libc::sendmsg(fd, &raw const msg, 0) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
 /// Send UDP over IPv4 without a checksum (checksum 0), so switches may rewrite payload
 /// fields without fixing it.
 pub fn set_udp_no_checksum(fd: RawFd) -> io::Result<()> {

@@ -220,16 +220,18 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
         if let Some(mut b) = stamp_at.and_then(|o| latnet_wire::lbf::block_mut(&mut payload, o)) {
             b.set_value_ns(stamp);
         }
-        // (in a hop-by-hop option: one more system call per packet to renew the option)
-        let mut ok = true;
-        if let Some((h, at)) = hbh.as_mut().filter(|_| carry_timestamp(f)) {
-            if let Some(mut b) = latnet_wire::lbf::block_mut(h, *at) {
-                b.set_value_ns(stamp);
-            }
-            ok = sys::set_hop_options(sock.as_raw_fd(), h).is_ok();
-        }
         fill_payload(&mut payload[prefix.len()..], i as u16, rep.sent as u32, stamp);
-        if !ok || sock.send_to(&payload, dst).is_err() {
+        let sent = match (hbh.as_mut().filter(|_| carry_timestamp(f)), dst) {
+            // in a hop-by-hop option: this packet's own option, in the same system call
+            (Some((h, at)), SocketAddr::V6(dst6)) => {
+                if let Some(mut b) = latnet_wire::lbf::block_mut(h, *at) {
+                    b.set_value_ns(stamp);
+                }
+                sys::send_with_hop_options(sock.as_raw_fd(), &payload, dst6, h)
+            }
+            _ => sock.send_to(&payload, dst),
+        };
+        if sent.is_err() {
             rep.send_errors += 1;
         }
         rep.sent += 1;
