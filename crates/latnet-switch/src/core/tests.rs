@@ -135,11 +135,11 @@ fn strict_priority_serves_the_high_class_first() {
     assert_eq!(order, vec![0, 56, 0, 0, 0, 0]);
 }
 
-#[test]
-fn partial_checksums_are_completed() {
+/// A 300-byte UDP frame of h1 and the same frame as the kernel hands it over with
+/// CHECKSUM_PARTIAL: the UDP checksum replaced by the pseudo-header sum (also returned).
+fn partial_checksum_frame() -> (Vec<u8>, Vec<u8>, u16) {
     let full = frame(300, 7, 5);
     let mut partial = full.clone();
-    // Replace the UDP checksum by the pseudo-header sum, as CHECKSUM_PARTIAL leaves it.
     let ph = latnet_wire::checksum::pseudo_header_v4(
         "10.0.0.1".parse().unwrap(),
         "10.0.0.3".parse().unwrap(),
@@ -147,6 +147,12 @@ fn partial_checksums_are_completed() {
         (300 - 34) as u16,
     );
     partial[40..42].copy_from_slice(&ph.to_be_bytes());
+    (full, partial, ph)
+}
+
+#[test]
+fn partial_checksums_are_completed() {
+    let (full, mut partial, ph) = partial_checksum_frame();
     assert!(complete_checksum(&mut partial, 34, 6, 300));
     let mut expect = full.clone();
     // The reference: compute the UDP checksum the ordinary way.
@@ -346,15 +352,7 @@ fn host_tagger_pushes_the_flow_tag_stack() {
 #[test]
 fn a_stripped_vlan_tag_is_put_back() {
     let sc = tag_stack_scenario(SC);
-    let full = frame(300, 7, 5);
-    let mut partial = full.clone();
-    let ph = latnet_wire::checksum::pseudo_header_v4(
-        "10.0.0.1".parse().unwrap(),
-        "10.0.0.3".parse().unwrap(),
-        17,
-        (300 - 34) as u16,
-    );
-    partial[40..42].copy_from_slice(&ph.to_be_bytes());
+    let (full, partial, ph) = partial_checksum_frame();
     let mut core = SwitchCore::new(&sc, "s1").unwrap();
     // tag 10: port 1 (toward h2), queue 0; it arrives on the h1 side beside the frame
     let off =
