@@ -140,6 +140,7 @@ def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):
         (["--pace", "htb:eth0"], "needs --register yes"),
         (["--register", "yes", "--pace", "fq:eth0"], "expected socket or htb:DEV"),
         (["--register", "maybe"], "expected yes or no"),
+        (["--dst", "::1:9"], "expected ADDR:PORT (IPv4, or [IPv6]:PORT)"),
     ],
 )
 def test_tcp_send_refuses_bad_options_by_name(extra, message):
@@ -153,6 +154,19 @@ def test_tcp_send_refuses_bad_options_by_name(extra, message):
     p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert p.returncode == 2, p
     assert message in p.stderr and extra[-2] in p.stderr, p.stderr
+
+
+def test_testbed_ipv6_addresses_only_when_asked(tmp_path):
+    """A testbed gives hosts IPv6 when asked; asking one without it for an IPv6 address says
+    how to get it (no namespace is created: the plan alone)."""
+    from latnet import LatnetError
+    from latnet.testbed import Testbed
+
+    demo = Path(__file__).parents[2] / "experiments" / "demo.toml"
+    with pytest.raises(LatnetError, match=r"no IPv6 \(pass ipv6=True\)"):
+        Testbed(demo, run_dir=tmp_path).address6("sensor")
+    tb = Testbed(demo, run_dir=tmp_path, ipv6=True)
+    assert tb.address6("sensor") == "2001:db8::a00:1" and tb.address("sensor") == "10.0.0.1"
 
 
 def test_cli_help_documents_commands(capsys):

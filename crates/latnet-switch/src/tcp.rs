@@ -26,7 +26,7 @@ use crate::sys;
 use latnet_wire::{large_flow_option, parse_headers, LargeFlowMsg, LargeFlowOption};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
-use std::net::{Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -181,33 +181,31 @@ fn named(what: &str, addr: impl std::fmt::Display, e: io::Error) -> io::Error {
 /// The socket option that puts the REGISTER option in the SYN toward `dst`: level, name and
 /// bytes. IPv4: the option itself (kind, length, data) for `IP_OPTIONS`. IPv6: a whole
 /// hop-by-hop extension header for `IPV6_HOPOPTS` (the kernel fills in its next-header octet),
-/// laid out as the switch writes it into packets that lack one.
+/// the option aligned and padded by the wire crate's writer, as the switch writes it.
 fn register_option(dst: &SocketAddr) -> (libc::c_int, libc::c_int, Vec<u8>) {
+    let (level, name) = register_sockopt(dst);
     let opt = LargeFlowOption::new(LargeFlowMsg::Register);
     if dst.is_ipv4() {
         let data = opt.to_data();
         let mut o = vec![latnet_wire::large_flow::IPV4_KIND, (2 + data.len()) as u8];
         o.extend_from_slice(&data);
-        return (libc::IPPROTO_IP, libc::IP_OPTIONS, o);
+        return (level, name, o);
     }
-    let (m, a) = (latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]), Ipv6Addr::LOCALHOST);
-    let syn = latnet_wire::TcpRepr {
-        src_port: 1,
-        dst_port: 1,
-        seq_number: latnet_wire::TcpSeqNumber(0),
-        ack_number: latnet_wire::TcpSeqNumber(0),
-        flags: latnet_wire::TcpFlags::SYN,
-        window_len: 0,
-        urgent_at: 0,
-        options: &[],
-    };
-    let mut f = Vec::new();
-    latnet_wire::build_tcp_ipv6(&mut f, m, m, a, a, 0, latnet_wire::Ecn::NotEct, 64, &syn, 0)
-        .and_then(|()| latnet_wire::set_large_flow_option(&mut f, &opt))
-        .expect("a SYN with the REGISTER option is well-formed");
-    // Ethernet (14) and IPv6 (40) headers, then the extension header of (length + 1) * 8 bytes
-    let hbh = f[14 + 40..][..(usize::from(f[14 + 40 + 1]) + 1) * 8].to_vec();
-    (libc::IPPROTO_IPV6, libc::IPV6_HOPOPTS, hbh)
+    let mut h = vec![0u8; 2 + 14]; // next header, length, the option area
+    let mut w = latnet_wire::Ipv6OptionsWriter::new(&mut h[2..]);
+    let n = w.push(&opt).and_then(|()| w.finish()).expect("REGISTER fits 14 bytes");
+    h.truncate(2 + n);
+    h[1] = ((2 + n) / 8 - 1) as u8; // in 8-byte units, not counting the first 8
+    (level, name, h)
+}
+
+/// Level and name of the socket option that carries IP options toward `dst`.
+fn register_sockopt(dst: &SocketAddr) -> (libc::c_int, libc::c_int) {
+    if dst.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_OPTIONS)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_HOPOPTS)
+    }
 }
 
 /// What a frame adds to a full segment's payload: TCP header (20 bytes, 32 with the timestamp
@@ -375,7 +373,7 @@ fn drive(sock: &OwnedFd, cfg: &SendConfig, start: Instant) -> io::Result<u64> {
     let fd = sock.as_raw_fd();
     if cfg.register {
         // Only the SYN needs it; data packets go without the option's bytes.
-        let (level, name, _) = register_option(&dst);
+        let (level, name) = register_sockopt(&dst);
         sys::setsockopt_bytes(fd, level, name, &[])
             .map_err(|e| named("clearing the REGISTER option for", dst, e))?;
     }
@@ -512,12 +510,14 @@ mod tests {
         assert_eq!((level, name), (libc::IPPROTO_IPV6, libc::IPV6_HOPOPTS));
         // next header (the kernel's), length 1 (16 bytes), PadN to 4n, the 12-byte option
         #[rustfmt::skip]
-        let want = [6, 1, 1, 0, latnet_wire::large_flow::IPV6_KIND, 10, 1, 0, 0, 0, 0, 0, 0, 0,
+        let want = [0, 1, 1, 0, latnet_wire::large_flow::IPV6_KIND, 10, 1, 0, 0, 0, 0, 0, 0, 0,
                     0, 0];
         assert_eq!(h, want);
-        // what the kernel sends: the header after IPv6, the switch reads REGISTER from it
+        let mut h = h;
+        h[0] = 6; // TCP, as the kernel fills it in
+                  // what the kernel sends: the header after IPv6, the switch reads REGISTER from it
         use latnet_wire::{build_tcp_ipv6, Ecn, EthernetAddress, TcpFlags, TcpRepr, TcpSeqNumber};
-        let a = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0xa00, 3);
+        let a = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0xa00, 3);
         let syn = TcpRepr {
             src_port: 40_000,
             dst_port: 5301,

@@ -177,6 +177,8 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
         .map_err(|e| io::Error::new(e.kind(), format!("bind {src} for flow {name:?}: {e}")))?;
     let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
     let opts = match &hbh {
+        // (also with carry = "timestamp", whose packets bring their own option: setting it
+        // here fails early and by name without CAP_NET_RAW)
         Some((h, _)) => sys::set_tclass(sock.as_raw_fd(), dscp << 2)
             .and_then(|()| sys::set_hop_options(sock.as_raw_fd(), h)),
         None => sys::set_tos(sock.as_raw_fd(), dscp << 2),
