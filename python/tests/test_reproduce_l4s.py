@@ -14,9 +14,14 @@ TINY = {"phase_s": 0.6, "warm_s": 0.2, "max_flows": 3, "seeds": 2}
 def test_reproduce_l4s_tiny(tmp_path, capsys):
     doc = l4s.run(quick=True, out=tmp_path, sets=["dctcp-cubic"], cfg=TINY, workers=1)
     ids = [t["id"] for t in doc["tables"]]
-    assert ids == ["dctcp-cubic/vdq-csaqm", "dctcp-cubic/dualpi2", "targets"]
+    assert ids == [
+        "dctcp-cubic/vdq-csaqm",
+        "dctcp-cubic/dualpi2",
+        "dctcp-cubic/dualpi2-rfc9332",
+        "targets",
+    ]
     assert doc["config"]["mixes"] == ["1-0", "1-1", "2-1", "2-2", "3-2", "3-3", "2-3", "1-2", "0-1"]
-    for t in doc["tables"][:2]:
+    for t in doc["tables"][:3]:
         rows = t["rows"]
         assert [r["label"] for r in rows][:2] == ["P1 1-0", "P2 1-1"]
         for r in rows:
@@ -52,5 +57,8 @@ def test_l4s_scenarios_validate_and_refuse_unknown_names():
         l4s.scenario("reno-cubic", "dualpi2", 1, 1.0, 0.3, 5)
     with pytest.raises(ValueError, match="aqm"):
         l4s.scenario("dctcp-cubic", "pie", 1, 1.0, 0.3, 5)
+    assert l4s.aqms_for("dctcp-cubic") == list(l4s.AQMS)
+    assert l4s.aqms_for("hetero-cc") == ["vdq-csaqm", "dualpi2"]
+    assert 'profile = "rfc9332"' in l4s.scenario("dctcp-cubic", "dualpi2-rfc9332", 1, 1.0, 0.3, 5)
     assert l4s.mixes(50) == l4s.MIXES
     assert max(max(m) for m in l4s.mixes(5)) == 5

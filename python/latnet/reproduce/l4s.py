@@ -5,7 +5,8 @@ L4S-Classic flow mix changes phase by phase through 1-0, 1-1, 10-1, 10-10, 50-10
 1-10, 0-1 (TCP bulk flows, each started at its phase's start plus a seeded jitter of up to
 50 ms and stopped when its class shrinks). Every sender host marks packet values at its egress
 (``pv-marker``, one common log-linear TVF, random-rate marker) so VDQ-CSAQM can use them;
-DualPI2 (Linux profile) ignores them, so both AQMs see identical traffic and seeds.
+DualPI2 (Linux profile) ignores them, so both AQMs see identical traffic and seeds. Beyond the
+seed, the first set also runs DualPI2 with RFC 9332's Appendix A profile (``dualpi2-rfc9332``).
 
 Experiment sets (L4S vs Classic):
 
@@ -38,7 +39,11 @@ import latnet
 from ..table import render
 
 MIXES = [(1, 0), (1, 1), (10, 1), (10, 10), (50, 10), (50, 50), (10, 50), (1, 10), (0, 1)]
-AQMS = ("vdq-csaqm", "dualpi2")
+AQMS = ("vdq-csaqm", "dualpi2", "dualpi2-rfc9332")
+# DualPI2 with RFC 9332's Appendix A profile (time-shifted FIFO, ramp native AQM, deterministic
+# L4S marking) beside the Linux one: beyond the seed, on its first set only (a full set costs
+# about a quarter of the reproduction's time).
+RFC_SETS = ("dctcp-cubic",)
 C_BPS = 1e9
 CC = {
     "dctcp": 'cc = "dctcp", ect = "ect1"',
@@ -58,6 +63,7 @@ SETS = {
 QUEUE = {
     "vdq-csaqm": '{{ kind = "vdq-csaqm", rate = "1Gbps", epochs = [{e}], trace = {t} }}',
     "dualpi2": '{{ kind = "dualpi2", profile = "linux", epochs = [{e}], trace = {t} }}',
+    "dualpi2-rfc9332": '{{ kind = "dualpi2", profile = "rfc9332", epochs = [{e}], trace = {t} }}',
 }
 FULL = {"phase_s": 10.0, "warm_s": 3.0, "max_flows": 50, "seeds": 3}
 QUICK = {"phase_s": 1.0, "warm_s": 0.4, "max_flows": 5, "seeds": 1}
@@ -65,6 +71,11 @@ QUICK = {"phase_s": 1.0, "warm_s": 0.4, "max_flows": 5, "seeds": 1}
 PAPER_UTIL_VDQ_PCT = 98.4
 TARGETS = {"l4s_p99_us": 1000.0, "util_pct": 98.0, "jain": 0.95}
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
+
+
+def aqms_for(set_name: str) -> list[str]:
+    """The AQMs run on one set: both of the seed's, and the RFC 9332 profile on ``RFC_SETS``."""
+    return [a for a in AQMS if a != "dualpi2-rfc9332" or set_name in RFC_SETS]
 
 
 def mixes(max_flows: int) -> list[tuple[int, int]]:
@@ -384,7 +395,7 @@ def _plot(tables: list[dict], traced: list[dict], out: Path) -> list[Path]:
     for j, s in enumerate(sets):
         for i, (m, title, log) in enumerate(metrics):
             ax = axes[i][j]
-            for aqm, style in zip(AQMS, ("o-", "s--"), strict=True):
+            for aqm, style in zip(AQMS, ("o-", "s--", "^:"), strict=True):
                 t = by.get(f"{s}/{aqm}")
                 if t is None:
                     continue
@@ -437,18 +448,19 @@ def _plot(tables: list[dict], traced: list[dict], out: Path) -> list[Path]:
 
 
 def run(quick: bool, out: Path, sets=None, cfg: dict | None = None, workers: int = 2) -> dict:
-    """Run every set with both AQMs and all seeds; print tables; return reproduce-l4s.json."""
+    """Run every set with its AQMs (``aqms_for``) and all seeds; print tables; return the
+    document written as reproduce-l4s.json."""
     cfg = dict(cfg or (QUICK if quick else FULL))
     sets = list(sets or SETS)
     jobs = [
         (s, aqm, seed, cfg, s == sets[0] and seed == 1)
         for s in sets
-        for aqm in AQMS
+        for aqm in aqms_for(s)
         for seed in range(1, cfg["seeds"] + 1)
     ]
     (out / "l4s").mkdir(parents=True, exist_ok=True)
     for s in sets:
-        for aqm in AQMS:
+        for aqm in aqms_for(s):
             text = scenario(s, aqm, 1, cfg["phase_s"], cfg["warm_s"], cfg["max_flows"])
             (out / "l4s" / f"{s}-{aqm}.toml").write_text(text)
     print(
@@ -460,7 +472,7 @@ def run(quick: bool, out: Path, sets=None, cfg: dict | None = None, workers: int
             runs = list(ex.map(measure, jobs))
     else:
         runs = [measure(j) for j in jobs]
-    tables = [aggregate(runs, s, aqm) for s in sets for aqm in AQMS]
+    tables = [aggregate(runs, s, aqm) for s in sets for aqm in aqms_for(s)]
     for t in tables:
         _print_table(t)
     targets = targets_table(tables)
