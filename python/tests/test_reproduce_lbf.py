@@ -83,3 +83,22 @@ def test_beyond_the_seed(doc):
     phys = t["test4-physical"]
     assert phys["convention"].startswith("physical, store-and-forward")
     assert phys["rows"][-1]["ours"]["min"] == 700.0
+
+
+def test_budget_split_and_carries(doc):
+    rows = {r["label"]: r["ours"] for r in _tables(doc)["budget"]["rows"]}
+    for test, lb in (("test4", 700.0), ("test6", 1100.0)):
+        pre = f"{test} (lb={lb:g}us) "
+        equal = rows[pre + "equal"]
+        # one clock in virtual time: the three ways to know the latency so far agree to the ns
+        assert rows[pre + "equal, carry timestamp"] == equal
+        assert rows[pre + "equal, carry rest-slo"] == equal
+        # skewing holds less at the first hop, the more the larger s; the bound still holds
+        q1 = [equal["Q1 mean"]] + [rows[pre + f"skew s={s}"]["Q1 mean"] for s in ("0.5", "1", "3")]
+        assert q1 == sorted(q1, reverse=True) and len(set(q1)) == 4, q1
+        for label, r in rows.items():
+            if label.startswith(pre):
+                assert r["rx min"] == lb, (label, r)
+    # with lb=700 the equal split leaves too little slack for the contention at Q2 / Q3, so some
+    # packets reach FWD4 after their eligible time; sending earlier upstream shortens the tail
+    assert rows["test4 (lb=700us) skew s=1"]["rx max"] < rows["test4 (lb=700us) equal"]["rx max"]

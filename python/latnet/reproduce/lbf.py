@@ -316,6 +316,46 @@ def _print_plain(t: dict) -> None:
     )
 
 
+SKEWS = (0.5, 1.0, 3.0)
+LOWER = {"test4": "700us", "test6": "1100us"}
+
+
+def _budget_table(quick: bool) -> dict:
+    """Tests 4 and 6 with the seed's skewed budget split (hold less while many hops remain) beside
+    the equal split, and with the two other ways to know the latency so far (which in virtual
+    time, with one clock, must give the same numbers as the latency-so-far field)."""
+
+    def skew(s: float):
+        return lambda text: text.replace('budget = "equal"', f'budget = "skew"\nskew = {s}')
+
+    def carry(test: str, c: str):
+        lb = LOWER[test]
+        old = f'slo = {{ lower = "{lb}" }}'
+        return lambda text: text.replace(old, f'slo = {{ lower = "{lb}", carry = "{c}" }}')
+
+    rows = []
+    convention = ""
+    for test in LOWER:
+        variants = [("equal", None)] + [(f"skew s={s:g}", skew(s)) for s in SKEWS]
+        variants += [(f"equal, carry {c}", carry(test, c)) for c in ("timestamp", "rest-slo")]
+        for label, edit in variants:
+            res = _run(test, quick, edit)
+            convention = _label(res)
+            hops = f1_rows(res)
+            rx = _receiver(res)
+            ours = {f"Q{i + 1} mean": hops[i]["mean"] for i in range(4)}
+            ours.update({f"rx {k}": rx[k] for k in ("min", "mean", "max", "max-min")})
+            rows.append({"label": f"{test} (lb={LOWER[test]}) {label}", "ours": ours})
+    return {
+        "id": "budget",
+        "title": "F1 per hop and at the receiver: equal vs skewed budget split "
+        "(skew: (lb - spent) / (h + s (h - 1))), and the three ways to carry the latency so far",
+        "unit": "us",
+        "convention": convention,
+        "rows": rows,
+    }
+
+
 def _physical_table(quick: bool) -> dict:
     def edit(text: str) -> str:
         return text.replace('latency = "exclude-serialization"', 'latency = "physical"').replace(
@@ -378,9 +418,12 @@ def run(quick: bool, out: Path) -> dict:
     _print_upper(upper)
     compare = _compare_table(quick, runs)
     _print_plain(compare)
+    budget = _budget_table(quick)
+    _print_plain(budget)
     phys = _physical_table(quick)
     _print_plain(phys)
     png = _plot(tables, out)
     if png is not None:
         print(f"\nwrote {png}")
-    return {"seed": "lbf", "quick": quick, "tables": tables + columns + [upper, compare, phys]}
+    beyond = [upper, compare, budget, phys]
+    return {"seed": "lbf", "quick": quick, "tables": tables + columns + beyond}
