@@ -102,3 +102,15 @@ def test_budget_split_and_carries(doc):
     # with lb=700 the equal split leaves too little slack for the contention at Q2 / Q3, so some
     # packets reach FWD4 after their eligible time; sending earlier upstream shortens the tail
     assert rows["test4 (lb=700us) skew s=1"]["rx max"] < rows["test4 (lb=700us) equal"]["rx max"]
+
+
+def test_scenario_edits_refuse_to_do_nothing():
+    """A variant whose edit found nothing to change would compare a run with itself."""
+    from latnet.reproduce import lbf
+
+    text = (lbf.experiments_dir() / "test4.toml").read_text()
+    assert 'name = "F5"' not in lbf.without_flows(("F5",))(text)
+    with pytest.raises(ValueError, match="not every flow"):
+        lbf.without_flows(("F5", "F9"))(text)
+    with pytest.raises(ValueError, match="not found"):
+        lbf._run("test4", True, lambda t: lbf._sub(t, 'budget = "fair"', 'budget = "skew"'))

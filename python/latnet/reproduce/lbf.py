@@ -137,10 +137,18 @@ def experiments_dir() -> Path:
     return here if here.is_dir() else Path.cwd() / "experiments" / "lbf"
 
 
+def _sub(text: str, old: str, new: str) -> str:
+    """``text`` with ``old`` replaced by ``new``; an edit that finds nothing to change is an error
+    (a variant that silently ran the unchanged scenario would compare a run with itself)."""
+    if old not in text:
+        raise ValueError(f"scenario edit: {old!r} not found")
+    return text.replace(old, new)
+
+
 def _run(name: str, quick: bool, edit=None) -> latnet.Results:
     text = (experiments_dir() / f"{name}.toml").read_text()
     if quick:
-        text = text.replace('duration = "10s"', 'duration = "1s"')
+        text = _sub(text, 'duration = "10s"', 'duration = "1s"')
     if edit is not None:
         text = edit(text)
     return latnet.run(text=text, packets=False)
@@ -152,6 +160,8 @@ def without_flows(names: tuple[str, ...]):
     def edit(text: str) -> str:
         head, *flows = text.split("\n[[flows]]\n")
         keep = [f for f in flows if f.split('name = "', 1)[1].split('"', 1)[0] not in names]
+        if len(flows) - len(keep) != len(set(names)):
+            raise ValueError(f"scenario edit: not every flow of {names} found")
         return "\n[[flows]]\n".join([head, *keep])
 
     return edit
@@ -326,12 +336,12 @@ def _budget_table(quick: bool) -> dict:
     time, with one clock, must give the same numbers as the latency-so-far field)."""
 
     def skew(s: float):
-        return lambda text: text.replace('budget = "equal"', f'budget = "skew"\nskew = {s}')
+        return lambda text: _sub(text, 'budget = "equal"', f'budget = "skew"\nskew = {s}')
 
     def carry(test: str, c: str):
         lb = LOWER[test]
         old = f'slo = {{ lower = "{lb}" }}'
-        return lambda text: text.replace(old, f'slo = {{ lower = "{lb}", carry = "{c}" }}')
+        return lambda text: _sub(text, old, f'slo = {{ lower = "{lb}", carry = "{c}" }}')
 
     rows = []
     convention = ""
@@ -358,9 +368,8 @@ def _budget_table(quick: bool) -> dict:
 
 def _physical_table(quick: bool) -> dict:
     def edit(text: str) -> str:
-        return text.replace('latency = "exclude-serialization"', 'latency = "physical"').replace(
-            'switching = "cut-through"', 'switching = "store-and-forward"'
-        )
+        text = _sub(text, 'latency = "exclude-serialization"', 'latency = "physical"')
+        return _sub(text, 'switching = "cut-through"', 'switching = "store-and-forward"')
 
     res = _run("test4", quick, edit)
     rows = [{"label": lab, "ours": o} for lab, o in zip(ROWS, f1_rows(res), strict=True)]
