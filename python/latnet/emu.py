@@ -22,8 +22,11 @@ from pathlib import Path
 from . import LatnetError
 from .testbed import Testbed
 
-#: Time between starting the processes and the scenario's time zero.
-START_MARGIN_NS = 500_000_000
+#: Time between starting the switches and the scenario's time zero (the switches start, then
+#: the receivers and senders; about 0.1 s on two cores with a dozen nodes).
+START_MARGIN_NS = 1_000_000_000
+#: Least time left for starting receivers and senders once the switches are up.
+SENDERS_MARGIN_NS = 200_000_000
 
 
 class EmuResults:
@@ -106,10 +109,19 @@ def run_emu(
     for old in run_dir.glob("*"):
         if old.is_file():
             old.unlink()
-    tb = Testbed(scenario, run_dir=run_dir, offloads=offloads, seed=seed)
+    tb = Testbed(
+        scenario, run_dir=run_dir, offloads=offloads, seed=seed, time_zero_after_ns=START_MARGIN_NS
+    )
     length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
     with tb:
-        t0 = now_ns() + START_MARGIN_NS
+        # the switches know t0 (their AQM epochs count from it): it was set as they started
+        t0 = tb.time_zero_ns
+        assert t0 is not None
+        if now_ns() > t0 - SENDERS_MARGIN_NS:
+            raise LatnetError(
+                f"the switches took more than {(START_MARGIN_NS - SENDERS_MARGIN_NS) / 1e9:g} s "
+                "to start; no time left to start the senders before the scenario's time zero"
+            )
         procs = start_flows(tb, t0, t0 + length)
         wait_all(procs, (t0 + length - now_ns()) / 1e9 + 30)
         return collect(tb, out, length)

@@ -100,6 +100,7 @@ class Testbed:
         seed: int | None = None,
         realtime: bool = True,
         ipv6: bool = False,
+        time_zero_after_ns: int | None = None,
     ):
         if offloads not in ("off", "csum"):
             raise LatnetError("offloads: expected 'off' (no tx checksum, TSO, GSO) or 'csum'")
@@ -117,6 +118,11 @@ class Testbed:
         # hosts get IPv6 when a flow's SLO rides in a hop-by-hop option, or when asked (real
         # TCP over IPv6, e.g. `tcp-send --dst [ADDR]:PORT`)
         self.plan["ipv6"] = self.plan["ipv6"] or ipv6
+        # With ``time_zero_after_ns``, the experiment's time zero (CLOCK_MONOTONIC) is that long
+        # after the switches are started; they get it (``--t0``) so that the dual-queue AQMs
+        # count their reporting epochs from it, as in the simulator. Set on ``up()``.
+        self.time_zero_after_ns = time_zero_after_ns
+        self.time_zero_ns: int | None = None
         self.state_path = state_dir() / f"{self.prefix}.json"
         self.state: dict = {
             "prefix": self.prefix,
@@ -252,6 +258,9 @@ class Testbed:
                         ["ip", "-n", ns, "-6", "route", "replace", f"{r['dst6']}/128", "via"]
                         + [gw6, "dev", r["iface"], "onlink"]
                     )
+        if self.time_zero_after_ns is not None:
+            now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            self.time_zero_ns = now + self.time_zero_after_ns
         for s in self.switch_nodes():
             self.start_switch(s)
         for s in self.switch_nodes():
@@ -286,6 +295,8 @@ class Testbed:
         argv += ["--stats", str(self.stats_path(name))]
         if self.seed is not None:
             argv += ["--seed", str(self.seed)]
+        if self.time_zero_ns is not None:
+            argv += ["--t0", str(self.time_zero_ns)]
         argv += extra or []
         self.stats_path(name).unlink(missing_ok=True)
         log = open(self.run_dir / f"switch-{name}.log", "w")  # noqa: SIM115 (child keeps it)

@@ -23,7 +23,7 @@ if os.geteuid() != 0:
         allow_module_level=True,
     )
 
-from latnet.emu import collect, now_ns, start_flows, wait_all  # noqa: E402
+from latnet.emu import collect, now_ns, run_emu, start_flows, wait_all  # noqa: E402
 from latnet.testbed import Testbed, down_all, state_dir  # noqa: E402
 
 #: Startup margin before the scenario's time zero.
@@ -217,6 +217,29 @@ traffic = { kind = "cbr", rate = "80Mbps" }
     n = len(recv) * 9 // 10 - len(recv) // 10
     rate = n * 1000 * 8 / ((b - a) / 1e9)
     assert abs(rate - 50e6) / 50e6 < 0.03, f"measured {rate / 1e6:.2f} Mbit/s"
+
+
+def test_dualpi2_epochs_count_from_the_scenarios_time_zero(tmp_path):
+    """An emulated DualPI2 reports the scenario's epochs, counted from the senders' time zero as
+    in the simulator (not from the switch's start, which comes earlier): a steady 1,000 packet/s
+    flow puts 1,000 packets into each of two 1 s epochs."""
+    flows = """
+[[flows]]
+name = "steady"
+src = "h1"
+dst = "h3"
+size = 1000
+traffic = { kind = "cbr", rate = "8Mbps" }
+"""
+    queue = '{ kind = "dualpi2", epochs = ["1s"] }'
+    sc = scenario(tmp_path, two_hosts("100Mbps", "0ns", queue, flows, "2s"))
+    res = run_emu(sc, tmp_path / "out")
+    port = next(p for p in res.summary["ports"] if p["node"] == "s1" and p["peer"] == "h3")
+    epochs = port["aqm"]["epochs"]
+    assert [(e["start_ns"], e["end_ns"]) for e in epochs] == [(0, 10**9), (10**9, None)]
+    sent = [sum(c["tx_packets"] for c in e["classes"]) for e in epochs]
+    assert all(abs(n - 1000) <= 20 for n in sent), sent
+    assert sum(sent) == port["tx_packets"]
 
 
 def test_teardown_leaves_nothing_after_a_crash(tmp_path):

@@ -195,6 +195,8 @@ pub struct SwitchCore {
     touched_high: bool,
     /// `advance`'s view of each port's next event (kept between calls to reuse the buffer).
     events: Vec<Option<(Time, bool)>>,
+    /// How long before the experiment's time zero this switch's clock started.
+    run_start: Duration,
 }
 
 /// Why a switch cannot be built.
@@ -232,6 +234,18 @@ impl SwitchCore {
         node: &str,
         clock_origin_ns: u64,
     ) -> Result<SwitchCore, CoreError> {
+        Self::new_timed(sc, node, clock_origin_ns, Duration::ZERO)
+    }
+
+    /// As [`SwitchCore::new_at`], for a switch started `run_start` before the experiment's time
+    /// zero (the senders' `t0`): the dual-queue AQMs count their reporting epochs from there
+    /// (see [`SwitchCore::aqm_report`]).
+    pub fn new_timed(
+        sc: &Scenario,
+        node: &str,
+        clock_origin_ns: u64,
+        run_start: Duration,
+    ) -> Result<SwitchCore, CoreError> {
         let n = sc.node_index(node).ok_or_else(|| CoreError::NoNode(node.to_owned()))?;
         if sc.nodes[n].kind != NodeKind::Switch {
             return Err(CoreError::NotSwitch(node.to_owned()));
@@ -248,6 +262,7 @@ impl SwitchCore {
             let spec = if t.node == l.a { &l.queue_ab } else { &l.queue_ba };
             // seeded as the simulator seeds it (random AQM decisions, PV marking)
             let queue = spec
+                .with_epochs_after(run_start)
                 .build_seeded(sc.sim.seed ^ (STREAM_PORT + global as u64))
                 .map_err(|e| CoreError::Queue { port: global, msg: e.to_string() })?;
             Ok(EmuPort {
@@ -340,7 +355,14 @@ impl SwitchCore {
             touched: 0,
             touched_high: false,
             events: Vec::new(),
+            run_start,
         })
+    }
+
+    /// The dual-queue AQM report of port `i` (if its queue is one), with epochs and times
+    /// counted from the experiment's time zero.
+    pub fn aqm_report(&self, i: usize) -> Option<latnet_dataplane::queue::AqmReport> {
+        Some(self.ports.get(i)?.queue.aqm_report()?.since(self.run_start))
     }
 
     /// What the large-flow counter did, if this switch has one.

@@ -6,7 +6,9 @@
 //! (application send to application receive, both hosts' stacks included) whatever the
 //! scenario's convention; `hops` are not measured; `in_flight_at_end` holds packets that were
 //! sent but neither received nor dropped by a switch (lost in a host, or still in flight when
-//! the receiver stopped); `events` counts packets the switches forwarded.
+//! the receiver stopped); `events` counts packets the switches forwarded. Dual-queue AQM reports
+//! are the switches' own, with epochs counted from the run's time zero when the switches were
+//! given it (`latnet-switch run --t0`, as `latnet run --mode emu` does).
 
 use crate::stats::SwitchStats;
 use crate::traffic::{RecvReport, SendReport};
@@ -154,8 +156,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
                 ),
                 classes: st
                     .map_or_else(Vec::new, |p| p.classes.iter().map(|c| q(c, None)).collect()),
-                // dual-queue AQM epochs and traces are reported by the simulator only
-                aqm: None,
+                aqm: st.and_then(|p| p.aqm.clone()),
             }
         })
         .collect();

@@ -23,6 +23,9 @@ pub struct RunConfig {
     pub ring_bytes: usize,
     /// Stop after this long (ns); `None`: until SIGINT / SIGTERM.
     pub duration_ns: Option<u64>,
+    /// The experiment's time zero on `CLOCK_MONOTONIC` (the senders' `t0`), if there is one:
+    /// dual-queue AQMs count their reporting epochs from it, not from the switch's start.
+    pub t0_ns: Option<u64>,
 }
 
 /// Frames read from one ring before the others get their turn.
@@ -38,7 +41,21 @@ const MAX_SLEEP_NS: u64 = 100_000_000;
 pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
     // The switch's time zero; senders stamp LBF blocks on the same clock (CLOCK_MONOTONIC).
     let t0 = sys::mono_ns();
-    let mut core = SwitchCore::new_at(sc, &cfg.node, t0).map_err(io::Error::other)?;
+    let run_start = match cfg.t0_ns {
+        Some(z) if z < t0 => {
+            eprintln!(
+                "latnet-switch: warning: the experiment's time zero is {} ms before this switch \
+                 started; AQM epochs count from the switch's start",
+                (t0 - z) / 1_000_000
+            );
+            0
+        }
+        Some(z) => z - t0,
+        None => 0,
+    };
+    let mut core =
+        SwitchCore::new_timed(sc, &cfg.node, t0, latnet_units::Duration::from_nanos(run_start))
+            .map_err(io::Error::other)?;
     let mut socks = Vec::with_capacity(core.ifaces.len());
     for ifc in &core.ifaces {
         let (mac, mtu) = sys::if_hwaddr_mtu(&ifc.name)

@@ -112,6 +112,10 @@ pub struct PortStats {
     pub classes: Vec<QueueCounters>,
     /// Drops on the link (random loss).
     pub link_drops: Drops,
+    /// A dual-queue AQM's per-epoch report and control trace (epochs and times counted from the
+    /// experiment's time zero when the switch was given one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<latnet_dataplane::queue::AqmReport>,
 }
 
 /// Counters of one queue.
@@ -187,7 +191,8 @@ impl SwitchStats {
         let ports = core
             .ports
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let t = &topo.ports[p.global];
                 let (role, iface) = match p.role {
                     Role::Egress { iface } => ("egress", iface),
@@ -213,6 +218,7 @@ impl SwitchStats {
                     queue: QueueCounters::new(p.queue.stats(), p.queue.len()),
                     classes,
                     link_drops: drops(&p.link_drops),
+                    aqm: core.aqm_report(i),
                 }
             })
             .collect();

@@ -12,7 +12,7 @@
 //! [`AqmReport`].
 
 use latnet_units::{Duration, Time};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const SUB: u32 = 6; // 64 sub-buckets
 const MAX_EXP: u32 = 40;
@@ -103,7 +103,7 @@ impl LogHist {
 }
 
 /// Sojourn-time percentiles of one class (nanoseconds).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SojournSummary {
     /// Packets measured.
     pub count: u64,
@@ -229,7 +229,7 @@ impl Trace {
 }
 
 /// One epoch of an [`AqmReport`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpochReport {
     /// Start (ns).
     pub start_ns: u64,
@@ -240,7 +240,7 @@ pub struct EpochReport {
 }
 
 /// One class in one epoch.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClassReport {
     /// Class name (`l4s`, `classic`).
     pub class: String,
@@ -259,7 +259,7 @@ pub struct ClassReport {
 }
 
 /// What a dual-queue AQM reports beside the usual queue counters.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AqmReport {
     /// `vdq-csaqm` or `dualpi2`.
     pub kind: String,
@@ -293,6 +293,26 @@ impl AqmReport {
             trace: trace.points.clone(),
             trace_lost: trace.lost,
         }
+    }
+
+    /// The report of a queue built with `QueueSpec::with_epochs_after(origin)`, as seen from the
+    /// experiment's time zero at `origin`: the epoch before it and the trace points before it
+    /// are left out, and every time is counted from `origin`.
+    pub fn since(mut self, origin: Duration) -> AqmReport {
+        let o = origin.as_nanos();
+        if o == 0 {
+            return self;
+        }
+        self.epochs.retain(|e| e.start_ns >= o);
+        for e in &mut self.epochs {
+            e.start_ns -= o;
+            e.end_ns = e.end_ns.map(|t| t - o);
+        }
+        self.trace.retain(|p| p.0 >= o);
+        for p in &mut self.trace {
+            p.0 -= o;
+        }
+        self
     }
 }
 

@@ -268,3 +268,33 @@ fn spec_from_toml() {
     let bad = Dualpi2Spec { coupling: Some(0), ..Dualpi2Spec::default() };
     assert!(DualPi2::new(&bad, 0).is_err());
 }
+
+/// A queue whose clock starts 500 ms before the experiment (the real-time switch): its epochs
+/// move by 500 ms, what came before is left out of the report, times count from the experiment.
+#[test]
+fn epochs_after_an_origin() {
+    let s: QueueSpec =
+        toml::from_str("kind = \"dualpi2\"\nepochs = [\"1s\"]\ntrace = true").unwrap();
+    let origin = Duration::from_millis(500);
+    let mut d = s.with_epochs_after(origin).build_seeded(1).unwrap();
+    // each packet waits 40 ms (PI updates run, and trace, while it waits); sent at 240 ms (before
+    // the experiment), 740 and 1440 ms (its first second), 1640 and 1740 ms (its second epoch)
+    for (i, t) in [200, 700, 1400, 1600, 1700].into_iter().enumerate() {
+        assert_eq!(d.enqueue(ms(t), pkt(i as u64, Ecn::NotEct, 1000)), Verdict::Enqueued);
+        assert!(d.dequeue(ms(t + 40)).is_some());
+    }
+    let full = d.aqm_report().unwrap();
+    assert_eq!(full.epochs.len(), 3);
+    let before = full.trace.iter().filter(|p| p.0 < 500_000_000).count();
+    assert!(before > 0 && before < full.trace.len(), "{:?}", full.trace);
+    let r = full.clone().since(origin);
+    let starts: Vec<_> = r.epochs.iter().map(|e| (e.start_ns, e.end_ns)).collect();
+    assert_eq!(starts, [(0, Some(1_000_000_000)), (1_000_000_000, None)]);
+    let sent = |e: usize| r.epochs[e].classes.iter().map(|c| c.tx_packets).sum::<u64>();
+    assert_eq!((sent(0), sent(1)), (2, 2), "200 ms is before the experiment");
+    assert_eq!(r.trace.len(), full.trace.len() - before);
+    assert!(r.trace.iter().all(|p| p.0 <= 1_240_000_000), "trace counted from the origin");
+    // without an origin nothing moves
+    let same = s.with_epochs_after(Duration::ZERO);
+    assert_eq!(same, s);
+}

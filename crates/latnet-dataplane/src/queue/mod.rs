@@ -339,6 +339,30 @@ impl QueueSpec {
         self.build_seeded(0)
     }
 
+    /// This spec for a queue whose clock starts `origin` before the experiment's time zero (the
+    /// real-time switch, started before the senders): the reporting epochs of dual-queue AQMs
+    /// move by `origin`, and one more epoch, `[0, origin)`, collects what came before; see
+    /// [`AqmReport::since`]. Other queues have no epochs and are returned as they are.
+    pub fn with_epochs_after(&self, origin: Duration) -> QueueSpec {
+        let shift = |epochs: &[Duration]| -> Vec<Duration> {
+            std::iter::once(origin).chain(epochs.iter().map(|&e| e + origin)).collect()
+        };
+        match self {
+            _ if origin.is_zero() => self.clone(),
+            QueueSpec::VdqCsaqm(s) => {
+                QueueSpec::VdqCsaqm(VdqSpec { epochs: shift(&s.epochs), ..s.clone() })
+            }
+            QueueSpec::Dualpi2(s) => {
+                QueueSpec::Dualpi2(Dualpi2Spec { epochs: shift(&s.epochs), ..s.clone() })
+            }
+            QueueSpec::PvMarker(s) => QueueSpec::PvMarker(PvMarkingSpec {
+                queue: Box::new(s.queue.with_epochs_after(origin)),
+                ..s.clone()
+            }),
+            _ => self.clone(),
+        }
+    }
+
     /// Build the queue this spec describes; queues that draw random numbers (DualPI2, the PV
     /// marker) seed their own ChaCha stream from `seed` (the runner passes one per port).
     pub fn build_seeded(&self, seed: u64) -> Result<AnyQueue, SpecError> {
