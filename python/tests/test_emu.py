@@ -73,6 +73,19 @@ delay = "{delay}"
 """
 
 
+def cbr(name: str, src: str, rate: str, size: int, priority: int | None = None) -> str:
+    """A `[[flows]]` entry: constant bit rate from `src` to h3."""
+    prio = "" if priority is None else f"priority = {priority}\n"
+    return f"""
+[[flows]]
+name = "{name}"
+src = "{src}"
+dst = "h3"
+{prio}size = {size}
+traffic = {{ kind = "cbr", rate = "{rate}" }}
+"""
+
+
 def netns_list() -> set[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return {line.split()[0] for line in out.splitlines() if line.strip()}
@@ -126,15 +139,7 @@ def test_tcp_cubic_through_the_switch(tmp_path):
     """iperf3 cubic reaches a sensible rate; a latnet UDP flow beside it arrives neither
     corrupted nor reordered; TCP saw no checksum errors (the switch completes the partial
     checksums of veth offloads, which this test leaves on)."""
-    flows = """
-[[flows]]
-name = "probe"
-src = "h2"
-dst = "h3"
-priority = 0
-size = 1000
-traffic = { kind = "cbr", rate = "20Mbps" }
-"""
+    flows = cbr("probe", "h2", "20Mbps", 1000, priority=0)
     sc = scenario(tmp_path, two_hosts("500Mbps", "500us", PRIO2, flows))
     with Testbed(sc, run_dir=tmp_path / "run", offloads="csum") as tb:
         res, rep = run_flows(tb, tmp_path / "out", bulk=("h1", "h3"))
@@ -159,15 +164,7 @@ traffic = { kind = "cbr", rate = "20Mbps" }
 
 PRIO2 = '{ kind = "priority", classes = 2, limit_packets = 200 }'
 FIFO = '{ kind = "fifo", limit_packets = 200 }'
-PROBE = """
-[[flows]]
-name = "probe"
-src = "h2"
-dst = "h3"
-priority = 0
-size = 200
-traffic = { kind = "cbr", rate = "1.6Mbps" }
-"""
+PROBE = cbr("probe", "h2", "1.6Mbps", 200, priority=0)
 
 #: The stated isolation factor: under load, the high-priority probe's p99 stays within this
 #: factor of its unloaded p99 (plus one 1500-byte frame at 100 Mbit/s, which strict priority
@@ -199,14 +196,7 @@ def test_priority_isolation_under_tcp_load(tmp_path):
 
 def test_link_rate_emulation_holds_the_rate(tmp_path):
     """A UDP flow offered at 80 Mbit/s to a 50 Mbit/s link leaves at 50 Mbit/s (+-3 %)."""
-    flows = """
-[[flows]]
-name = "over"
-src = "h1"
-dst = "h3"
-size = 1000
-traffic = { kind = "cbr", rate = "80Mbps" }
-"""
+    flows = cbr("over", "h1", "80Mbps", 1000)
     sc = scenario(tmp_path, two_hosts("50Mbps", "0ns", FIFO, flows, "2s"))
     with Testbed(sc, run_dir=tmp_path / "run") as tb:
         run_flows(tb, tmp_path / "out")
@@ -223,14 +213,7 @@ def test_dualpi2_epochs_count_from_the_scenarios_time_zero(tmp_path):
     """An emulated DualPI2 reports the scenario's epochs, counted from the senders' time zero as
     in the simulator (not from the switch's start, which comes earlier): a steady 1,000 packet/s
     flow puts 1,000 packets into each of two 1 s epochs."""
-    flows = """
-[[flows]]
-name = "steady"
-src = "h1"
-dst = "h3"
-size = 1000
-traffic = { kind = "cbr", rate = "8Mbps" }
-"""
+    flows = cbr("steady", "h1", "8Mbps", 1000)
     queue = '{ kind = "dualpi2", epochs = ["1s"] }'
     sc = scenario(tmp_path, two_hosts("100Mbps", "0ns", queue, flows, "2s"))
     res = run_emu(sc, tmp_path / "out")
