@@ -113,7 +113,7 @@ pub struct PortStats {
     /// Drops on the link (random loss).
     pub link_drops: Drops,
     /// A dual-queue AQM's per-epoch report and control trace (epochs and times counted from the
-    /// experiment's time zero when the switch was given one).
+    /// experiment's time zero when the switch was given one; the trace only in the final write).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aqm: Option<latnet_dataplane::queue::AqmReport>,
 }
@@ -218,7 +218,13 @@ impl SwitchStats {
                     queue: QueueCounters::new(p.queue.stats(), p.queue.len()),
                     classes,
                     link_drops: drops(&p.link_drops),
-                    aqm: core.aqm_report(i),
+                    // the control trace (up to a million points) only in the final write
+                    aqm: core.aqm_report(i).map(|mut r| {
+                        if !final_ {
+                            r.trace = Vec::new();
+                        }
+                        r
+                    }),
                 }
             })
             .collect();
