@@ -399,8 +399,16 @@ fn finish(sock: &OwnedFd) -> io::Result<()> {
     s.shutdown(std::net::Shutdown::Write)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut b = [0u8; 4096];
-    while s.read(&mut b)? > 0 {}
-    Ok(())
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            // A socket with a receive timeout returns EINTR after the process was stopped and
+            // continued, even without signal handlers (signal(7)): read on.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// One connection as the receiver saw it.
