@@ -156,6 +156,20 @@ def test_tcp_send_refuses_bad_options_by_name(extra, message):
     assert message in p.stderr and extra[-2] in p.stderr, p.stderr
 
 
+def test_switch_run_refuses_a_bad_time_zero():
+    """latnet-switch run --t0 takes CLOCK_MONOTONIC nanoseconds; anything else is a usage error
+    naming the option, before any interface is opened."""
+    import subprocess
+
+    from latnet.testbed import switch_binary
+
+    demo = Path(__file__).parents[2] / "experiments" / "demo.toml"
+    argv = [switch_binary(), "run", "--scenario", str(demo), "--node", "sw1", "--t0", "soon"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p
+    assert "--t0: expected an integer" in p.stderr, p.stderr
+
+
 def test_testbed_ipv6_addresses_only_when_asked(tmp_path):
     """A testbed gives hosts IPv6 when asked; asking one without it for an IPv6 address says
     how to get it (no namespace is created: the plan alone)."""

@@ -360,9 +360,13 @@ impl SwitchCore {
     }
 
     /// The dual-queue AQM report of port `i` (if its queue is one), with epochs and times
-    /// counted from the experiment's time zero.
-    pub fn aqm_report(&self, i: usize) -> Option<latnet_dataplane::queue::AqmReport> {
-        Some(self.ports.get(i)?.queue.aqm_report()?.since(self.run_start))
+    /// counted from the experiment's time zero; the control trace only `with_trace`.
+    pub fn aqm_report(
+        &self,
+        i: usize,
+        with_trace: bool,
+    ) -> Option<latnet_dataplane::queue::AqmReport> {
+        Some(self.ports.get(i)?.queue.aqm_report_with(with_trace)?.since(self.run_start))
     }
 
     /// What the large-flow counter did, if this switch has one.

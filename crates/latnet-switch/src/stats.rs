@@ -219,12 +219,7 @@ impl SwitchStats {
                     classes,
                     link_drops: drops(&p.link_drops),
                     // the control trace (up to a million points) only in the final write
-                    aqm: core.aqm_report(i).map(|mut r| {
-                        if !final_ {
-                            r.trace = Vec::new();
-                        }
-                        r
-                    }),
+                    aqm: core.aqm_report(i, final_),
                 }
             })
             .collect();

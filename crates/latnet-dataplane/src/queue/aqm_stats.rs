@@ -276,22 +276,23 @@ pub struct AqmReport {
 }
 
 impl AqmReport {
-    /// Assemble a report.
+    /// Assemble a report; without `trace`, its points are left out (`trace` empty, `trace_lost`
+    /// 0: a report taken often, whose trace would be copied every time).
     pub fn new(
         kind: &str,
         params: Vec<(String, String)>,
         epochs: &EpochStats,
         class_names: &[&str],
         trace_names: &[&str],
-        trace: &Trace,
+        trace: Option<&Trace>,
     ) -> Self {
         AqmReport {
             kind: kind.to_owned(),
             params,
             epochs: epochs.report(class_names),
             trace_names: trace_names.iter().map(|s| (*s).to_owned()).collect(),
-            trace: trace.points.clone(),
-            trace_lost: trace.lost,
+            trace: trace.map_or_else(Vec::new, |t| t.points.clone()),
+            trace_lost: trace.map_or(0, |t| t.lost),
         }
     }
 

@@ -328,8 +328,8 @@ impl DualPi2 {
         [&self.n.cls[L4S], &self.n.cls[CLASSIC]]
     }
 
-    /// Per-epoch counters, sojourn percentiles and the probability trace.
-    pub fn report(&self) -> AqmReport {
+    /// Per-epoch counters, sojourn percentiles and (`with_trace`) the probability trace.
+    pub fn report(&self, with_trace: bool) -> AqmReport {
         let c = &self.cfg;
         let params = vec![
             ("profile".into(), format!("{:?}", c.profile)),
@@ -354,7 +354,7 @@ impl DualPi2 {
             &self.n.epochs,
             &dualq::NAMES,
             &["p_base", "p_classic", "p_l4s_coupled"],
-            &self.trace,
+            with_trace.then_some(&self.trace),
         )
     }
 

@@ -285,6 +285,8 @@ fn epochs_after_an_origin() {
     }
     let full = d.aqm_report().unwrap();
     assert_eq!(full.epochs.len(), 3);
+    let lean = d.aqm_report_with(false).unwrap(); // the switch's periodic statistics
+    assert!(lean.trace.is_empty() && lean.epochs.len() == 3);
     let before = full.trace.iter().filter(|p| p.0 < 500_000_000).count();
     assert!(before > 0 && before < full.trace.len(), "{:?}", full.trace);
     let r = full.clone().since(origin);

@@ -550,10 +550,15 @@ impl AnyQueue {
     /// The report of a dual-queue AQM (per-epoch sojourn percentiles, control traces), if this
     /// queue is one (or wraps one).
     pub fn aqm_report(&self) -> Option<AqmReport> {
+        self.aqm_report_with(true)
+    }
+
+    /// As [`Self::aqm_report`]; without `trace` the control trace is left out (not copied).
+    pub fn aqm_report_with(&self, trace: bool) -> Option<AqmReport> {
         match self {
-            AnyQueue::VdqCsaqm(q) => Some(q.report()),
-            AnyQueue::Dualpi2(q) => Some(q.report()),
-            AnyQueue::PvMarker(q) => q.inner().aqm_report(),
+            AnyQueue::VdqCsaqm(q) => Some(q.report(trace)),
+            AnyQueue::Dualpi2(q) => Some(q.report(trace)),
+            AnyQueue::PvMarker(q) => q.inner().aqm_report_with(trace),
             _ => None,
         }
     }

@@ -535,8 +535,8 @@ impl VdqCsaqm {
         [self.vq[0].evicted, self.vq[1].evicted]
     }
 
-    /// Per-epoch counters, sojourn percentiles and the CTV trace.
-    pub fn report(&self) -> AqmReport {
+    /// Per-epoch counters, sojourn percentiles and (`with_trace`) the CTV trace.
+    pub fn report(&self, with_trace: bool) -> AqmReport {
         let s = &self.spec;
         let params = vec![
             ("rate".into(), s.rate.to_string()),
@@ -560,7 +560,7 @@ impl VdqCsaqm {
             &self.n.epochs,
             &dualq::NAMES,
             &["ctv0", "ctv1", "vq1_backlog_bytes"],
-            &self.trace,
+            with_trace.then_some(&self.trace),
         )
     }
 
