@@ -52,6 +52,18 @@ def test_seed_tables_match_the_paper(doc):
         assert t[f"test{i}"]["rows"][0]["ours"]["min"] == 124.0
 
 
+def test_the_other_tie_rule_gives_the_minima(doc):
+    """With F1 winning its ties with F2 (flow-asc) every minimum of tests 1 and 3 is the paper's,
+    and Q1 is the reference notes' 100 / 165 / 228 for that rule."""
+    t = _tables(doc)
+    for i in (1, 3):
+        tab = t[f"test{i}-asc"]
+        assert tab["convention"].endswith("ties flow-asc"), tab["convention"]
+        assert _worst(tab, ("min",)) == 0.0, tab
+        q1 = tab["rows"][0]["ours"]
+        assert round(q1["mean"]) == 165 and q1["max"] == 228.0, q1
+
+
 def test_the_papers_other_columns(doc):
     """Fig. 7 and 8's columns without competing traffic, with F2+F3 and with F2+F3+F4."""
     t = _tables(doc)
