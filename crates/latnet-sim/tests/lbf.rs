@@ -359,6 +359,7 @@ fn scenario_errors_name_the_key() {
         ("[lbf]\nbudget = \"equal\"\n", "[lbf]\nbudget = \"equal\"\n[[lbf.fib]]\nnode = \"S1\"\ndst = \"R1\"\nhops = 1\nmin_latency = 0\n", "lbf.fib[0].node"),
         ("[lbf]\nbudget = \"equal\"\n", "[lbf]\nbudget = \"equal\"\n[[lbf.fib]]\nnode = \"FWD1\"\ndst = \"R1\"\nhops = 0\nmin_latency = 0\n", "lbf.fib[0].hops"),
         ("name = \"S1\"\nkind = \"host\"\n", "name = \"S1\"\nkind = \"host\"\nlbf = { budget = \"skew\" }\n", "nodes[0].lbf"),
+        ("name = \"FWD1\"\nkind = \"switch\"\n", "name = \"FWD1\"\nkind = \"switch\"\nlbf = { skew = 2000.0 }\n", "nodes[1].lbf.skew"),
         ("[lbf]\nbudget = \"equal\"\n", "[lbf]\nbudget = \"equal\"\nswitches = \"some\"\n", "lbf.switches"),
     ];
     for (from, to, want) in cases {
