@@ -116,6 +116,19 @@ def test_budget_split_and_carries(doc):
     assert rows["test4 (lb=700us) skew s=1"]["rx max"] < rows["test4 (lb=700us) equal"]["rx max"]
 
 
+def test_sender_jitter_moves_extremes_not_test_2s_means(doc):
+    """Up to 1 us of sender noise per packet moves the extremes by most of a microsecond (so
+    which whole microsecond a maximum prints as is a draw), while test 2's means, which hang on
+    Q1's average over every packet, stay put."""
+    rows = {r["label"]: r["ours"] for r in _tables(doc)["jitter"]["rows"]}
+    assert list(rows) == ["test2", "test5", "test6"]
+    for tid, r in rows.items():
+        assert [k for k in r if k.startswith("seed ")] == [f"seed {s}" for s in range(1, 6)]
+        assert all(0 <= r[k] <= 15 for k in r if k.startswith("seed ") or k == "no jitter")
+        assert 0.5 < r["largest min/max shift"] <= 1.5, (tid, r)
+    assert rows["test2"]["largest mean shift"] <= 0.1, rows["test2"]
+
+
 def test_scenario_edits_refuse_to_do_nothing():
     """A variant whose edit found nothing to change would compare a run with itself."""
     from latnet.reproduce import lbf

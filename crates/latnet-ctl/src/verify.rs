@@ -378,6 +378,7 @@ fn scenario(
                 burst: Bytes::new(f.e.request.burst.get().saturating_mul(opts.misbehave.max(1))),
                 peak: None,
             },
+            jitter: Duration::ZERO,
             slo: None,
             tags: f.tags.clone(),
         })
@@ -395,6 +396,7 @@ fn scenario(
             src_port: 40_000u16.wrapping_add(j as u16),
             dst_port: 50_000u16.wrapping_add(j as u16),
             traffic: TrafficSpec::Cbr { rate: *rate },
+            jitter: Duration::ZERO,
             slo: None,
             tags: tags.clone(),
         });

@@ -206,7 +206,7 @@ impl Simulator {
             .zip(templates)
             .enumerate()
             .map(|(i, (f, (template, _)))| FlowState {
-                source: Source::new(f.traffic.clone(), f.size, f.start),
+                source: Source::new(f.traffic.clone(), f.size, f.start).with_jitter(f.jitter),
                 rng: rng_for(STREAM_FLOW + i as u64),
                 template,
                 sent: 0,

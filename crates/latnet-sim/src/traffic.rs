@@ -143,6 +143,9 @@ pub struct Source {
     // poisson / token bucket
     last: Time,
     tokens: u128,
+    // sender jitter (see `with_jitter`) and the last instant returned
+    jitter: u64,
+    out: Time,
 }
 
 impl Source {
@@ -152,12 +155,41 @@ impl Source {
             TrafficSpec::TokenBucket { burst, .. } => burst.bits() * 1_000_000_000,
             _ => 0,
         };
-        Source { spec, size, start, k: 0, period: 0, segment: 0, last: start, tokens }
+        Source {
+            spec,
+            size,
+            start,
+            k: 0,
+            period: 0,
+            segment: 0,
+            last: start,
+            tokens,
+            jitter: 0,
+            out: Time::ZERO,
+        }
+    }
+
+    /// Delay each packet by a uniform draw from `[0, jitter]` after the pattern's instant, never
+    /// before the previous packet (a sender's scheduling noise; the pattern itself does not
+    /// drift). The draws come from the `rng` given to [`Source::next_emission`]; zero draws none.
+    pub fn with_jitter(mut self, jitter: Duration) -> Self {
+        self.jitter = jitter.as_nanos();
+        self
     }
 
     /// The instant of the next packet (at or after `start`), advancing the source.
     /// `None` when the pattern can produce no further packet.
     pub fn next_emission<R: Rng>(&mut self, rng: &mut R) -> Option<Time> {
+        let t = self.next_on_pattern(rng)?;
+        if self.jitter == 0 {
+            return Some(t);
+        }
+        let late = Duration::from_nanos(rng.gen_range(0..=self.jitter));
+        self.out = t.checked_add_duration(late)?.max(self.out);
+        Some(self.out)
+    }
+
+    fn next_on_pattern<R: Rng>(&mut self, rng: &mut R) -> Option<Time> {
         let size = self.size;
         match self.spec.clone() {
             TrafficSpec::Cbr { rate } => {
@@ -265,6 +297,36 @@ mod tests {
         assert_eq!(first[5], 9_000_000 + 43_636);
         assert_eq!(t[27], 10_000_000, "the next period starts on time");
         assert!(t.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn jitter_delays_each_packet_within_its_bound_in_order() {
+        let spec = TrafficSpec::Onoff {
+            base_rate: Rate::from_mbps(1),
+            burst_rate: Rate::from_mbps(55),
+            period: Duration::from_millis(10),
+            burst: Duration::from_millis(1),
+            burst_at: None,
+        };
+        let exact = times(spec.clone(), 300, 2700);
+        let jittered = |j: u64, seed: u64| -> Vec<u64> {
+            let mut s =
+                Source::new(spec.clone(), 300, Time::ZERO).with_jitter(Duration::from_nanos(j));
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..2700).map_while(|_| s.next_emission(&mut rng)).map(Time::as_nanos).collect()
+        };
+        assert_eq!(jittered(0, 1), exact, "no jitter, no change");
+        let a = jittered(1_000, 1);
+        assert_eq!(a, jittered(1_000, 1), "same seed, same instants");
+        assert_ne!(a, jittered(1_000, 2), "another seed, other instants");
+        assert!(a.iter().zip(&exact).all(|(&j, &e)| (e..=e + 1_000).contains(&j)));
+        assert!(a.iter().zip(&exact).any(|(&j, &e)| j != e));
+        // uniform over [0, 1 us]: the mean delay is near 500 ns
+        let mean = a.iter().zip(&exact).map(|(&j, &e)| j - e).sum::<u64>() / a.len() as u64;
+        assert!((450..=550).contains(&mean), "mean delay {mean} ns");
+        // a jitter above the gap keeps the packets in order (never before the previous one)
+        let b = jittered(100_000, 3);
+        assert!(b.windows(2).all(|w| w[0] <= w[1]));
     }
 
     #[test]

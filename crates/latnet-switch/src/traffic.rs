@@ -198,7 +198,7 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     sys::install_stop_handler();
     let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
     rng.set_stream(STREAM_FLOW + i as u64);
-    let mut source = Source::new(f.traffic.clone(), f.size, f.start);
+    let mut source = Source::new(f.traffic.clone(), f.size, f.start).with_jitter(f.jitter);
     let mut payload = vec![0u8; f.size as usize - tag_bytes(f) - header_len(f)];
     payload[..prefix.len()].copy_from_slice(&prefix);
     let mut rep = SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0 };

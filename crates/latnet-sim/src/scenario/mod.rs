@@ -219,6 +219,10 @@ pub struct FlowSpec {
     pub dst_port: u16,
     /// The sending pattern.
     pub traffic: TrafficSpec,
+    /// Each packet leaves up to this much after the pattern's instant (uniform, seeded per
+    /// flow; never before the flow's previous packet): a sender's scheduling noise. Zero for
+    /// none; packet sources only.
+    pub jitter: Duration,
     /// Latency objective carried in an LBF block, if any.
     pub slo: Option<SloSpec>,
     /// 802.1Q tag stack the source pushes, outermost (first switch) first; empty for none.
@@ -374,6 +378,7 @@ struct RawFlow {
     src_port: Option<u16>,
     dst_port: Option<u16>,
     traffic: Spanned<TrafficSpec>,
+    jitter: Option<Spanned<Duration>>,
     slo: Option<Spanned<lbf::RawSlo>>,
     tags: Option<Spanned<Vec<u16>>>,
 }
@@ -762,6 +767,13 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 "tag stacks apply to packet sources (cbr, onoff, poisson, token-bucket), not TCP",
             ));
         }
+        if let (Some(_), Some(j)) = (f.traffic.get_ref().tcp(), &f.jitter) {
+            return Err(cx.at(
+                Some(j.span()),
+                key("jitter"),
+                "jitter applies to packet sources (cbr, onoff, poisson, token-bucket), not TCP",
+            ));
+        }
         let dst_port = f.dst_port.unwrap_or(20_000u16.wrapping_add(i as u16));
         if f.traffic.get_ref().tcp().is_some() {
             if f.count.is_some() {
@@ -796,6 +808,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             src_port: f.src_port.unwrap_or(10_000u16.wrapping_add(i as u16)),
             dst_port,
             traffic: f.traffic.get_ref().clone(),
+            jitter: f.jitter.as_ref().map_or(Duration::ZERO, |j| *j.get_ref()),
             slo,
             tags,
         });

@@ -64,6 +64,11 @@ fn good_scenario_validates() {
     let f = &sc.flows[0];
     assert_eq!((f.name.as_str(), f.src, f.dst, f.priority, f.size), ("f0", 0, 2, 1, 1000));
     assert_eq!(f.stop, Time::from_nanos(1_000_000_000));
+    assert_eq!(f.jitter, Duration::ZERO);
+    let sc =
+        Scenario::from_str_named("t.toml", &edit("size = 1000", "size = 1000\njitter = \"2us\""))
+            .unwrap();
+    assert_eq!(sc.flows[0].jitter, Duration::from_micros(2));
 }
 
 #[test]
@@ -113,6 +118,14 @@ fn semantic_errors() {
         (edit("duration = \"1s\"", "duration = 0"), "sim.duration", "above zero"),
         (edit("rate = \"100Mbps\"", "loss = 1.5"), "links[0].rate", "missing rate"),
         (edit("delay = \"1ms\"", "delay = \"1ms\"\nloss = 1.0"), "links[0].loss", "[0, 1)"),
+        (
+            edit(
+                "traffic = { kind = \"cbr\", rate = \"1Mbps\" }",
+                "traffic = { kind = \"tcp-bulk\", cc = \"cubic\", bytes = 1000 }\njitter = \"1us\"",
+            ),
+            "flows[0].jitter",
+            "not TCP",
+        ),
     ];
     for (src, key, msg) in cases {
         let e = err(&src);
