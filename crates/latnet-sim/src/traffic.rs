@@ -280,17 +280,20 @@ mod tests {
         assert_eq!(t, vec![0, 2_666_666, 5_333_333, 8_000_000]);
     }
 
-    #[test]
-    fn onoff_matches_the_lbf_seed_sender() {
-        // F1 of the LBF seed: 1 Mbps base, 55 Mbps burst in the last 1 ms of each 10 ms.
-        let spec = TrafficSpec::Onoff {
+    /// F1 of the LBF seed: 1 Mbps base, 55 Mbps burst in the last 1 ms of each 10 ms.
+    fn lbf_f1() -> TrafficSpec {
+        TrafficSpec::Onoff {
             base_rate: Rate::from_mbps(1),
             burst_rate: Rate::from_mbps(55),
             period: Duration::from_millis(10),
             burst: Duration::from_millis(1),
             burst_at: None,
-        };
-        let t = times(spec, 300, 60);
+        }
+    }
+
+    #[test]
+    fn onoff_matches_the_lbf_seed_sender() {
+        let t = times(lbf_f1(), 300, 60);
         let first: Vec<_> = t.iter().copied().filter(|&x| x < 10_000_000).collect();
         assert_eq!(first.len(), 4 + 23, "4 base + 23 burst packets per period");
         assert_eq!(&first[..5], &[0, 2_400_000, 4_800_000, 7_200_000, 9_000_000]);
@@ -301,13 +304,7 @@ mod tests {
 
     #[test]
     fn jitter_delays_each_packet_within_its_bound_in_order() {
-        let spec = TrafficSpec::Onoff {
-            base_rate: Rate::from_mbps(1),
-            burst_rate: Rate::from_mbps(55),
-            period: Duration::from_millis(10),
-            burst: Duration::from_millis(1),
-            burst_at: None,
-        };
+        let spec = lbf_f1();
         let exact = times(spec.clone(), 300, 2700);
         let jittered = |j: u64, seed: u64| -> Vec<u64> {
             let mut s =
