@@ -2,9 +2,10 @@
 # Install the Debian packages latnet needs, if any is missing. Needs root (or sudo).
 set -euo pipefail
 # iperf3, irtt, ethtool, iputils-ping, iproute2: emulation testbeds (latnet-switch);
-# openvswitch-switch: the Open vSwitch userspace datapath of bench/switch_peers.py.
+# openvswitch-switch: the Open vSwitch userspace datapath of bench/switch_peers.py;
+# tcpdump: reads the simulator's link captures (and captures emulated links).
 pkgs=(python3-venv build-essential pkg-config iproute2 iperf3 irtt ethtool iputils-ping
-  openvswitch-switch)
+  openvswitch-switch tcpdump)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

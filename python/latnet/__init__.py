@@ -29,19 +29,22 @@ def run(
     text: str | None = None,
     seed: int | None = None,
     packets: bool | None = True,
+    pcap: bool | None = None,
     progress=None,
 ) -> Results:
     """Run a scenario file (or TOML ``text``) in the simulator and return its results.
 
     ``seed`` overrides the scenario's seed. ``packets`` keeps one record per packet and per
-    hop (``Results.packets`` / ``Results.hops``); ``None`` follows the scenario's ``[output]``.
+    hop (``Results.packets`` / ``Results.hops``) and ``pcap`` a packet capture of every link
+    (written by ``Results.write`` as ``pcap/<node>-<peer>.pcap``); ``None`` follows the
+    scenario's ``[output]``.
     ``progress(now_ns, end_ns, events)`` is called about every 1 % of virtual time; returning
     ``False`` stops the run early.
     """
     if (scenario is None) == (text is None):
         raise LatnetError("give a scenario path or text=, not both")
     path = None if scenario is None else Path(scenario)
-    raw = _run(path=path, text=text, seed=seed, packets=packets, progress=progress)
+    raw = _run(path=path, text=text, seed=seed, packets=packets, pcap=pcap, progress=progress)
     return Results(raw)
 
 

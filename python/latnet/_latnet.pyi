@@ -31,6 +31,7 @@ def run(
     name: str = "<string>",
     seed: int | None = None,
     packets: bool | None = None,
+    pcap: bool | None = None,
     progress: Callable[[int, int, int], bool | None] | None = None,
 ) -> SimResults: ...
 

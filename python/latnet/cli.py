@@ -1,6 +1,6 @@
 """The `latnet` command.
 
-latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--plot] [--quiet]
+latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--pcap] [--plot] [--quiet]
            [--mode sim|emu|both]
 latnet check SCENARIO.toml
 latnet reproduce SEED [--quick] [--out DIR] [--emulated]
@@ -61,7 +61,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.scenario)
     cb, close = _progress_bar(not args.quiet and sys.stderr.isatty(), path.stem)
     try:
-        res = run_scenario(path, seed=args.seed, packets=args.packets, progress=cb)
+        res = run_scenario(
+            path, seed=args.seed, packets=args.packets, pcap=args.pcap or None, progress=cb
+        )
     finally:
         close()
     out = Path(args.out) if args.out else Path("out") / res.summary["scenario"]
@@ -76,7 +78,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if tcp is not None:
         print("\n" + tcp)
     if not args.quiet:
-        print(f"\nwrote {', '.join(Path(w).name for w in written)} to {out}/")
+        files = [Path(w) for w in written]
+        names = [w.name for w in files if w.parent.name != "pcap"]
+        pcaps = len(files) - len(names)
+        if pcaps:
+            names.append(f"pcap/ ({pcaps} link captures)")
+        print(f"\nwrote {', '.join(names)} to {out}/")
     return 0
 
 
@@ -145,6 +152,12 @@ def parser() -> argparse.ArgumentParser:
         dest="packets",
         action="store_false",
         help="do not record per-packet data even if the scenario asks",
+    )
+    r.add_argument(
+        "--pcap",
+        action="store_true",
+        help="write a packet capture of every link (pcap/<node>-<peer>.pcap, nanosecond "
+        "timestamps; simulated runs)",
     )
     r.add_argument(
         "--plot", action="store_true", help="also draw latency_cdf.png (implies per-packet records)"

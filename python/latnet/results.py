@@ -196,6 +196,6 @@ class Results:
         return self._raw.json()
 
     def write(self, directory) -> list[str]:
-        """Write results.json, flows.csv (and packets.csv, hops.csv if recorded, and
-        timeseries.csv with TCP flows)."""
+        """Write results.json, flows.csv (and packets.csv, hops.csv if recorded, timeseries.csv
+        with TCP flows, and pcap/<node>-<peer>.pcap with packet captures)."""
         return self._raw.write_dir(directory)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -124,6 +126,34 @@ def test_cli_run_prints_the_table_and_writes_files(tmp_path, capsys):
     assert "control" in out and "p99" in out and "latency physical" in out
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["flows.csv", "hops.csv", "packets.csv", "results.json"]
+
+
+def test_cli_pcap_writes_captures_tcpdump_reads(tmp_path, capsys):
+    """`latnet run --pcap`: one capture per link direction, in the format tcpdump reads, with
+    every frame the port sent, nanosecond timestamps and the frames' real headers."""
+    scen = tmp_path / "small.toml"
+    scen.write_text(SMALL.format(seed=3))
+    out = tmp_path / "out"
+    assert main(["run", str(scen), "--out", str(out), "--no-packets", "--pcap"]) == 0
+    assert "pcap/ (4 link captures)" in capsys.readouterr().out
+    res = json.loads((out / "results.json").read_text())
+    caps = sorted(p.name for p in (out / "pcap").iterdir())
+    assert caps == sorted(f"{p['node']}-{p['peer']}.pcap" for p in res["ports"])
+    for port in res["ports"]:
+        path = out / "pcap" / f"{port['node']}-{port['peer']}.pcap"
+        r = subprocess.run(
+            ["tcpdump", "-nn", "-r", str(path), "--time-stamp-precision=nano"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        lines = r.stdout.splitlines()
+        assert len(lines) == port["tx_packets"], path.name
+        if lines:
+            # "00:00:00.000123456 IP 10.0.0.1.10000 > 10.0.0.3.20000: UDP, length 958"
+            stamp, rest = lines[0].split(" ", 1)
+            assert len(stamp.split(".")[1]) == 9, stamp
+            assert rest.startswith("IP ") and rest.endswith("UDP, length 958"), rest
 
 
 def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):

@@ -152,11 +152,13 @@ fn check(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<Stri
 
 /// Run a scenario given as a file `path` or as TOML `text`.
 ///
-/// `seed` overrides the scenario's seed; `packets` forces per-packet records on or off;
+/// `seed` overrides the scenario's seed; `packets` forces per-packet records on or off, `pcap`
+/// the links' packet captures;
 /// `progress(now_ns, end_ns, events)` is called about every 1 % of virtual time and may return
 /// False (or raise) to stop early.
 #[pyfunction]
-#[pyo3(signature = (path=None, text=None, name="<string>", seed=None, packets=None, progress=None))]
+#[pyo3(signature = (path=None, text=None, name="<string>", seed=None, packets=None, pcap=None, progress=None))]
+#[allow(clippy::too_many_arguments)] // one per keyword argument of latnet.run
 fn run(
     py: Python<'_>,
     path: Option<PathBuf>,
@@ -164,6 +166,7 @@ fn run(
     name: &str,
     seed: Option<u64>,
     packets: Option<bool>,
+    pcap: Option<bool>,
     progress: Option<PyObject>,
 ) -> PyResult<SimResults> {
     let mut sc = load(path, text, name)?;
@@ -172,6 +175,9 @@ fn run(
     }
     if let Some(p) = packets {
         sc.output.packets = p;
+    }
+    if let Some(p) = pcap {
+        sc.output.pcap = p;
     }
     let mut err: Option<PyErr> = None;
     let results = Simulator::new(sc).run_with_progress(|p| {

@@ -29,11 +29,13 @@
 //! | [`tcp`] | TCP: sans-IO connections, congestion controls, pacing, applications |
 //! | [`stats`] | latency summaries (HDR histograms), jitter |
 //! | [`results`] | JSON / CSV results |
+//! | [`pcap`] | packet captures of the links (`[output] pcap = true`) |
 
 pub mod engine;
 mod hdr;
 pub mod lbf;
 pub mod net;
+pub mod pcap;
 pub mod pipeline_fwd;
 pub mod results;
 pub mod scenario;

@@ -45,6 +45,10 @@ pub struct Results {
     /// Per-packet and per-hop records, when `[output] packets = true`.
     #[serde(skip)]
     pub log: Option<PacketLog>,
+    /// Per egress port, its file name (`<node>-<peer>.pcap`) and packet capture, when
+    /// `[output] pcap = true` (see [`crate::pcap`]).
+    #[serde(skip)]
+    pub pcaps: Vec<(String, Vec<u8>)>,
     /// Per-interval rows of every TCP flow (`timeseries.csv`).
     #[serde(skip)]
     pub timeseries: Vec<crate::tcp::report::SeriesRow>,
@@ -407,8 +411,9 @@ impl Results {
         Some(crate::tcp::report::series_csv(&self.timeseries, &names))
     }
 
-    /// Write `results.json`, `flows.csv` and, if recorded, `packets.csv` and `hops.csv` into
-    /// `dir` (created if missing). Returns the paths written.
+    /// Write `results.json`, `flows.csv` and, if recorded, `packets.csv`, `hops.csv`,
+    /// `timeseries.csv` and `pcap/<node>-<peer>.pcap` into `dir` (created if missing). Returns
+    /// the paths written.
     pub fn write_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
         std::fs::create_dir_all(dir)?;
         let mut written = Vec::new();
@@ -428,6 +433,15 @@ impl Results {
         }
         if let Some(t) = self.timeseries_csv() {
             put("timeseries.csv", t)?;
+        }
+        if !self.pcaps.is_empty() {
+            let sub = dir.join("pcap");
+            std::fs::create_dir_all(&sub)?;
+            for (name, capture) in &self.pcaps {
+                let p = sub.join(name);
+                std::fs::write(&p, capture)?;
+                written.push(p);
+            }
         }
         Ok(written)
     }

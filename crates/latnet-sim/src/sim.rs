@@ -130,6 +130,8 @@ pub struct Simulator {
     end: Time,
     next_id: u64,
     log: Option<PacketLog>,
+    /// One capture per egress port, when `[output] pcap = true`.
+    pcap: Option<Vec<Vec<u8>>>,
     /// Latency-Based Forwarding state (runs with LBF switches or SLO flows).
     lbf: Option<LbfState>,
     tcp: tcp_glue::TcpState,
@@ -246,6 +248,7 @@ impl Simulator {
             .collect::<HashMap<_, _>>();
         let end = Time::from_duration(sc.sim.duration + sc.sim.drain);
         let log = sc.output.packets.then(PacketLog::default);
+        let pcap = sc.output.pcap.then(|| vec![crate::pcap::new_capture(); topo.ports.len()]);
         let node_drops = vec![DropCounters::default(); sc.nodes.len()];
         let forwarders = sc
             .nodes
@@ -275,6 +278,7 @@ impl Simulator {
             end,
             next_id: 0,
             log,
+            pcap,
             lbf,
             tcp,
         };
@@ -551,6 +555,9 @@ impl Simulator {
         } else if let Some(l) = &self.lbf {
             l.host_transmit(self.now, port, &mut pkt);
         }
+        if let Some(c) = &mut self.pcap {
+            crate::pcap::push(&mut c[port], self.now, &pkt.data, size.get());
+        }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
         // Cut-through: a switch acts on the first bit; hosts always receive whole frames.
         let whole = self.sc.sim.switching == Switching::StoreAndForward
@@ -727,6 +734,16 @@ impl Simulator {
             nodes,
             lbf,
             log: self.log,
+            pcaps: match self.pcap {
+                Some(c) => self
+                    .topo
+                    .ports
+                    .iter()
+                    .zip(c)
+                    .map(|(t, c)| (format!("{}-{}.pcap", node_name(t.node), node_name(t.peer)), c))
+                    .collect(),
+                None => Vec::new(),
+            },
             timeseries,
             aux_flow_names: self.tcp.hidden_names(&sc.flows),
         }

@@ -431,3 +431,56 @@ mod never_panics {
         }
     }
 }
+
+#[test]
+fn a_pcap_of_every_link_shows_the_lbf_block_on_the_wire() {
+    let src = short(&experiment("test2.toml")) + "\n[output]\npcap = true\n";
+    let r = run_text(&src);
+    assert_eq!(r.pcaps.len(), r.ports.len(), "one capture per egress port");
+    let f1_dst = latnet_sim::Scenario::from_str_named("t.toml", &src).unwrap().flows[0].dst_port;
+    let mut per_hop_so_far = Vec::new();
+    for ((name, capture), port) in r.pcaps.iter().zip(&r.ports) {
+        assert_eq!(name, &format!("{}-{}.pcap", port.node, port.peer));
+        let recs = latnet_sim::pcap::records(capture).unwrap();
+        assert_eq!(recs.len() as u64, port.tx_packets, "{name}: every frame the port sent");
+        // one frame at a time on a 100 Mbit/s link: starts at least 24 us apart
+        assert!(recs.windows(2).all(|w| w[1].at_ns >= w[0].at_ns + 24_000), "{name}");
+        let mut so_far = Vec::new();
+        for rec in &recs {
+            assert_eq!(rec.wire_len, 300, "{name}");
+            let h = latnet_wire::parse_headers(rec.bytes).unwrap();
+            let lbf = latnet_wire::lbf::locate(rec.bytes, &h, true).unwrap();
+            let udp_dst = u16::from_be_bytes([rec.bytes[36], rec.bytes[37]]);
+            if udp_dst == f1_dst {
+                let l = lbf.expect("F1 carries an LBF block");
+                assert_eq!(l.repr.lower_ns, 700_000);
+                so_far.push(l.repr.value_ns);
+            } else {
+                assert!(lbf.is_none(), "{name}: F2 is best effort");
+            }
+        }
+        if port.node.starts_with('S') && port.peer == "FWD1" && !so_far.is_empty() {
+            per_hop_so_far.push((0, so_far));
+        } else if let Some(k) = port.node.strip_prefix("FWD").and_then(|k| k.parse::<usize>().ok())
+        {
+            if !so_far.is_empty() {
+                per_hop_so_far.push((k, so_far));
+            }
+        }
+    }
+    // F1's latency-so-far field as it leaves each node, the outgoing link's delay included: one
+    // link delay from the sender (F1 never waits at its own NIC here), growing by at least a link
+    // delay per hop, and exactly the 700 us lower bound from FWD4 (test 2's receiver: 700 / 700 /
+    // 700 us)
+    per_hop_so_far.sort();
+    let hops: Vec<usize> = per_hop_so_far.iter().map(|(k, _)| *k).collect();
+    assert_eq!(hops, [0, 1, 2, 3, 4]);
+    assert!(per_hop_so_far[0].1.iter().all(|&v| v == 100_000));
+    for w in per_hop_so_far.windows(2) {
+        assert_eq!(w[0].1.len(), w[1].1.len());
+        for (a, b) in w[0].1.iter().zip(&w[1].1) {
+            assert!(b >= &(a + 100_000), "hop {}: {a} -> {b}", w[1].0);
+        }
+    }
+    assert!(per_hop_so_far[4].1.iter().all(|&v| v == 700_000));
+}

@@ -187,6 +187,8 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         ports,
         nodes,
         log: None,
+        // `[output] pcap` captures simulated links; emulated ones are captured with tcpdump
+        pcaps: Vec::new(),
         timeseries: Vec::new(),
         aux_flow_names: Vec::new(),
     })

@@ -7,7 +7,10 @@ registers no subcommand of its own.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+import tomllib
 
 from ..table import flow_table, fmt_us, render
 
@@ -49,6 +52,13 @@ def side_by_side(sim: dict, emu: dict) -> str:
     return render(headers, rows, title)
 
 
+def _wants_pcap(path: Path) -> bool:
+    try:
+        return bool(tomllib.loads(path.read_text()).get("output", {}).get("pcap", False))
+    except (OSError, tomllib.TOMLDecodeError, AttributeError):
+        return False  # the simulator's parser reports a bad file
+
+
 def cmd_run_emu(args: argparse.Namespace) -> int:
     from .. import run as run_sim
     from ..emu import run_emu
@@ -59,6 +69,12 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     base = Path(args.out) if args.out else Path("out") / path.stem
     emu_out = base / "emu" if args.mode == "both" else base
     emu = run_emu(path, emu_out, seed=args.seed)
+    if _wants_pcap(path):
+        print(
+            "note: [output] pcap captures simulated links only; capture emulated ones with"
+            " tcpdump in a node's namespace (ip netns exec <namespace> tcpdump -w FILE)",
+            file=sys.stderr,
+        )
     if args.mode == "emu":
         print(flow_table(emu))
         if not args.quiet:

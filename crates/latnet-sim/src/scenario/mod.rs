@@ -237,6 +237,9 @@ pub struct OutputSpec {
     /// Keep a record per packet (and per hop) for `packets.csv` / `hops.csv`.
     #[serde(default)]
     pub packets: bool,
+    /// Keep a packet capture of every egress port (`pcap/<node>-<peer>.pcap`).
+    #[serde(default)]
+    pub pcap: bool,
     /// Interval of the per-flow TCP time series (`timeseries.csv`); default 100 ms when the
     /// scenario has TCP flows.
     pub timeseries: Option<Duration>,
