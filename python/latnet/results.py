@@ -21,7 +21,8 @@ class Results:
     Attributes: ``summary`` (the dict of ``results.json``), and DataFrames ``flows`` (one row per
     flow), ``ports`` (one row per egress port), ``packets`` and ``hops`` (one row per packet / per
     transmission, when recorded; otherwise ``None``), ``tcp`` (one row per TCP flow) and
-    ``timeseries`` (one row per TCP flow and interval; both ``None`` without TCP flows).
+    ``timeseries`` (one row per TCP flow and interval; both ``None`` without TCP flows), and
+    ``queues`` (one row per egress port and interval, with ``[output] queues``).
     """
 
     def __init__(self, raw: SimResults):
@@ -131,6 +132,17 @@ class Results:
             return None
         return pd.read_csv(io.StringIO(text))
 
+    @cached_property
+    def queues(self) -> pd.DataFrame | None:
+        """Per egress port and interval (``[output] queues``): packets and bytes waiting at the
+        interval's end and the most waiting at any instant of it; ``None`` without the series."""
+        import io
+
+        text = self._raw.queues_csv()
+        if text is None:
+            return None
+        return pd.read_csv(io.StringIO(text))
+
     def hop_latency(self, flow: str) -> pd.DataFrame:
         """Latency at the start of transmission from each hop of ``flow`` (ns)."""
         for f in self.summary["flows"]:
@@ -197,5 +209,6 @@ class Results:
 
     def write(self, directory) -> list[str]:
         """Write results.json, flows.csv (and packets.csv, hops.csv if recorded, timeseries.csv
-        with TCP flows, and pcap/<node>-<peer>.pcap with packet captures)."""
+        with TCP flows, queues.csv with a queue series, pcap/<node>-<peer>.pcap with packet
+        captures)."""
         return self._raw.write_dir(directory)

@@ -156,6 +156,34 @@ def test_cli_pcap_writes_captures_tcpdump_reads(tmp_path, capsys):
             assert rest.startswith("IP ") and rest.endswith("UDP, length 958"), rest
 
 
+def test_queue_series_is_a_dataframe_and_a_csv(tmp_path):
+    """[output] queues: one row per egress port and interval, in Results.queues and queues.csv;
+    the Poisson flow at 50 Mbit/s queues at the host and the switch now and then."""
+    text = SMALL.format(seed=5) + '\n[output]\nqueues = "10ms"\n'
+    res = latnet.run(text=text, packets=False)
+    q = res.queues
+    assert list(q.columns) == [
+        "t_ns",
+        "node",
+        "peer",
+        "packets",
+        "bytes",
+        "max_packets",
+        "max_bytes",
+    ]
+    # every 10 ms through the sending (200 ms) and the drain, four egress ports each time
+    times = sorted(q["t_ns"].unique())
+    assert times == [10_000_000 * k for k in range(1, len(times) + 1)] and len(times) >= 20
+    assert len(q) == 4 * len(times)
+    assert (q["max_packets"] >= q["packets"]).all() and (q["bytes"] == 1000 * q["packets"]).all()
+    assert q[(q["node"] == "a") & (q["peer"] == "s")]["max_packets"].max() > 0
+    assert q[q["node"] == "b"]["max_packets"].max() == 0  # b sends nothing
+    written = [Path(p).name for p in res.write(tmp_path)]
+    assert "queues.csv" in written
+    assert (tmp_path / "queues.csv").read_text().count("\n") == 1 + len(q)
+    assert latnet.run(text=SMALL.format(seed=5), packets=False).queues is None
+
+
 def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text(SMALL.format(seed=1).replace('rate = "50Mbps"', 'rate = "fast"'))

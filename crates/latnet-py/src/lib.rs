@@ -74,6 +74,12 @@ impl SimResults {
         self.inner.timeseries_csv()
     }
 
+    /// The per-port queue occupancy series as CSV text (`queues.csv`), `None` unless the
+    /// scenario's `[output] queues` set an interval.
+    fn queues_csv(&self) -> Option<String> {
+        self.inner.queues_csv()
+    }
+
     /// Write results.json, flows.csv (and packets.csv, hops.csv if recorded) into `dir`.
     fn write_dir(&self, dir: PathBuf) -> PyResult<Vec<String>> {
         let paths = self

@@ -45,6 +45,9 @@ pub struct Results {
     /// Per-packet and per-hop records, when `[output] packets = true`.
     #[serde(skip)]
     pub log: Option<PacketLog>,
+    /// Queue occupancy of every egress port per interval, when `[output] queues` is set.
+    #[serde(skip)]
+    pub queue_series: Vec<QueueRow>,
     /// Per egress port, its file name (`<node>-<peer>.pcap`) and packet capture, when
     /// `[output] pcap = true` (see [`crate::pcap`]).
     #[serde(skip)]
@@ -56,6 +59,23 @@ pub struct Results {
     /// `<flow>:server`), as packet and hop records name them.
     #[serde(skip)]
     pub aux_flow_names: Vec<String>,
+}
+
+/// One interval of one egress port's queue (`queues.csv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueRow {
+    /// End of the interval (ns).
+    pub t_ns: u64,
+    /// Port index, as in [`Results::ports`].
+    pub port: u32,
+    /// Packets waiting at `t_ns` (the one in transmission not counted).
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Most packets waiting at any instant of the interval.
+    pub max_packets: u64,
+    /// Most bytes waiting at any instant of the interval.
+    pub max_bytes: u64,
 }
 
 /// One flow.
@@ -411,9 +431,26 @@ impl Results {
         Some(crate::tcp::report::series_csv(&self.timeseries, &names))
     }
 
+    /// The queue occupancy series as CSV (`queues.csv`), if the run sampled one.
+    pub fn queues_csv(&self) -> Option<String> {
+        if self.queue_series.is_empty() {
+            return None;
+        }
+        let mut out = String::from("t_ns,node,peer,packets,bytes,max_packets,max_bytes\n");
+        for q in &self.queue_series {
+            let p = &self.ports[q.port as usize];
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{}",
+                q.t_ns, p.node, p.peer, q.packets, q.bytes, q.max_packets, q.max_bytes
+            );
+        }
+        Some(out)
+    }
+
     /// Write `results.json`, `flows.csv` and, if recorded, `packets.csv`, `hops.csv`,
-    /// `timeseries.csv` and `pcap/<node>-<peer>.pcap` into `dir` (created if missing). Returns
-    /// the paths written.
+    /// `timeseries.csv`, `queues.csv` and `pcap/<node>-<peer>.pcap` into `dir` (created if
+    /// missing). Returns the paths written.
     pub fn write_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
         std::fs::create_dir_all(dir)?;
         let mut written = Vec::new();
@@ -433,6 +470,9 @@ impl Results {
         }
         if let Some(t) = self.timeseries_csv() {
             put("timeseries.csv", t)?;
+        }
+        if let Some(q) = self.queues_csv() {
+            put("queues.csv", q)?;
         }
         if !self.pcaps.is_empty() {
             let sub = dir.join("pcap");

@@ -21,6 +21,7 @@
 //! At the end of the run, packets still queued or on a link are counted as `end-of-run`, so
 //! every packet sent is accounted for: `sent = received + dropped (all reasons)`.
 
+mod queue_series;
 mod tcp_glue;
 
 use crate::engine::{EventQueue, MAX_TIE};
@@ -71,6 +72,8 @@ enum Event {
     TcpApp { flow: u32, stop: bool },
     /// The TCP time series closes an interval.
     TcpSample,
+    /// The queue occupancy series closes an interval.
+    QueueSample,
 }
 
 #[derive(Debug)]
@@ -132,6 +135,8 @@ pub struct Simulator {
     log: Option<PacketLog>,
     /// One capture per egress port, when `[output] pcap = true`.
     pcap: Option<Vec<Vec<u8>>>,
+    /// The queue occupancy series, when `[output] queues` sets an interval.
+    queues: Option<queue_series::QueueSeries>,
     /// Latency-Based Forwarding state (runs with LBF switches or SLO flows).
     lbf: Option<LbfState>,
     tcp: tcp_glue::TcpState,
@@ -249,6 +254,11 @@ impl Simulator {
         let end = Time::from_duration(sc.sim.duration + sc.sim.drain);
         let log = sc.output.packets.then(PacketLog::default);
         let pcap = sc.output.pcap.then(|| vec![crate::pcap::new_capture(); topo.ports.len()]);
+        let queues = sc
+            .output
+            .queues
+            .filter(|iv| !iv.is_zero())
+            .map(|iv| queue_series::QueueSeries::new(iv, topo.ports.len()));
         let node_drops = vec![DropCounters::default(); sc.nodes.len()];
         let forwarders = sc
             .nodes
@@ -279,11 +289,15 @@ impl Simulator {
             next_id: 0,
             log,
             pcap,
+            queues,
             lbf,
             tcp,
         };
         for i in 0..sim.sc.flows.len() {
             sim.schedule_next_emission(i);
+        }
+        if let Some(first) = sim.queues.as_ref().map(queue_series::QueueSeries::first_sample) {
+            sim.events.schedule(first, 0, Event::QueueSample);
         }
         sim.tcp_init();
         sim
@@ -365,6 +379,7 @@ impl Simulator {
             Event::TcpTimer { ep, gen } => self.tcp_timer(ep, gen),
             Event::TcpApp { flow, stop } => self.tcp_app(flow, stop),
             Event::TcpSample => self.tcp_sample(),
+            Event::QueueSample => self.queue_sample(),
         }
         if self.tcp.has_pending() {
             self.tcp_flush_pending();
@@ -465,6 +480,7 @@ impl Simulator {
             self.record_drop(d.pkt, d.reason, self.topo.ports[port].node);
         }
         self.collect_queue_drops(port);
+        self.note_queue_peak(port);
         if !self.ports[port].busy {
             self.try_transmit(port);
         }
@@ -734,6 +750,7 @@ impl Simulator {
             nodes,
             lbf,
             log: self.log,
+            queue_series: self.queues.map(|q| q.rows).unwrap_or_default(),
             pcaps: match self.pcap {
                 Some(c) => self
                     .topo

@@ -189,6 +189,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         log: None,
         // `[output] pcap` captures simulated links; emulated ones are captured with tcpdump
         pcaps: Vec::new(),
+        queue_series: Vec::new(),
         timeseries: Vec::new(),
         aux_flow_names: Vec::new(),
     })

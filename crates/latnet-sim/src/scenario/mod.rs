@@ -240,6 +240,8 @@ pub struct OutputSpec {
     /// Keep a packet capture of every egress port (`pcap/<node>-<peer>.pcap`).
     #[serde(default)]
     pub pcap: bool,
+    /// Interval of the per-port queue occupancy series (`queues.csv`); none by default.
+    pub queues: Option<Duration>,
     /// Interval of the per-flow TCP time series (`timeseries.csv`); default 100 ms when the
     /// scenario has TCP flows.
     pub timeseries: Option<Duration>,
