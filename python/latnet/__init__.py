@@ -30,6 +30,7 @@ def run(
     seed: int | None = None,
     packets: bool | None = True,
     pcap: bool | None = None,
+    queues: str | None = None,
     progress=None,
 ) -> Results:
     """Run a scenario file (or TOML ``text``) in the simulator and return its results.
@@ -37,14 +38,23 @@ def run(
     ``seed`` overrides the scenario's seed. ``packets`` keeps one record per packet and per
     hop (``Results.packets`` / ``Results.hops``) and ``pcap`` a packet capture of every link
     (written by ``Results.write`` as ``pcap/<node>-<peer>.pcap``); ``None`` follows the
-    scenario's ``[output]``.
+    scenario's ``[output]``. ``queues`` (an interval such as ``"1ms"``) samples every port's
+    queue into ``Results.queues``.
     ``progress(now_ns, end_ns, events)`` is called about every 1 % of virtual time; returning
     ``False`` stops the run early.
     """
     if (scenario is None) == (text is None):
         raise LatnetError("give a scenario path or text=, not both")
     path = None if scenario is None else Path(scenario)
-    raw = _run(path=path, text=text, seed=seed, packets=packets, pcap=pcap, progress=progress)
+    raw = _run(
+        path=path,
+        text=text,
+        seed=seed,
+        packets=packets,
+        pcap=pcap,
+        queues=queues,
+        progress=progress,
+    )
     return Results(raw)
 
 

@@ -33,6 +33,7 @@ def run(
     seed: int | None = None,
     packets: bool | None = None,
     pcap: bool | None = None,
+    queues: str | None = None,
     progress: Callable[[int, int, int], bool | None] | None = None,
 ) -> SimResults: ...
 

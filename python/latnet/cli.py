@@ -1,6 +1,7 @@
 """The `latnet` command.
 
-latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--pcap] [--plot] [--quiet]
+latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--pcap] [--queues INTERVAL]
+           [--plot] [--quiet]
            [--mode sim|emu|both]
 latnet check SCENARIO.toml
 latnet reproduce SEED [--quick] [--out DIR] [--emulated]
@@ -62,8 +63,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     cb, close = _progress_bar(not args.quiet and sys.stderr.isatty(), path.stem)
     try:
         res = run_scenario(
-            path, seed=args.seed, packets=args.packets, pcap=args.pcap or None, progress=cb
+            path,
+            seed=args.seed,
+            packets=args.packets,
+            pcap=args.pcap or None,
+            queues=args.queues,
+            progress=cb,
         )
+    except ValueError as e:  # a bad option value (the scenario's own errors are ScenarioError)
+        print(f"latnet run: {e}", file=sys.stderr)
+        return 2
     finally:
         close()
     out = Path(args.out) if args.out else Path("out") / res.summary["scenario"]
@@ -135,7 +144,8 @@ def parser() -> argparse.ArgumentParser:
         "row per flow (packets, loss, throughput, latency min/mean/p99/max and "
         "jitter in microseconds), a TCP table when the scenario has TCP flows, and "
         "writes results.json, flows.csv, timeseries.csv (TCP flows) and, with "
-        "per-packet records, packets.csv and hops.csv into the output directory.",
+        "per-packet records, packets.csv and hops.csv into the output directory (queues.csv and "
+        "pcap/ with --queues and --pcap).",
     )
     r.add_argument("scenario", help="scenario file (TOML)")
     r.add_argument("--out", metavar="DIR", help="output directory (default: out/<scenario name>)")
@@ -158,6 +168,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write a packet capture of every link (pcap/<node>-<peer>.pcap, nanosecond "
         "timestamps; simulated runs)",
+    )
+    r.add_argument(
+        "--queues",
+        metavar="INTERVAL",
+        help="sample every port's queue each INTERVAL (e.g. 1ms) into queues.csv",
     )
     r.add_argument(
         "--plot", action="store_true", help="also draw latency_cdf.png (implies per-packet records)"

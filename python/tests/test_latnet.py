@@ -156,7 +156,7 @@ def test_cli_pcap_writes_captures_tcpdump_reads(tmp_path, capsys):
             assert rest.startswith("IP ") and rest.endswith("UDP, length 958"), rest
 
 
-def test_queue_series_is_a_dataframe_and_a_csv(tmp_path):
+def test_queue_series_is_a_dataframe_and_a_csv(tmp_path, capsys):
     """[output] queues: one row per egress port and interval, in Results.queues and queues.csv;
     the Poisson flow at 50 Mbit/s queues at the host and the switch now and then."""
     text = SMALL.format(seed=5) + '\n[output]\nqueues = "10ms"\n'
@@ -182,6 +182,18 @@ def test_queue_series_is_a_dataframe_and_a_csv(tmp_path):
     assert "queues.csv" in written
     assert (tmp_path / "queues.csv").read_text().count("\n") == 1 + len(q)
     assert latnet.run(text=SMALL.format(seed=5), packets=False).queues is None
+    # the same series from the keyword and from the command line
+    same = latnet.run(text=SMALL.format(seed=5), packets=False, queues="10ms").queues
+    assert same.equals(q)
+    with pytest.raises(ValueError, match="queues: expected an interval"):
+        latnet.run(text=SMALL.format(seed=5), queues="often")
+    scen = tmp_path / "small.toml"
+    scen.write_text(SMALL.format(seed=5))
+    out = tmp_path / "cli"
+    assert main(["run", str(scen), "--out", str(out), "--no-packets", "--queues", "10ms"]) == 0
+    assert (out / "queues.csv").read_text() == (tmp_path / "queues.csv").read_text()
+    assert main(["run", str(scen), "--out", str(out), "--queues", "often"]) == 2
+    assert 'queues: expected an interval such as "1ms"' in capsys.readouterr().err
 
 
 def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):

@@ -159,11 +159,11 @@ fn check(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<Stri
 /// Run a scenario given as a file `path` or as TOML `text`.
 ///
 /// `seed` overrides the scenario's seed; `packets` forces per-packet records on or off, `pcap`
-/// the links' packet captures;
+/// the links' packet captures, `queues` (a duration such as "1ms") sets the queue series;
 /// `progress(now_ns, end_ns, events)` is called about every 1 % of virtual time and may return
 /// False (or raise) to stop early.
 #[pyfunction]
-#[pyo3(signature = (path=None, text=None, name="<string>", seed=None, packets=None, pcap=None, progress=None))]
+#[pyo3(signature = (path=None, text=None, name="<string>", seed=None, packets=None, pcap=None, queues=None, progress=None))]
 #[allow(clippy::too_many_arguments)] // one per keyword argument of latnet.run
 fn run(
     py: Python<'_>,
@@ -173,6 +173,7 @@ fn run(
     seed: Option<u64>,
     packets: Option<bool>,
     pcap: Option<bool>,
+    queues: Option<&str>,
     progress: Option<PyObject>,
 ) -> PyResult<SimResults> {
     let mut sc = load(path, text, name)?;
@@ -184,6 +185,14 @@ fn run(
     }
     if let Some(p) = pcap {
         sc.output.pcap = p;
+    }
+    if let Some(q) = queues {
+        let iv: latnet_units::Duration = q.parse().map_err(|e| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "queues: expected an interval such as \"1ms\": {e}"
+            ))
+        })?;
+        sc.output.queues = Some(iv);
     }
     let mut err: Option<PyErr> = None;
     let results = Simulator::new(sc).run_with_progress(|p| {
