@@ -17,6 +17,7 @@ from pathlib import Path
 from . import LatnetError, ScenarioError, __version__
 from . import check as check_scenario
 from . import run as run_scenario
+from ._latnet import duration_ns
 from .commands import register_all
 from .reproduce import EMULATED, SEEDS, load
 from .table import flow_table, tcp_table
@@ -54,6 +55,17 @@ def _progress_bar(enabled: bool, label: str):
     return cb, bar.close
 
 
+def _interval(text: str) -> str:
+    """argparse type of --queues: a positive duration as scenario files write it."""
+    try:
+        ok = duration_ns(text) > 0
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected an interval such as 1ms: {e}") from None
+    if not ok:
+        raise argparse.ArgumentTypeError("expected an interval above zero, such as 1ms")
+    return text
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.mode != "sim":
         from .commands.emulate import cmd_run_emu
@@ -70,9 +82,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             queues=args.queues,
             progress=cb,
         )
-    except ValueError as e:  # a bad option value (the scenario's own errors are ScenarioError)
-        print(f"latnet run: {e}", file=sys.stderr)
-        return 2
     finally:
         close()
     out = Path(args.out) if args.out else Path("out") / res.summary["scenario"]
@@ -172,6 +181,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--queues",
         metavar="INTERVAL",
+        type=_interval,
         help="sample every port's queue each INTERVAL (e.g. 1ms) into queues.csv",
     )
     r.add_argument(

@@ -192,8 +192,14 @@ def test_queue_series_is_a_dataframe_and_a_csv(tmp_path, capsys):
     out = tmp_path / "cli"
     assert main(["run", str(scen), "--out", str(out), "--no-packets", "--queues", "10ms"]) == 0
     assert (out / "queues.csv").read_text() == (tmp_path / "queues.csv").read_text()
-    assert main(["run", str(scen), "--out", str(out), "--queues", "often"]) == 2
-    assert 'queues: expected an interval such as "1ms"' in capsys.readouterr().err
+    capsys.readouterr()
+    for bad, why in (("often", "expected an interval such as 1ms"), ("0ms", "above zero")):
+        with pytest.raises(SystemExit) as e:
+            main(["run", str(scen), "--out", str(out), "--queues", bad])
+        assert e.value.code == 2 and why in capsys.readouterr().err, bad
+    # emulated runs record neither: a usage error before any namespace is made
+    assert main(["run", str(scen), "--mode", "emu", "--queues", "1ms"]) == 2
+    assert "record simulated runs" in capsys.readouterr().err
 
 
 def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):

@@ -216,6 +216,15 @@ fn run(
 }
 
 /// The private extension module behind `latnet`.
+/// A duration as scenario files write it ("1ms", "250us", ...) in nanoseconds; a ValueError
+/// says what was expected.
+#[pyfunction]
+fn duration_ns(text: &str) -> PyResult<u64> {
+    text.parse::<latnet_units::Duration>()
+        .map(latnet_units::Duration::as_nanos)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -224,6 +233,7 @@ fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimResults>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(duration_ns, m)?)?;
     ffp::register(m)?;
     chameleon::register(m)?;
     Ok(())

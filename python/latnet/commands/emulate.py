@@ -52,9 +52,11 @@ def side_by_side(sim: dict, emu: dict) -> str:
     return render(headers, rows, title)
 
 
-def _wants_pcap(path: Path) -> bool:
+def _sim_only_outputs(path: Path) -> bool:
+    """Whether the scenario's [output] asks for link captures or a queue series."""
     try:
-        return bool(tomllib.loads(path.read_text()).get("output", {}).get("pcap", False))
+        out = tomllib.loads(path.read_text()).get("output", {})
+        return bool(out.get("pcap", False) or out.get("queues"))
     except (OSError, tomllib.TOMLDecodeError, AttributeError):
         return False  # the simulator's parser reports a bad file
 
@@ -64,15 +66,22 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     from ..emu import run_emu
     from ..testbed import require_root
 
+    if args.mode == "emu" and (args.pcap or args.queues):
+        print(
+            "latnet run: --pcap and --queues record simulated runs: use --mode both, or capture"
+            " emulated links with tcpdump in a node's namespace",
+            file=sys.stderr,
+        )
+        return 2
     require_root("latnet run --mode emu")
     path = Path(args.scenario)
     base = Path(args.out) if args.out else Path("out") / path.stem
     emu_out = base / "emu" if args.mode == "both" else base
     emu = run_emu(path, emu_out, seed=args.seed)
-    if _wants_pcap(path):
+    if _sim_only_outputs(path):
         print(
-            "note: [output] pcap captures simulated links only; capture emulated ones with"
-            " tcpdump in a node's namespace (ip netns exec <namespace> tcpdump -w FILE)",
+            "note: [output] pcap and queues record simulated runs only; capture emulated links"
+            " with tcpdump in a node's namespace (ip netns exec <namespace> tcpdump -w FILE)",
             file=sys.stderr,
         )
     if args.mode == "emu":
@@ -80,7 +89,9 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"\nwrote results.json, flows.csv to {emu_out}/ (run files: {emu_out}/emu-run/)")
         return 0
-    sim = run_sim(path, seed=args.seed, packets=args.packets)
+    sim = run_sim(
+        path, seed=args.seed, packets=args.packets, pcap=args.pcap or None, queues=args.queues
+    )
     sim_out = base / "sim"
     sim.write(sim_out)
     print(side_by_side(sim.summary, emu.summary))
