@@ -385,33 +385,9 @@ mod pacing;
 
 #[test]
 fn queue_series_follows_a_bottleneck_filling_and_draining() {
-    // 150 Mbit/s of 1000-byte frames into a 100 Mbit/s link for 10 ms: the queue grows by
-    // 18.75 - 12.5 = 6.25 packets per ms, then drains at 12.5 per ms.
-    let src = r#"
-[sim]
-duration = "30ms"
-drain = "0ms"
-[output]
-queues = "1ms"
-[defaults.link]
-rate = "1Gbps"
-delay = "10us"
-[[nodes]]
-name = "h1"
-kind = "host"
-[[nodes]]
-name = "s1"
-kind = "switch"
-[[nodes]]
-name = "h2"
-kind = "host"
-[[links]]
-a = "h1"
-b = "s1"
-[[links]]
-a = "s1"
-b = "h2"
-rate = "100Mbps"
+    // 150 Mbit/s of 1000-byte frames from h1 into its 100 Mbit/s link for 10 ms: h1's queue
+    // grows by 18.75 - 12.5 = 6.25 packets per ms, then drains at 12.5 per ms.
+    let flow = r#"
 [[flows]]
 src = "h1"
 dst = "h2"
@@ -419,12 +395,13 @@ size = 1000
 stop = "10ms"
 traffic = { kind = "cbr", rate = "150Mbps" }
 "#;
-    let r = run(src);
-    let port = r.ports.iter().position(|p| p.node == "s1" && p.peer == "h2").unwrap();
+    let src = line("[output]\nqueues = \"1ms\"", flow);
+    let r = run(&src);
+    let port = r.ports.iter().position(|p| p.node == "h1" && p.peer == "s1").unwrap();
     let rows: Vec<_> = r.queue_series.iter().filter(|q| q.port as usize == port).collect();
-    assert_eq!(rows.len(), 30, "one row per ms of the run");
-    assert_eq!(r.queue_series.len(), 30 * r.ports.len(), "every port every interval");
-    for (k, q) in rows.iter().enumerate() {
+    assert_eq!(rows.len(), 1100, "one row per ms of the run and its drain");
+    assert_eq!(r.queue_series.len(), 1100 * r.ports.len(), "every port every interval");
+    for (k, q) in rows.iter().enumerate().take(30) {
         let t_ms = (k + 1) as f64;
         assert_eq!(q.t_ns, (k as u64 + 1) * 1_000_000);
         let want = if t_ms <= 10.0 { 6.25 * t_ms } else { (62.5 - 12.5 * (t_ms - 10.0)).max(0.0) };
@@ -435,10 +412,10 @@ traffic = { kind = "cbr", rate = "150Mbps" }
     // the peak is at the end of the sending, and a drained queue reports zero
     let peak = rows.iter().map(|q| q.max_packets).max().unwrap();
     assert!((61..=64).contains(&peak), "peak {peak}");
-    assert_eq!(rows[10].max_packets, peak, "the interval ending at 11 ms holds the peak");
+    assert_eq!(rows[9].max_packets, peak, "the interval ending at 10 ms holds the peak");
     assert_eq!((rows[29].packets, rows[29].max_packets), (0, 0));
     let csv = r.queues_csv().unwrap();
     assert!(csv.starts_with("t_ns,node,peer,packets,bytes,max_packets,max_bytes\n"));
     assert_eq!(csv.lines().count(), 1 + r.queue_series.len());
-    assert!(run(&src.replace("queues = \"1ms\"", "")).queues_csv().is_none());
+    assert!(run(&line("", flow)).queues_csv().is_none());
 }
