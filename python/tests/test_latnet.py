@@ -185,8 +185,9 @@ def test_queue_series_is_a_dataframe_and_a_csv(tmp_path, capsys):
     # the same series from the keyword and from the command line
     same = latnet.run(text=SMALL.format(seed=5), packets=False, queues="10ms").queues
     assert same.equals(q)
-    with pytest.raises(ValueError, match="queues: expected an interval"):
-        latnet.run(text=SMALL.format(seed=5), queues="often")
+    for bad in ("often", "0ms"):
+        with pytest.raises(ValueError, match="queues: expected an interval"):
+            latnet.run(text=SMALL.format(seed=5), queues=bad)
     scen = tmp_path / "small.toml"
     scen.write_text(SMALL.format(seed=5))
     out = tmp_path / "cli"

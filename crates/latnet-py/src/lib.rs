@@ -192,6 +192,11 @@ fn run(
                 "queues: expected an interval such as \"1ms\": {e}"
             ))
         })?;
+        if iv.is_zero() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "queues: expected an interval above zero, such as \"1ms\"",
+            ));
+        }
         sc.output.queues = Some(iv);
     }
     let mut err: Option<PyErr> = None;

@@ -254,6 +254,7 @@ impl Simulator {
         let end = Time::from_duration(sc.sim.duration + sc.sim.drain);
         let log = sc.output.packets.then(PacketLog::default);
         let pcap = sc.output.pcap.then(|| vec![crate::pcap::new_capture(); topo.ports.len()]);
+        // a scenario refuses a zero interval; one set by hand afterwards would sample forever
         let queues = sc
             .output
             .queues

@@ -820,6 +820,13 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     }
     let node_lbf: Vec<_> = raw.nodes.iter().map(|n| n.lbf.as_ref()).collect();
     let lbf = lbf::validate(cx, raw.lbf.as_ref(), &node_lbf, &nodes, &index)?;
+    if raw.output.queues.is_some_and(|q| q.is_zero()) {
+        return Err(cx.at(
+            None,
+            "output.queues",
+            "expected an interval above zero (leave `queues` out for no queue series)",
+        ));
+    }
 
     Ok(Scenario {
         name: raw.name.or(stem).unwrap_or_else(|| "scenario".to_owned()),

@@ -118,6 +118,7 @@ fn semantic_errors() {
         (edit("duration = \"1s\"", "duration = 0"), "sim.duration", "above zero"),
         (edit("rate = \"100Mbps\"", "loss = 1.5"), "links[0].rate", "missing rate"),
         (edit("delay = \"1ms\"", "delay = \"1ms\"\nloss = 1.0"), "links[0].loss", "[0, 1)"),
+        (edit("seed = 7", "seed = 7\n[output]\nqueues = \"0ms\""), "output.queues", "above zero"),
         (
             edit(
                 "traffic = { kind = \"cbr\", rate = \"1Mbps\" }",
