@@ -175,14 +175,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--pcap",
         action="store_true",
-        help="write a packet capture of every link (pcap/<node>-<peer>.pcap, nanosecond "
-        "timestamps; simulated runs)",
+        help="write a packet capture of every link direction (pcap/<node>-<peer>.pcap, "
+        "nanosecond timestamps from the scenario's time zero; simulated and emulated runs)",
     )
     r.add_argument(
         "--queues",
         metavar="INTERVAL",
         type=_interval,
-        help="sample every port's queue each INTERVAL (e.g. 1ms) into queues.csv",
+        help="sample every port's queue each INTERVAL (e.g. 1ms) into queues.csv (simulated runs)",
     )
     r.add_argument(
         "--plot", action="store_true", help="also draw latency_cdf.png (implies per-packet records)"

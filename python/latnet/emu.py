@@ -30,12 +30,14 @@ SENDERS_MARGIN_NS = 200_000_000
 
 
 class EmuResults:
-    """Results of an emulated run: ``summary`` is the dict of ``results.json``."""
+    """Results of an emulated run: ``summary`` is the dict of ``results.json``; ``pcaps`` the
+    link captures (``out/pcap/<node>-<peer>.pcap``) when the run was asked for them."""
 
     def __init__(self, out: Path):
         self.out = out
         self.summary: dict = json.loads((out / "results.json").read_text())
         self.packets = None
+        self.pcaps: list[Path] = sorted((out / "pcap").glob("*.pcap"))
 
     def __repr__(self) -> str:
         s = self.summary
@@ -101,16 +103,27 @@ def run_emu(
     out: str | os.PathLike[str],
     seed: int | None = None,
     offloads: str = "off",
+    pcap: bool = False,
 ) -> EmuResults:
-    """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``)."""
+    """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``).
+
+    With ``pcap``, the switches capture every link direction into ``out/pcap/<node>-<peer>.pcap``
+    as the simulator does: each frame stamped at the start of its emulated transmission,
+    counted from the scenario's time zero (see ``latnet-switch run --pcap``)."""
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
-    for old in run_dir.glob("*"):
+    stale = list(run_dir.glob("*")) + list((out / "pcap").glob("*.pcap"))
+    for old in stale:
         if old.is_file():
             old.unlink()
     tb = Testbed(
-        scenario, run_dir=run_dir, offloads=offloads, seed=seed, time_zero_after_ns=START_MARGIN_NS
+        scenario,
+        run_dir=run_dir,
+        offloads=offloads,
+        seed=seed,
+        time_zero_after_ns=START_MARGIN_NS,
+        pcap_dir=out / "pcap" if pcap else None,
     )
     length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
     with tb:

@@ -101,6 +101,7 @@ class Testbed:
         realtime: bool = True,
         ipv6: bool = False,
         time_zero_after_ns: int | None = None,
+        pcap_dir: str | os.PathLike[str] | None = None,
     ):
         if offloads not in ("off", "csum"):
             raise LatnetError("offloads: expected 'off' (no tx checksum, TSO, GSO) or 'csum'")
@@ -123,6 +124,9 @@ class Testbed:
         # count their reporting epochs from it, as in the simulator. Set on ``up()``.
         self.time_zero_after_ns = time_zero_after_ns
         self.time_zero_ns: int | None = None
+        # With ``pcap_dir``, every switch writes a capture of each port it emulates (its own
+        # egress ports and its hosts'): ``<node>-<peer>.pcap``, as the simulator names them.
+        self.pcap_dir = Path(pcap_dir).resolve() if pcap_dir is not None else None
         self.state_path = state_dir() / f"{self.prefix}.json"
         self.state: dict = {
             "prefix": self.prefix,
@@ -297,6 +301,8 @@ class Testbed:
             argv += ["--seed", str(self.seed)]
         if self.time_zero_ns is not None:
             argv += ["--t0", str(self.time_zero_ns)]
+        if self.pcap_dir is not None:
+            argv += ["--pcap", str(self.pcap_dir)]
         argv += extra or []
         self.stats_path(name).unlink(missing_ok=True)
         log = open(self.run_dir / f"switch-{name}.log", "w")  # noqa: SIM115 (child keeps it)

@@ -538,3 +538,47 @@ def test_switch_assisted_pacing_with_real_tcp_over_ipv6(tmp_path):
     assert all(c["peer"].startswith("[2001:db8::") for c in rx["conns"]), rx["conns"]
     assert a["dst"].startswith("[2001:db8::"), a["dst"]
     assert_paced(a, b, rx, st, payload=1428)  # 1500-byte MTU - IPv6 - TCP with timestamps
+
+
+def pcap_stamps(path: Path) -> list[int]:
+    """Timestamps (ns) of a capture's frames as tcpdump reads them."""
+    r = subprocess.run(
+        ["tcpdump", "-nn", "-tt", "--time-stamp-precision=nano", "-r", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [int(line.split(" ", 1)[0].replace(".", "")) for line in r.stdout.splitlines()]
+
+
+def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, capsys):
+    """`latnet run --mode both --pcap`: the emulated switches write one capture per link
+    direction, named as the simulator's, holding every frame the port sent (its count in
+    results.json), stamped from the scenario's time zero; a CBR flow's frames appear on every
+    link as often and about when they do in the simulation."""
+    from latnet.cli import main
+
+    flows = cbr("a", "h1", "8Mbps", 1000) + cbr("b", "h2", "4Mbps", 500)
+    sc = scenario(tmp_path, two_hosts("100Mbps", "200us", FIFO, flows, "1s"))
+    out = tmp_path / "out"
+    assert (
+        main(["run", str(sc), "--mode", "both", "--pcap", "--no-packets", "--out", str(out)]) == 0
+    )
+    capsys.readouterr()
+    emu = json.loads((out / "emu" / "results.json").read_text())
+    names = sorted(p.name for p in (out / "emu" / "pcap").iterdir())
+    assert names == sorted(p.name for p in (out / "sim" / "pcap").iterdir())
+    assert names == sorted(f"{p['node']}-{p['peer']}.pcap" for p in emu["ports"])
+    length = 1_300_000_000
+    for port in emu["ports"]:
+        name = f"{port['node']}-{port['peer']}.pcap"
+        got = pcap_stamps(out / "emu" / "pcap" / name)
+        want = pcap_stamps(out / "sim" / "pcap" / name)
+        assert len(got) == port["tx_packets"] == len(want), name
+        assert got == sorted(got) and all(0 <= t < length for t in got), name
+        if want:
+            # the first frame starts within a millisecond of the simulated one, and the flow
+            # keeps its 1 ms (a) / 1 ms (b) spacing on average
+            assert abs(got[0] - want[0]) < 1_000_000, (name, got[0], want[0])
+            span = lambda ts: (ts[-1] - ts[0]) / (len(ts) - 1)  # noqa: E731
+            assert abs(span(got) - span(want)) < 0.01 * span(want), name

@@ -197,6 +197,8 @@ pub struct SwitchCore {
     events: Vec<Option<(Time, bool)>>,
     /// How long before the experiment's time zero this switch's clock started.
     run_start: Duration,
+    /// Per emulated port, captured frames not yet taken ([`SwitchCore::enable_capture`]).
+    capture: Option<Vec<Vec<u8>>>,
 }
 
 /// Why a switch cannot be built.
@@ -356,6 +358,7 @@ impl SwitchCore {
             touched_high: false,
             events: Vec::new(),
             run_start,
+            capture: None,
         })
     }
 
@@ -367,6 +370,33 @@ impl SwitchCore {
         with_trace: bool,
     ) -> Option<latnet_dataplane::queue::AqmReport> {
         Some(self.ports.get(i)?.queue.aqm_report_with(with_trace)?.since(self.run_start))
+    }
+
+    /// Capture every frame the emulated ports transmit from now on, as the simulator's
+    /// `[output] pcap` does: one capture per port, stamped at the start of the frame's
+    /// transmission (counted from the experiment's time zero), with its bytes after the
+    /// transmit-time updates; frames lost on the link are not in it. Returns each port's file
+    /// name, `<node>-<peer>.pcap` as the simulator names it; records (without the file header,
+    /// see [`latnet_sim::pcap::new_capture`]) are collected with [`Self::take_capture`].
+    pub fn enable_capture(&mut self, sc: &Scenario) -> Vec<String> {
+        self.capture = Some(vec![Vec::new(); self.ports.len()]);
+        self.ports
+            .iter()
+            .map(|p| {
+                let t = &self.topo.ports[p.global];
+                format!("{}-{}.pcap", sc.nodes[t.node].name, sc.nodes[t.peer].name)
+            })
+            .collect()
+    }
+
+    /// Port `i`'s captured records, if capturing and there are at least `at_least` bytes of
+    /// them (and at least one); the port starts a new buffer of that capacity.
+    pub fn take_capture(&mut self, i: usize, at_least: usize) -> Option<Vec<u8>> {
+        let buf = self.capture.as_mut()?.get_mut(i)?;
+        if buf.is_empty() || buf.len() < at_least {
+            return None;
+        }
+        Some(std::mem::replace(buf, Vec::with_capacity(at_least)))
     }
 
     /// What the large-flow counter did, if this switch has one.
@@ -581,13 +611,24 @@ impl SwitchCore {
         }
         let global = p.global;
         match p.role {
-            Role::Egress { .. } => self.fwd.on_transmit(t, global, &mut pkt),
+            Role::Egress { iface } => {
+                self.fwd.on_transmit(t, global, &mut pkt);
+                let ifc = &self.ifaces[iface];
+                if pkt.data.len() >= 12 {
+                    pkt.data[0..6].copy_from_slice(&ifc.peer_mac);
+                    pkt.data[6..12].copy_from_slice(&ifc.mac);
+                }
+            }
             // The host's share of the per-hop LBF update, as the simulator's host does it.
             Role::FromHost { .. } => {
                 if let Some(l) = &self.lbf {
                     l.host_transmit(t, global, &mut pkt);
                 }
             }
+        }
+        if let Some(c) = &mut self.capture {
+            let at = Time::from_nanos(t.as_nanos().saturating_sub(self.run_start.as_nanos()));
+            latnet_sim::pcap::push(&mut c[i], at, &pkt.data, size.get());
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
         pkt.meta.ser_so_far += tx;
@@ -657,17 +698,14 @@ impl SwitchCore {
             self.touch(i);
             if !not_release {
                 // Always there (the event said so); a stale entry is only recomputed below.
-                let Some((_, mut pkt)) = self.ports[i].delay_line.pop_front() else {
+                let Some((_, pkt)) = self.ports[i].delay_line.pop_front() else {
                     ev[i] = self.port_event(i);
                     continue;
                 };
                 match self.ports[i].role {
                     Role::Egress { iface } => {
+                        // (MAC addresses were set as its transmission started)
                         let ifc = &mut self.ifaces[iface];
-                        if pkt.data.len() >= 12 {
-                            pkt.data[0..6].copy_from_slice(&ifc.peer_mac);
-                            pkt.data[6..12].copy_from_slice(&ifc.mac);
-                        }
                         ifc.tx_frames += 1;
                         ifc.tx_bytes += pkt.data.len() as u64;
                         if let Some(buf) = sink(iface, pkt.data, t) {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! latnet-switch run     --scenario S.toml --node NODE [--stats FILE] [--stats-every 1s]
-//!                       [--ring-mb 8] [--duration D] [--seed N] [--t0 NS]
+//!                       [--ring-mb 8] [--duration D] [--seed N] [--t0 NS] [--pcap DIR]
 //! latnet-switch plan    --scenario S.toml
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
@@ -28,6 +28,7 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
            [--t0 NS]   (the experiment's time zero, CLOCK_MONOTONIC: AQM epochs count from it)
+           [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap)
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
   recv     --host NAME --until NS --dir DIR [--out FILE]
@@ -116,6 +117,7 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                     << 20,
                 duration_ns: dur(&a, "duration")?.map(|d| d.as_nanos()),
                 t0_ns: a.get("t0").map(|_| num(&a, "t0")).transpose()?,
+                pcap_dir: a.get("pcap").map(PathBuf::from),
             };
             runner::run(&sc, &cfg).map_err(io)?;
             Ok(())

@@ -7,7 +7,7 @@ use crate::stats::{RunnerCounters, SwitchStats};
 use crate::sys::{self, PacketSocket, VNET_GSO_NONE, VNET_NEEDS_CSUM};
 use latnet_sim::Scenario;
 use latnet_units::Time;
-use std::io;
+use std::io::{self, Write as _};
 use std::path::PathBuf;
 
 /// How to run a switch.
@@ -26,6 +26,9 @@ pub struct RunConfig {
     /// The experiment's time zero on `CLOCK_MONOTONIC` (the senders' `t0`), if there is one:
     /// dual-queue AQMs count their reporting epochs from it, not from the switch's start.
     pub t0_ns: Option<u64>,
+    /// Write a capture of every emulated port into this directory (`<node>-<peer>.pcap`, see
+    /// [`SwitchCore::enable_capture`]); a thread writes them, not the forwarding loop.
+    pub pcap_dir: Option<PathBuf>,
 }
 
 /// Frames read from one ring before the others get their turn.
@@ -35,6 +38,8 @@ const RX_BUDGET: usize = 256;
 const SPIN_NS: u64 = 20_000;
 /// Longest sleep (so that statistics and signals are handled).
 const MAX_SLEEP_NS: u64 = 100_000_000;
+/// Captured bytes a port collects before they go to the writer thread.
+const CAPTURE_CHUNK: usize = 256 << 10;
 
 /// Run switch `cfg.node` of `sc` on its interfaces (named by [`crate::plan`]) in the current
 /// network namespace until stopped.
@@ -72,6 +77,10 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
             .map_err(|e| io::Error::new(e.kind(), format!("AF_PACKET on {}: {e}", ifc.name)))?;
         socks.push(s);
     }
+    let mut capture = match &cfg.pcap_dir {
+        Some(dir) => Some(CaptureWriter::start(dir, &core.enable_capture(sc))?),
+        None => None,
+    };
     sys::precise_timers();
     sys::install_stop_handler();
     let fds: Vec<_> = socks.iter().map(PacketSocket::raw_fd).collect();
@@ -119,6 +128,9 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
                 core.recycle_buffer(b);
             }
         }
+        if let Some(w) = &mut capture {
+            w.collect(&mut core, CAPTURE_CHUNK);
+        }
         if let Some(path) = &cfg.stats {
             if now_ns >= next_stats {
                 next_stats = now_ns + cfg.stats_every_ns;
@@ -164,7 +176,69 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
     if let Some(path) = &cfg.stats {
         st.write(path)?;
     }
+    if let Some(mut w) = capture {
+        w.collect(&mut core, 1);
+        w.finish()?;
+    }
     Ok(st)
+}
+
+/// Writes the ports' captures from a thread of its own, so that the forwarding loop never
+/// waits for the disk: the loop hands over a port's records once it has collected a chunk.
+struct CaptureWriter {
+    tx: Option<std::sync::mpsc::Sender<(usize, Vec<u8>)>>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl CaptureWriter {
+    /// Create `dir` and one capture file (header only) per name.
+    fn start(dir: &std::path::Path, names: &[String]) -> io::Result<CaptureWriter> {
+        let named = |p: &std::path::Path, e: io::Error| {
+            io::Error::new(e.kind(), format!("packet capture {}: {e}", p.display()))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
+        let mut files = Vec::with_capacity(names.len());
+        for n in names {
+            let path = dir.join(n);
+            let mut f = std::fs::File::create(&path).map_err(|e| named(&path, e))?;
+            f.write_all(&latnet_sim::pcap::new_capture()).map_err(|e| named(&path, e))?;
+            files.push((path, io::BufWriter::with_capacity(1 << 20, f)));
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<u8>)>();
+        let thread = std::thread::Builder::new().name("pcap-writer".into()).spawn(move || {
+            for (i, chunk) in rx {
+                if let Some((path, f)) = files.get_mut(i) {
+                    f.write_all(&chunk).map_err(|e| named(path, e))?;
+                }
+            }
+            for (path, f) in &mut files {
+                f.flush().map_err(|e| named(path, e))?;
+            }
+            Ok(())
+        })?;
+        Ok(CaptureWriter { tx: Some(tx), thread: Some(thread) })
+    }
+
+    /// Hand over every port's records of at least `at_least` bytes.
+    fn collect(&mut self, core: &mut SwitchCore, at_least: usize) {
+        let Some(tx) = &self.tx else { return };
+        for i in 0..core.ports.len() {
+            if let Some(chunk) = core.take_capture(i, at_least) {
+                // A failed writer reports its error in `finish`.
+                let _ = tx.send((i, chunk));
+            }
+        }
+    }
+
+    /// Wait until everything handed over is written.
+    fn finish(&mut self) -> io::Result<()> {
+        self.tx = None;
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("the packet capture writer panicked")),
+            None => Ok(()),
+        }
+    }
 }
 
 fn emit(

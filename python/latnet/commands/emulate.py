@@ -52,13 +52,14 @@ def side_by_side(sim: dict, emu: dict) -> str:
     return render(headers, rows, title)
 
 
-def _sim_only_outputs(path: Path) -> bool:
-    """Whether the scenario's [output] asks for link captures or a queue series."""
+def _scenario_output(path: Path) -> dict:
+    """The scenario's [output] table (empty if unreadable: the simulator's parser reports a bad
+    file)."""
     try:
         out = tomllib.loads(path.read_text()).get("output", {})
-        return bool(out.get("pcap", False) or out.get("queues"))
-    except (OSError, tomllib.TOMLDecodeError, AttributeError):
-        return False  # the simulator's parser reports a bad file
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    return out if isinstance(out, dict) else {}
 
 
 def cmd_run_emu(args: argparse.Namespace) -> int:
@@ -66,10 +67,10 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     from ..emu import run_emu
     from ..testbed import require_root
 
-    if args.mode == "emu" and (args.pcap or args.queues):
+    if args.mode == "emu" and args.queues:
         print(
-            "latnet run: --pcap and --queues record simulated runs: use --mode both, or capture"
-            " emulated links with tcpdump in a node's namespace",
+            "latnet run: --queues records simulated runs: use --mode both (the emulated switches"
+            " report each queue's peak in emu-run/switch-*.json)",
             file=sys.stderr,
         )
         return 2
@@ -77,17 +78,23 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     path = Path(args.scenario)
     base = Path(args.out) if args.out else Path("out") / path.stem
     emu_out = base / "emu" if args.mode == "both" else base
-    emu = run_emu(path, emu_out, seed=args.seed)
-    if _sim_only_outputs(path):
+    output = _scenario_output(path)
+    pcap = bool(args.pcap or output.get("pcap") is True)
+    emu = run_emu(path, emu_out, seed=args.seed, pcap=pcap)
+    if output.get("queues"):
         print(
-            "note: [output] pcap and queues record simulated runs only; capture emulated links"
-            " with tcpdump in a node's namespace (ip netns exec <namespace> tcpdump -w FILE)",
+            "note: [output] queues records simulated runs only; the emulated switches report each"
+            " queue's peak in emu-run/switch-*.json",
             file=sys.stderr,
         )
+    captures = f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
     if args.mode == "emu":
         print(flow_table(emu))
         if not args.quiet:
-            print(f"\nwrote results.json, flows.csv to {emu_out}/ (run files: {emu_out}/emu-run/)")
+            print(
+                f"\nwrote results.json, flows.csv{captures} to {emu_out}/ "
+                f"(run files: {emu_out}/emu-run/)"
+            )
         return 0
     sim = run_sim(
         path, seed=args.seed, packets=args.packets, pcap=args.pcap or None, queues=args.queues

@@ -452,3 +452,49 @@ fn sender_timestamps_are_read_on_the_senders_clock() {
     assert_eq!(release(origin, origin), on_time);
     assert_eq!(release(origin, origin - 200_000), on_time - 200_000);
 }
+
+#[test]
+fn captures_hold_what_each_port_transmits_stamped_from_the_experiments_time_zero() {
+    let sc = Scenario::from_str_named(
+        "t.toml",
+        &SC.replace("delay = \"1ms\"", "delay = \"1ms\"\nloss = 0.5"),
+    )
+    .unwrap();
+    // the switch started 300 us before the experiment's time zero
+    let mut core = SwitchCore::new_timed(&sc, "s1", 0, Duration::from_micros(300)).unwrap();
+    let names = core.enable_capture(&sc);
+    // ports: s1's egress toward h1, h1's (emulated here), s1's toward h2, h2's
+    assert_eq!(names, ["s1-h1.pcap", "h1-s1.pcap", "s1-h2.pcap", "h2-s1.pcap"]);
+    let input: Vec<_> = (0..50).map(|k| (1_000_000 + k * 200_000, frame(1250, 7, 1))).collect();
+    let out = drive(&mut core, &input, &[]);
+    assert!(out.len() > 10 && out.len() < 40, "about half survive the lossy link: {}", out.len());
+    let records = |core: &mut SwitchCore, i: usize| {
+        let mut file = latnet_sim::pcap::new_capture();
+        file.extend(core.take_capture(i, 1).unwrap_or_default());
+        latnet_sim::pcap::records(&file)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.at_ns, r.wire_len, r.bytes.to_vec()))
+            .collect::<Vec<_>>()
+    };
+    assert!(records(&mut core, 0).is_empty(), "nothing went back to h1");
+    assert!(records(&mut core, 3).is_empty(), "nor came from h2");
+    // the host's port: every frame, stamped as it arrived (its transmitter is idle)
+    let from_host = records(&mut core, 1);
+    assert_eq!(from_host.len(), 50);
+    for (k, (at, len, bytes)) in from_host.iter().enumerate() {
+        assert_eq!(*at, 1_000_000 + k as u64 * 200_000 - 300_000, "frame {k}");
+        assert_eq!((*len, bytes), (1250, &input[k].1));
+    }
+    // the lossy egress: exactly the frames that were delivered, stamped at the start of their
+    // transmission (100 us of serialization and 1 ms of delay before they are due), with the
+    // bytes delivered (MACs rewritten, TTL decremented)
+    let egress = records(&mut core, 2);
+    assert_eq!(egress.len(), out.len(), "lost frames are not in the capture");
+    for ((at, len, bytes), (iface, due, f)) in egress.iter().zip(&out) {
+        assert_eq!(*iface, 1);
+        assert_eq!(*at, due - 1_100_000 - 300_000);
+        assert_eq!((*len as usize, bytes), (f.len(), f));
+    }
+    assert_eq!(core.take_capture(2, 1), None, "taken");
+}
