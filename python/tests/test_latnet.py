@@ -335,6 +335,10 @@ def test_tcp_flows_have_a_summary_and_a_time_series(tmp_path):
     written = [Path(p).name for p in res.write(tmp_path)]
     assert "timeseries.csv" in written
     assert latnet.run(DEMO, packets=False).timeseries is None
+    # "0s" turns the series off (the summary stays)
+    off = latnet.run(text=TCP_SCENARIO.replace('"50ms"', '"0s"'), packets=False)
+    assert off.timeseries is None and off.tcp.set_index("flow").equals(tcp)
+    assert "timeseries.csv" not in [Path(p).name for p in off.write(tmp_path / "off")]
     # per-packet records name the server side of a TCP flow (its ACKs, its responses)
     full = latnet.run(text=TCP_SCENARIO, packets=True)
     assert {"dctcp", "dctcp:server", "rr", "rr:server"} <= set(full.hops["flow"])

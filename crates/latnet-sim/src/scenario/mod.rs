@@ -243,7 +243,7 @@ pub struct OutputSpec {
     /// Interval of the per-port queue occupancy series (`queues.csv`); none by default.
     pub queues: Option<Duration>,
     /// Interval of the per-flow TCP time series (`timeseries.csv`); default 100 ms when the
-    /// scenario has TCP flows.
+    /// scenario has TCP flows, zero for none.
     pub timeseries: Option<Duration>,
 }
 
