@@ -182,7 +182,8 @@ def parser() -> argparse.ArgumentParser:
         "--queues",
         metavar="INTERVAL",
         type=_interval,
-        help="sample every port's queue each INTERVAL (e.g. 1ms) into queues.csv (simulated runs)",
+        help="sample every port's queue each INTERVAL (e.g. 1ms) into queues.csv (simulated and "
+        "emulated runs)",
     )
     r.add_argument(
         "--plot", action="store_true", help="also draw latency_cdf.png (implies per-packet records)"

@@ -31,13 +31,19 @@ SENDERS_MARGIN_NS = 200_000_000
 
 class EmuResults:
     """Results of an emulated run: ``summary`` is the dict of ``results.json``; ``pcaps`` the
-    link captures (``out/pcap/<node>-<peer>.pcap``) when the run was asked for them."""
+    link captures (``out/pcap/<node>-<peer>.pcap``) and ``queues`` the queue series
+    (``queues.csv`` as a DataFrame) when the run was asked for them."""
 
     def __init__(self, out: Path):
         self.out = out
         self.summary: dict = json.loads((out / "results.json").read_text())
         self.packets = None
         self.pcaps: list[Path] = sorted((out / "pcap").glob("*.pcap"))
+        self.queues = None
+        if (out / "queues.csv").exists():
+            import pandas as pd
+
+            self.queues = pd.read_csv(out / "queues.csv")
 
     def __repr__(self) -> str:
         s = self.summary
@@ -104,16 +110,19 @@ def run_emu(
     seed: int | None = None,
     offloads: str = "off",
     pcap: bool = False,
+    queues: str | None = None,
 ) -> EmuResults:
     """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``).
 
     With ``pcap``, the switches capture every link direction into ``out/pcap/<node>-<peer>.pcap``
     as the simulator does: each frame stamped at the start of its emulated transmission,
-    counted from the scenario's time zero (see ``latnet-switch run --pcap``)."""
+    counted from the scenario's time zero (see ``latnet-switch run --pcap``). With ``queues`` (an
+    interval such as ``"1ms"``; else the scenario's ``[output] queues``) they sample the queues
+    they emulate as the simulator does, into ``out/queues.csv``."""
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
-    stale = list(run_dir.glob("*")) + list((out / "pcap").glob("*.pcap"))
+    stale = [*run_dir.glob("*"), *(out / "pcap").glob("*.pcap"), out / "queues.csv"]
     for old in stale:
         if old.is_file():
             old.unlink()
@@ -124,6 +133,7 @@ def run_emu(
         seed=seed,
         time_zero_after_ns=START_MARGIN_NS,
         pcap_dir=out / "pcap" if pcap else None,
+        queues=queues,
     )
     length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
     with tb:

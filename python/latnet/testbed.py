@@ -102,6 +102,7 @@ class Testbed:
         ipv6: bool = False,
         time_zero_after_ns: int | None = None,
         pcap_dir: str | os.PathLike[str] | None = None,
+        queues: str | None = None,
     ):
         if offloads not in ("off", "csum"):
             raise LatnetError("offloads: expected 'off' (no tx checksum, TSO, GSO) or 'csum'")
@@ -127,6 +128,9 @@ class Testbed:
         # With ``pcap_dir``, every switch writes a capture of each port it emulates (its own
         # egress ports and its hosts'): ``<node>-<peer>.pcap``, as the simulator names them.
         self.pcap_dir = Path(pcap_dir).resolve() if pcap_dir is not None else None
+        # With ``queues`` (an interval, e.g. "1ms"; else the scenario's ``[output] queues``),
+        # every switch samples the queues of the ports it emulates into its final statistics.
+        self.queues = queues
         self.state_path = state_dir() / f"{self.prefix}.json"
         self.state: dict = {
             "prefix": self.prefix,
@@ -303,6 +307,8 @@ class Testbed:
             argv += ["--t0", str(self.time_zero_ns)]
         if self.pcap_dir is not None:
             argv += ["--pcap", str(self.pcap_dir)]
+        if self.queues is not None:
+            argv += ["--queues", self.queues]
         argv += extra or []
         self.stats_path(name).unlink(missing_ok=True)
         log = open(self.run_dir / f"switch-{name}.log", "w")  # noqa: SIM115 (child keeps it)

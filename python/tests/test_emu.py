@@ -195,12 +195,21 @@ def test_priority_isolation_under_tcp_load(tmp_path):
 
 
 def test_link_rate_emulation_holds_the_rate(tmp_path):
-    """A UDP flow offered at 80 Mbit/s to a 50 Mbit/s link leaves at 50 Mbit/s (+-3 %)."""
+    """A UDP flow offered at 80 Mbit/s to a 50 Mbit/s link leaves at 50 Mbit/s (+-3 %); the
+    switch's queue series (`--queues`) shows the queue full at its 200-packet limit."""
     flows = cbr("over", "h1", "80Mbps", 1000)
     sc = scenario(tmp_path, two_hosts("50Mbps", "0ns", FIFO, flows, "2s"))
-    with Testbed(sc, run_dir=tmp_path / "run") as tb:
-        run_flows(tb, tmp_path / "out")
+    with Testbed(sc, run_dir=tmp_path / "run", queues="100ms") as tb:
+        res, _ = run_flows(tb, tmp_path / "out")
         rows = (tb.run_dir / "packets-over.csv").read_text().splitlines()[1:]
+    q = res.queues
+    assert sorted(q["t_ns"].unique()) == [100_000_000 * k for k in range(1, 24)]
+    assert len(q) == 23 * len(res.summary["ports"])
+    # (this testbed has no time zero of its own: the samples count from the switch's start,
+    # and the senders start about 0.3 s later)
+    full = q[(q["node"] == "s1") & (q["peer"] == "h3") & q["t_ns"].between(0.8e9, 2.2e9)]
+    assert (full["max_packets"] == 200).all() and (full["packets"] >= 190).all(), full
+    assert (q[q["node"] == "h2"]["max_packets"] == 0).all()  # h2 sends nothing
     recv = sorted(int(r.split(",")[2]) for r in rows)
     # Steady state: the middle 80 % of receptions (the queue is full by then).
     a, b = recv[len(recv) // 10], recv[len(recv) * 9 // 10]
@@ -552,19 +561,29 @@ def pcap_stamps(path: Path) -> list[int]:
 
 
 def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, capsys):
-    """`latnet run --mode both --pcap`: the emulated switches write one capture per link
-    direction, named as the simulator's, holding every frame the port sent (its count in
-    results.json), stamped from the scenario's time zero; a CBR flow's frames appear on every
-    link as often and about when they do in the simulation."""
+    """`latnet run --mode both --pcap --queues 50ms`: the emulated switches write one capture
+    per link direction, named as the simulator's, holding every frame the port sent (its count
+    in results.json), stamped from the scenario's time zero; a CBR flow's frames appear on every
+    link as often and about when they do in the simulation. The queue series has the
+    simulator's rows (instants and ports)."""
+    import pandas as pd
+
     from latnet.cli import main
 
     flows = cbr("a", "h1", "8Mbps", 1000) + cbr("b", "h2", "4Mbps", 500)
     sc = scenario(tmp_path, two_hosts("100Mbps", "200us", FIFO, flows, "1s"))
     out = tmp_path / "out"
-    assert (
-        main(["run", str(sc), "--mode", "both", "--pcap", "--no-packets", "--out", str(out)]) == 0
-    )
+    argv = ["run", str(sc), "--mode", "both", "--pcap", "--queues", "50ms", "--no-packets"]
+    assert main([*argv, "--out", str(out)]) == 0
     capsys.readouterr()
+    key = ["t_ns", "node", "peer"]
+    qs, qe = (pd.read_csv(out / mode / "queues.csv") for mode in ("sim", "emu"))
+    assert qe[key].equals(qs[key]) and len(qe) == 26 * 6
+    # while the flows send, the same ports see packets in every interval (each frame waits in
+    # its queue for an instant at least), and the idle ones none
+    sending = qs["t_ns"] <= 950_000_000
+    assert ((qe["max_packets"] > 0) == (qs["max_packets"] > 0))[sending].all()
+    assert set(qs[sending & (qs["max_packets"] == 0)]["peer"]) == {"h1", "h2", "s1"}
     emu = json.loads((out / "emu" / "results.json").read_text())
     names = sorted(p.name for p in (out / "emu" / "pcap").iterdir())
     assert names == sorted(p.name for p in (out / "sim" / "pcap").iterdir())

@@ -198,9 +198,6 @@ def test_queue_series_is_a_dataframe_and_a_csv(tmp_path, capsys):
         with pytest.raises(SystemExit) as e:
             main(["run", str(scen), "--out", str(out), "--queues", bad])
         assert e.value.code == 2 and why in capsys.readouterr().err, bad
-    # emulated runs have no queue series: a usage error before any namespace is made
-    assert main(["run", str(scen), "--mode", "emu", "--queues", "1ms"]) == 2
-    assert "--queues records simulated runs" in capsys.readouterr().err
 
 
 def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):

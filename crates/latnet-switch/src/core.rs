@@ -33,6 +33,7 @@ use latnet_dataplane::packet::priority_from_dscp;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, FlowId, Meta, Packet, Queue, Verdict};
 use latnet_sim::lbf::{flow_address, LbfState};
 use latnet_sim::net::Topology;
+use latnet_sim::results::QueueRow;
 use latnet_sim::scenario::NodeKind;
 use latnet_sim::switch::{Forward, Forwarder, SwitchCtx};
 use latnet_sim::Scenario;
@@ -199,6 +200,22 @@ pub struct SwitchCore {
     run_start: Duration,
     /// Per emulated port, captured frames not yet taken ([`SwitchCore::enable_capture`]).
     capture: Option<Vec<Vec<u8>>>,
+    /// The queue series ([`SwitchCore::enable_queue_series`]).
+    queue_series: Option<QueueSampler>,
+}
+
+/// Samples of every emulated port's queue at fixed instants, as the simulator's
+/// `[output] queues` takes them.
+#[derive(Debug)]
+struct QueueSampler {
+    interval: Duration,
+    /// The next sample's instant, on the switch's clock.
+    next: Time,
+    /// The last sample's latest instant (the scenario's end), on the switch's clock.
+    last: Time,
+    /// Per port: the most packets and bytes waiting since the last sample.
+    peak: Vec<(u64, u64)>,
+    rows: Vec<QueueRow>,
 }
 
 /// Why a switch cannot be built.
@@ -359,6 +376,7 @@ impl SwitchCore {
             events: Vec::new(),
             run_start,
             capture: None,
+            queue_series: None,
         })
     }
 
@@ -397,6 +415,53 @@ impl SwitchCore {
             return None;
         }
         Some(std::mem::replace(buf, Vec::with_capacity(at_least)))
+    }
+
+    /// Sample every emulated port's queue each `interval` from the experiment's time zero
+    /// until `end` (its duration and drain), as the simulator's `[output] queues` does: per port
+    /// the packets and bytes waiting at the instant (the frame in transmission not counted) and
+    /// the most waiting at any instant since the previous sample. A sample is taken before
+    /// anything else happening at its instant. Rows come back from
+    /// [`Self::take_queue_series`], stamped from the time zero, with the global port index. A
+    /// zero interval takes none.
+    pub fn enable_queue_series(&mut self, interval: Duration, end: Duration) {
+        if interval.is_zero() {
+            return;
+        }
+        let zero = Time::ZERO + self.run_start;
+        self.queue_series = Some(QueueSampler {
+            interval,
+            next: zero + interval,
+            last: zero + end,
+            peak: vec![(0, 0); self.ports.len()],
+            rows: Vec::new(),
+        });
+    }
+
+    /// The queue samples taken so far (see [`Self::enable_queue_series`]).
+    pub fn take_queue_series(&mut self) -> Vec<QueueRow> {
+        self.queue_series.as_mut().map(|s| std::mem::take(&mut s.rows)).unwrap_or_default()
+    }
+
+    /// Take the samples due at or before `t`.
+    fn sample_queues(&mut self, t: Time) {
+        let Some(s) = &mut self.queue_series else { return };
+        while s.next <= t && s.next <= s.last {
+            let at = s.next.as_nanos() - self.run_start.as_nanos();
+            for (p, peak) in self.ports.iter().zip(&mut s.peak) {
+                let (pkts, bytes) = (p.queue.len() as u64, p.queue.byte_len().get());
+                s.rows.push(QueueRow {
+                    t_ns: at,
+                    port: p.global as u32,
+                    packets: pkts,
+                    bytes,
+                    max_packets: peak.0.max(pkts),
+                    max_bytes: peak.1.max(bytes),
+                });
+                *peak = (pkts, bytes);
+            }
+            s.next += s.interval;
+        }
     }
 
     /// What the large-flow counter did, if this switch has one.
@@ -558,6 +623,11 @@ impl SwitchCore {
             self.count_drop(d.pkt, d.reason, false);
         }
         self.collect_queue_drops(i);
+        if let Some(s) = &mut self.queue_series {
+            let q = &self.ports[i].queue;
+            let p = &mut s.peak[i];
+            *p = (p.0.max(q.len() as u64), p.1.max(q.byte_len().get()));
+        }
         self.try_transmit(i, now);
     }
 
@@ -693,6 +763,7 @@ impl SwitchCore {
             if t > now {
                 break;
             }
+            self.sample_queues(t);
             self.touched = 0;
             self.touched_high = false;
             self.touch(i);
@@ -732,6 +803,7 @@ impl SwitchCore {
             }
         }
         self.events = ev;
+        self.sample_queues(now);
     }
 
     /// When [`Self::advance`] next has something to do, if anything is pending.

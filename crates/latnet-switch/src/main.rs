@@ -3,6 +3,7 @@
 //! ```text
 //! latnet-switch run     --scenario S.toml --node NODE [--stats FILE] [--stats-every 1s]
 //!                       [--ring-mb 8] [--duration D] [--seed N] [--t0 NS] [--pcap DIR]
+//!                       [--queues INTERVAL]
 //! latnet-switch plan    --scenario S.toml
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
@@ -29,6 +30,7 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
            [--t0 NS]   (the experiment's time zero, CLOCK_MONOTONIC: AQM epochs count from it)
            [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap)
+           [--queues INTERVAL] (each port's queue sampled into the final --stats file)
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
   recv     --host NAME --until NS --dir DIR [--out FILE]
@@ -118,6 +120,12 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 duration_ns: dur(&a, "duration")?.map(|d| d.as_nanos()),
                 t0_ns: a.get("t0").map(|_| num(&a, "t0")).transpose()?,
                 pcap_dir: a.get("pcap").map(PathBuf::from),
+                queues: match dur(&a, "queues")? {
+                    Some(d) if d.is_zero() => {
+                        return Err(Fail::Usage("--queues: expected an interval above zero".into()))
+                    }
+                    d => d,
+                },
             };
             runner::run(&sc, &cfg).map_err(io)?;
             Ok(())

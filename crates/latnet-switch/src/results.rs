@@ -8,7 +8,8 @@
 //! sent but neither received nor dropped by a switch (lost in a host, or still in flight when
 //! the receiver stopped); `events` counts packets the switches forwarded. Dual-queue AQM reports
 //! are the switches' own, with epochs counted from the run's time zero when the switches were
-//! given it (`latnet-switch run --t0`, as `latnet run --mode emu` does).
+//! given it (`latnet-switch run --t0`, as `latnet run --mode emu` does); so is the queue
+//! series (`queues.csv`) of switches run with `--queues`.
 
 use crate::stats::SwitchStats;
 use crate::traffic::{RecvReport, SendReport};
@@ -187,9 +188,15 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         ports,
         nodes,
         log: None,
-        // `[output] pcap` captures simulated links; emulated ones are captured with tcpdump
+        // the switches write their captures themselves (`latnet-switch run --pcap`)
         pcaps: Vec::new(),
-        queue_series: Vec::new(),
+        // the switches' samples (`latnet-switch run --queues`), in the simulator's order
+        queue_series: {
+            let mut rows: Vec<latnet_sim::results::QueueRow> =
+                switches.iter().flat_map(|s| s.queue_series.iter().map(|&q| q.into())).collect();
+            rows.sort_by_key(|r| (r.t_ns, r.port));
+            rows
+        },
         timeseries: Vec::new(),
         aux_flow_names: Vec::new(),
     })

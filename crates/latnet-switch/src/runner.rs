@@ -29,6 +29,11 @@ pub struct RunConfig {
     /// Write a capture of every emulated port into this directory (`<node>-<peer>.pcap`, see
     /// [`SwitchCore::enable_capture`]); a thread writes them, not the forwarding loop.
     pub pcap_dir: Option<PathBuf>,
+    /// Sample every emulated port's queue at this interval (else the scenario's
+    /// `[output] queues`, if set) from the experiment's time zero (`t0_ns`, else the switch's
+    /// start) until the scenario's end, into the final statistics (see
+    /// [`SwitchCore::enable_queue_series`]).
+    pub queues: Option<latnet_units::Duration>,
 }
 
 /// Frames read from one ring before the others get their turn.
@@ -76,6 +81,9 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         let s = PacketSocket::open(&ifc.name, mtu, cfg.ring_bytes)
             .map_err(|e| io::Error::new(e.kind(), format!("AF_PACKET on {}: {e}", ifc.name)))?;
         socks.push(s);
+    }
+    if let Some(iv) = cfg.queues.or(sc.output.queues) {
+        core.enable_queue_series(iv, sc.sim.duration + sc.sim.drain);
     }
     let mut capture = match &cfg.pcap_dir {
         Some(dir) => Some(CaptureWriter::start(dir, &core.enable_capture(sc))?),
@@ -169,10 +177,19 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         sys::poll_readable(&fds, Some(wait), &mut ready)?;
         rc.sleeps += 1;
     }
-    rc.uptime_ns = sys::mono_ns().saturating_sub(t0);
+    // Everything due by now (the last queue samples included) still happens.
+    let now_ns = sys::mono_ns().saturating_sub(t0);
+    core.advance_owned(Time::from_nanos(now_ns), &mut |i, f, d| {
+        emit(&mut socks, &mut rc, now_ns, i, f, d);
+    });
+    for s in socks.iter_mut() {
+        rc.tx_refused += s.flush() as u64;
+    }
+    rc.uptime_ns = now_ns;
     rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
     rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
-    let st = SwitchStats::collect(sc, &core, rc, true);
+    let mut st = SwitchStats::collect(sc, &core, rc, true);
+    st.queue_series = core.take_queue_series().into_iter().map(Into::into).collect();
     if let Some(path) = &cfg.stats {
         st.write(path)?;
     }

@@ -7,7 +7,6 @@ registers no subcommand of its own.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import tomllib
@@ -67,27 +66,15 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     from ..emu import run_emu
     from ..testbed import require_root
 
-    if args.mode == "emu" and args.queues:
-        print(
-            "latnet run: --queues records simulated runs: use --mode both (the emulated switches"
-            " report each queue's peak in emu-run/switch-*.json)",
-            file=sys.stderr,
-        )
-        return 2
     require_root("latnet run --mode emu")
     path = Path(args.scenario)
     base = Path(args.out) if args.out else Path("out") / path.stem
     emu_out = base / "emu" if args.mode == "both" else base
     output = _scenario_output(path)
     pcap = bool(args.pcap or output.get("pcap") is True)
-    emu = run_emu(path, emu_out, seed=args.seed, pcap=pcap)
-    if output.get("queues"):
-        print(
-            "note: [output] queues records simulated runs only; the emulated switches report each"
-            " queue's peak in emu-run/switch-*.json",
-            file=sys.stderr,
-        )
-    captures = f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
+    emu = run_emu(path, emu_out, seed=args.seed, pcap=pcap, queues=args.queues)
+    captures = ", queues.csv" if emu.queues is not None else ""
+    captures += f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
     if args.mode == "emu":
         print(flow_table(emu))
         if not args.quiet:

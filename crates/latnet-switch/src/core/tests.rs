@@ -498,3 +498,36 @@ fn captures_hold_what_each_port_transmits_stamped_from_the_experiments_time_zero
     }
     assert_eq!(core.take_capture(2, 1), None, "taken");
 }
+
+#[test]
+fn queue_series_equals_the_simulators_for_the_same_arrivals() {
+    // h1 sends Poisson at 9 Mbit/s into s1's 10 Mbit/s link toward h2: s1's queue comes and
+    // goes. The simulator's run gives the send instants and its own queue series; the core,
+    // fed the same frames at the same instants, must sample the same queues.
+    let text = SC
+        .replace("delay = \"1ms\"", "delay = \"1ms\"\nrate = \"10Mbps\"")
+        .replace("kind = \"cbr\", rate = \"1Mbps\"", "kind = \"poisson\", rate = \"9Mbps\"")
+        .replace(
+            "duration = \"1s\"",
+            "duration = \"300ms\"\n[output]\npackets = true\nqueues = \"5ms\"",
+        );
+    let sc = Scenario::from_str_named("t.toml", &text).unwrap();
+    let sim = latnet_sim::Simulator::new(sc.clone()).run();
+    let created: Vec<u64> =
+        sim.log.as_ref().unwrap().packets.iter().map(|p| p.created_ns).collect();
+    assert!(created.len() > 200, "{} packets", created.len());
+    let mut core = SwitchCore::new(&sc, "s1").unwrap();
+    core.enable_queue_series(sc.output.queues.unwrap(), sc.sim.duration + sc.sim.drain);
+    let mut input: Vec<_> = created.iter().map(|&t| (t, frame(1250, 7, 10_000))).collect();
+    input.sort_by_key(|(t, _)| *t);
+    drive(&mut core, &input, &[]);
+    let mut got = core.take_queue_series();
+    got.sort_by_key(|r| (r.t_ns, r.port));
+    let mut want = sim.queue_series.clone();
+    want.sort_by_key(|r| (r.t_ns, r.port));
+    assert!(want.iter().any(|r| r.max_packets >= 3), "the queue builds");
+    assert_eq!(got.len(), want.len());
+    if let Some(k) = (0..got.len()).find(|&k| got[k] != want[k]) {
+        panic!("row {k}: emulated {:?}, simulated {:?}", got[k], want[k]);
+    }
+}
