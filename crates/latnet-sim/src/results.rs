@@ -6,7 +6,7 @@ use crate::net::PortTopo;
 use crate::stats::Summary;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, Meta, Queue};
 use latnet_units::{Duration, Time};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io;
@@ -62,7 +62,7 @@ pub struct Results {
 }
 
 /// One interval of one egress port's queue (`queues.csv`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct QueueRow {
     /// End of the interval (ns).
     pub t_ns: u64,

@@ -192,8 +192,8 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         pcaps: Vec::new(),
         // the switches' samples (`latnet-switch run --queues`), in the simulator's order
         queue_series: {
-            let mut rows: Vec<latnet_sim::results::QueueRow> =
-                switches.iter().flat_map(|s| s.queue_series.iter().map(|&q| q.into())).collect();
+            let mut rows: Vec<_> =
+                switches.iter().flat_map(|s| s.queue_series.iter().copied()).collect();
             rows.sort_by_key(|r| (r.t_ns, r.port));
             rows
         },

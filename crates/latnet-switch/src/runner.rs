@@ -189,7 +189,7 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
     rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
     rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
     let mut st = SwitchStats::collect(sc, &core, rc, true);
-    st.queue_series = core.take_queue_series().into_iter().map(Into::into).collect();
+    st.queue_series = core.take_queue_series();
     if let Some(path) = &cfg.stats {
         st.write(path)?;
     }

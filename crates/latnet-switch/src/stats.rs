@@ -66,50 +66,7 @@ pub struct SwitchStats {
     pub flows: Vec<FlowStats>,
     /// The queue series (`latnet-switch run --queues`), in the final write only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub queue_series: Vec<QueueSample>,
-}
-
-/// One sample of one emulated port's queue, as a row of the simulator's `queues.csv`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueSample {
-    /// Instant, from the experiment's time zero (ns).
-    pub t_ns: u64,
-    /// Global port index.
-    pub port: u32,
-    /// Packets waiting.
-    pub packets: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// Most packets waiting since the previous sample.
-    pub max_packets: u64,
-    /// Most bytes waiting since the previous sample.
-    pub max_bytes: u64,
-}
-
-impl From<latnet_sim::results::QueueRow> for QueueSample {
-    fn from(r: latnet_sim::results::QueueRow) -> Self {
-        QueueSample {
-            t_ns: r.t_ns,
-            port: r.port,
-            packets: r.packets,
-            bytes: r.bytes,
-            max_packets: r.max_packets,
-            max_bytes: r.max_bytes,
-        }
-    }
-}
-
-impl From<QueueSample> for latnet_sim::results::QueueRow {
-    fn from(r: QueueSample) -> Self {
-        latnet_sim::results::QueueRow {
-            t_ns: r.t_ns,
-            port: r.port,
-            packets: r.packets,
-            bytes: r.bytes,
-            max_packets: r.max_packets,
-            max_bytes: r.max_bytes,
-        }
-    }
+    pub queue_series: Vec<latnet_sim::results::QueueRow>,
 }
 
 /// One interface.
