@@ -17,7 +17,8 @@ the order rotates):
 * latency: ping (200 x 10 ms) and irtt (3 s, 10 ms interval) round-trip medians at idle.
 
 The data paths: latnet-switch (FIB forwarding, FIFO, rate and delay emulation on but set to
-100 Gbit/s and 0 s so they cost only their bookkeeping), a Linux bridge in the switch namespace,
+100 Gbit/s and 0 s so they cost only their bookkeeping; ``latnet-switch-pcap``: the same,
+capturing every frame of both directions with ``--pcap``), a Linux bridge in the switch namespace,
 Open vSwitch 3.x with ``datapath_type=netdev`` (ovsdb-server and ovs-vswitchd started here
 with private run and database directories, ovs-vswitchd inside the switch namespace), and
 ``bench/afpacket_fwd.c`` (compiled here with ``gcc -O2`` into OUT), a minimal C forwarder that
@@ -340,7 +341,7 @@ def compile_c(out: Path, name: str) -> Path:
 
 
 C_PATHS = {"c-afpacket-b64": 64, "c-afpacket-1": 1}
-PATH_NAMES = ("latnet-switch", "linux-bridge", "ovs-netdev", *C_PATHS)
+PATH_NAMES = ("latnet-switch", "linux-bridge", "ovs-netdev", *C_PATHS, "latnet-switch-pcap")
 
 
 def main() -> int:
@@ -412,15 +413,17 @@ def main() -> int:
         r["load_1min"] = load
         results[name].append(r)
 
-    def latnet_switch(tb: Testbed) -> None:
-        p = tb.start_switch("sw")
+    def latnet_switch(tb: Testbed, pcap: bool = False) -> None:
+        captures = out / "switch_peers-pcap"
+        p = tb.start_switch("sw", ["--pcap", str(captures)] if pcap else [])
         tb._wait_ready("sw")
         try:
             pin_process(p.pid, args.pin)
             point_hosts_at(tb, to_switch=True)
-            run("latnet-switch", tb)
+            run("latnet-switch-pcap" if pcap else "latnet-switch", tb)
         finally:
             tb.stop_switches()
+            shutil.rmtree(captures, ignore_errors=True)  # a few GB per round
 
     def linux_bridge(tb: Testbed) -> None:
         point_hosts_at(tb, to_switch=False)
@@ -462,7 +465,13 @@ def main() -> int:
     every = dict(
         zip(
             PATH_NAMES,
-            [latnet_switch, linux_bridge, ovs_netdev, *(c_forwarder(n) for n in C_PATHS)],
+            [
+                latnet_switch,
+                linux_bridge,
+                ovs_netdev,
+                *(c_forwarder(n) for n in C_PATHS),
+                lambda tb: latnet_switch(tb, pcap=True),
+            ],
             strict=True,
         )
     )
@@ -490,6 +499,10 @@ def main() -> int:
         for peer in ("ovs-netdev", "c-afpacket-b64")
         if "latnet-switch" in summary and peer in summary
     }
+    if "latnet-switch" in summary and "latnet-switch-pcap" in summary:
+        ratios["latnet-pcap/latnet"] = {
+            k: summary["latnet-switch-pcap"][k] / summary["latnet-switch"][k] for k in ratio_keys
+        }
     loads = [r["load_1min"] for rs in results.values() for r in rs]
     doc = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
