@@ -20,7 +20,16 @@ from ._latnet import check as _check
 from ._latnet import run as _run
 from .results import Results
 
-__all__ = ["LatnetError", "Results", "ScenarioError", "__version__", "check", "plot", "run"]
+__all__ = [
+    "LatnetError",
+    "Results",
+    "ScenarioError",
+    "__version__",
+    "check",
+    "plot",
+    "read_pcap",
+    "run",
+]
 
 
 def run(
@@ -62,3 +71,25 @@ def check(scenario: str | os.PathLike[str] | None = None, *, text: str | None = 
     """Validate a scenario without running it; returns a one-line description."""
     path = None if scenario is None else Path(scenario)
     return _check(path=path, text=text)
+
+
+def read_pcap(path: str | os.PathLike[str]):
+    """The frames of a link capture (simulated or emulated, ``pcap/<node>-<peer>.pcap``) as a
+    DataFrame: ``t_ns`` (start of transmission, from the scenario's time zero), ``wire_len``,
+    ``captured``, the flow fields (``src``, ``dst``, ``proto``, ``sport``, ``dport``, ``dscp``,
+    ``ecn``) and the LBF block if the frame carries one (``lbf_carrier`` ``udp-shim`` or
+    ``ipv6``, ``lbf_mode``, ``lbf_late``, ``lbf_lower_ns``, ``lbf_upper_ns``,
+    ``lbf_value_ns``: the latency so far, timestamp or damper hold, as the block's mode says);
+    ``error`` holds the parser's message for a frame whose headers or block do not parse.
+    A damaged file raises ValueError naming it."""
+    import io
+
+    import pandas as pd
+
+    from ._latnet import pcap_frames_csv
+
+    text = pcap_frames_csv(Path(path))
+    dtypes = {"src": "string", "dst": "string", "lbf_carrier": "string", "lbf_mode": "string"}
+    df = pd.read_csv(io.StringIO(text), dtype=dtypes, keep_default_na=False, na_values=[""])
+    df["error"] = df["error"].fillna("")
+    return df

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import latnet
+
 if os.geteuid() != 0:
     pytest.skip(
         "emulation tests create network namespaces and need root (CI runs them as root)",
@@ -601,3 +603,10 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
             assert abs(got[0] - want[0]) < 1_000_000, (name, got[0], want[0])
             span = lambda ts: (ts[-1] - ts[0]) / (len(ts) - 1)  # noqa: E731
             assert abs(span(got) - span(want)) < 0.01 * span(want), name
+    # whole frames, and the simulator's flows, frame for frame
+    frames = {m: latnet.read_pcap(out / m / "pcap" / "s1-h3.pcap") for m in ("sim", "emu")}
+    e = frames["emu"]
+    assert (e["captured"] == e["wire_len"]).all() and (e["error"] == "").all()
+    for col in ("src", "dst", "sport", "dport", "wire_len"):
+        count = lambda df, c: df[c].value_counts().sort_index()  # noqa: E731
+        assert count(e, col).equals(count(frames["sim"], col)), col

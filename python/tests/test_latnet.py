@@ -156,6 +156,34 @@ def test_cli_pcap_writes_captures_tcpdump_reads(tmp_path, capsys):
             assert rest.startswith("IP ") and rest.endswith("UDP, length 958"), rest
 
 
+def test_read_pcap_gives_each_frames_flow_and_lbf_block(tmp_path):
+    """latnet.read_pcap: one row per captured frame with its flow fields and LBF block; in the
+    seed's test 2 every F1 packet leaves FWD4 with exactly its 700 us lower bound met and F2's
+    frames carry no block; a damaged file is a ValueError naming it."""
+    root = Path(__file__).parents[2]
+    text = (root / "experiments" / "lbf" / "test2.toml").read_text()
+    text = text.replace('duration = "10s"', 'duration = "200ms"')
+    assert 'duration = "200ms"' in text
+    res = latnet.run(text=text, packets=False, pcap=True)
+    res.write(tmp_path)
+    last = latnet.read_pcap(tmp_path / "pcap" / "FWD4-R1.pcap")
+    f1 = res.flows.set_index("flow").loc["F1"]
+    assert len(last) == f1["received"] > 500
+    assert (last["lbf_value_ns"] == 700_000).all() and (last["lbf_lower_ns"] == 700_000).all()
+    assert (last["lbf_carrier"] == "udp-shim").all() and (
+        last["lbf_mode"] == "latency-so-far"
+    ).all()
+    assert last["lbf_upper_ns"].isna().all() and (last["error"] == "").all()
+    assert last["t_ns"].is_monotonic_increasing and (last["wire_len"] == 300).all()
+    first = latnet.read_pcap(tmp_path / "pcap" / "FWD1-FWD2.pcap")
+    f2 = first[first["sport"] != last["sport"].iloc[0]]
+    assert len(f2) > 0 and f2["lbf_carrier"].isna().all() and f2["lbf_value_ns"].isna().all()
+    damaged = tmp_path / "damaged.pcap"
+    damaged.write_bytes((tmp_path / "pcap" / "FWD4-R1.pcap").read_bytes()[:-1])
+    with pytest.raises(ValueError, match="damaged.pcap: record at byte"):
+        latnet.read_pcap(damaged)
+
+
 def test_queue_series_is_a_dataframe_and_a_csv(tmp_path, capsys):
     """[output] queues: one row per egress port and interval, in Results.queues and queues.csv;
     the Poisson flow at 50 Mbit/s queues at the host and the switch now and then."""

@@ -230,6 +230,16 @@ fn duration_ns(text: &str) -> PyResult<u64> {
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }
 
+/// The frames of a pcap file as CSV (`latnet_sim::pcap::frames_csv`): an OSError if it cannot
+/// be read, a ValueError naming the file if it is not a capture latnet reads.
+#[pyfunction]
+fn pcap_frames_csv(path: PathBuf) -> PyResult<String> {
+    let bytes = std::fs::read(&path)
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    latnet_sim::pcap::frames_csv(&bytes)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{}: {e}", path.display())))
+}
+
 #[pymodule]
 fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -239,6 +249,7 @@ fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(duration_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(pcap_frames_csv, m)?)?;
     ffp::register(m)?;
     chameleon::register(m)?;
     Ok(())

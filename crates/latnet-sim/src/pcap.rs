@@ -95,6 +95,77 @@ pub fn records(capture: &[u8]) -> Result<Vec<Record<'_>>, String> {
     Ok(out)
 }
 
+/// Header of [`frames_csv`].
+pub const FRAMES_CSV_HEADER: &str = "t_ns,wire_len,captured,src,dst,proto,sport,dport,dscp,ecn,\
+lbf_carrier,lbf_mode,lbf_late,lbf_lower_ns,lbf_upper_ns,lbf_value_ns,error";
+
+/// One row per frame of a capture (any Ethernet pcap with nanosecond timestamps, the simulator's
+/// and the emulated switches' among them): its time and lengths, its IP flow fields and its LBF
+/// block if it carries one (IPv6 hop-by-hop option or UDP shim), as CSV with
+/// [`FRAMES_CSV_HEADER`]. A frame whose headers or block do not parse gets the parser's message
+/// in `error` and the fields read before it; a damaged file is an error. Never panics.
+pub fn frames_csv(capture: &[u8]) -> Result<String, String> {
+    use latnet_wire::lbf::{locate, Carrier, LbfMode};
+    use std::fmt::Write as _;
+    let recs = records(capture)?;
+    let mut out = String::with_capacity(64 + recs.len() * 96);
+    out.push_str(FRAMES_CSV_HEADER);
+    out.push('\n');
+    for r in recs {
+        let _ = write!(out, "{},{},{},", r.at_ns, r.wire_len, r.bytes.len());
+        let (flow, lbf, error) = match latnet_wire::parse_headers(r.bytes) {
+            Err(e) => (None, None, e.to_string()),
+            Ok(h) => match locate(r.bytes, &h, true) {
+                Ok(l) => (h.key, l, String::new()),
+                Err(e) => (h.key, None, e.to_string()),
+            },
+        };
+        match flow {
+            Some(k) => {
+                let _ = write!(
+                    out,
+                    "{},{},{},{},{},{},{},",
+                    k.src,
+                    k.dst,
+                    k.proto,
+                    k.src_port,
+                    k.dst_port,
+                    k.dscp,
+                    k.ecn.bits()
+                );
+            }
+            None => out.push_str(",,,,,,,"),
+        }
+        match lbf {
+            Some(l) => {
+                let carrier = match l.carrier {
+                    Carrier::Ipv6HopByHop => "ipv6",
+                    Carrier::UdpShim => "udp-shim",
+                };
+                let mode = match l.repr.mode {
+                    LbfMode::LatencySoFar => "latency-so-far",
+                    LbfMode::SenderTimestamp => "timestamp",
+                    LbfMode::RestSlo => "rest-slo",
+                    LbfMode::Damper => "damper",
+                };
+                let upper = l.repr.upper_ns.map(|u| u.to_string()).unwrap_or_default();
+                let _ = write!(
+                    out,
+                    "{carrier},{mode},{},{},{upper},{},",
+                    u8::from(l.repr.late),
+                    l.repr.lower_ns,
+                    l.repr.value_ns
+                );
+            }
+            None => out.push_str(",,,,,,"),
+        }
+        // messages hold no commas or quotes of their own, but a CSV field must not break
+        out.push_str(&error.replace([',', '"', '\n'], " "));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +181,78 @@ mod tests {
         assert_eq!(r.len(), 2);
         assert_eq!((r[0].at_ns, r[0].wire_len, r[0].bytes), (1_500_000_123, 300, &[1u8, 2, 3][..]));
         assert_eq!((r[1].at_ns, r[1].wire_len, r[1].bytes.len()), (7, 70_000, SNAPLEN as usize));
+    }
+
+    #[test]
+    fn frames_csv_reads_flow_fields_and_lbf_blocks() {
+        use latnet_wire::{lbf, EthernetAddress, LbfMode, LbfRepr};
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let slo = |value_ns| LbfRepr {
+            mode: LbfMode::LatencySoFar,
+            late: false,
+            lower_ns: 700_000,
+            upper_ns: None,
+            value_ns,
+        };
+        let mut shim = Vec::new();
+        lbf::build_udp_ipv4_shim(
+            &mut shim,
+            mac,
+            mac,
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.6".parse().unwrap(),
+            46,
+            64,
+            10_000,
+            20_000,
+            &slo(400_000),
+            226,
+        )
+        .unwrap();
+        let mut hbh = Vec::new();
+        let late = LbfRepr { late: true, upper_ns: Some(2_000_000), ..slo(1) };
+        lbf::build_udp_ipv6_hbh(
+            &mut hbh,
+            mac,
+            mac,
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+            0,
+            64,
+            1,
+            2,
+            &late,
+            10,
+        )
+        .unwrap();
+        let mut c = new_capture();
+        push(&mut c, Time::from_nanos(5), &shim, 300);
+        push(&mut c, Time::from_nanos(6), &hbh, hbh.len() as u64 + 10);
+        push(&mut c, Time::from_nanos(7), &shim[..30], 300); // cut inside the IPv4 header
+        let mut bad_shim = shim.clone();
+        bad_shim[42 + 2] = 7; // the shim's length octet
+        push(&mut c, Time::from_nanos(8), &bad_shim, 300);
+        let csv = frames_csv(&c).unwrap();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows[0].join(","), FRAMES_CSV_HEADER);
+        assert!(rows.iter().all(|r| r.len() == rows[0].len()), "{csv}");
+        assert_eq!(
+            rows[1].join(","),
+            "5,300,74,10.0.0.1,10.0.0.6,17,10000,20000,46,0,udp-shim,latency-so-far,0,700000,,400000,"
+        );
+        assert_eq!(
+            rows[2][..16].join(","),
+            format!(
+                "6,{},{},2001:db8::1,2001:db8::2,17,1,2,0,0,ipv6,latency-so-far,1,700000,2000000,1",
+                hbh.len() + 10,
+                hbh.len()
+            )
+        );
+        assert_eq!(rows[3][3], "", "no flow fields");
+        assert!(rows[3][16].contains("truncated") || rows[3][16].contains("ipv4"), "{csv}");
+        assert_eq!(rows[4][3], "10.0.0.1", "the flow fields before the bad block");
+        assert!(rows[4][16].contains("shim header"), "{csv}");
+        assert!(frames_csv(&c[..c.len() - 1]).is_err(), "a damaged file");
     }
 
     #[test]
