@@ -610,3 +610,43 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     for col in ("src", "dst", "sport", "dport", "wire_len"):
         count = lambda df, c: df[c].value_counts().sort_index()  # noqa: E731
         assert count(e, col).equals(count(frames["sim"], col)), col
+
+
+def test_testbed_up_with_pcap_captures_traffic_sent_by_hand(tmp_path):
+    """`latnet testbed up --pcap DIR`: the switch captures what is sent by hand (ping) on every
+    link direction, stamped from the testbed's time zero; the files are complete after
+    `latnet testbed down`."""
+    sc = scenario(tmp_path, two_hosts("100Mbps", "1ms", FIFO, ""))
+    cli = [sys.executable, "-m", "latnet.cli"]
+    caps = tmp_path / "caps"
+    up = subprocess.run(
+        [*cli, "testbed", "up", str(sc), "--run-dir", str(tmp_path / "run"), "--pcap", str(caps)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert up.returncode == 0, up.stderr
+    assert f"link captures in {caps}/" in up.stdout
+    prefix = up.stdout.split()[1]
+    try:
+        ping = ["ip", "netns", "exec", f"{prefix}h1", "ping", "-c", "3", "-i", "0.2", "10.0.0.4"]
+        subprocess.run(ping, capture_output=True, timeout=30, check=True)
+    finally:
+        down = subprocess.run([*cli, "testbed", "down", "--prefix", prefix], capture_output=True)
+    assert down.returncode == 0
+    names = sorted(p.name for p in caps.iterdir())
+    assert names == [
+        "h1-s1.pcap",
+        "h2-s1.pcap",
+        "h3-s1.pcap",
+        "s1-h1.pcap",
+        "s1-h2.pcap",
+        "s1-h3.pcap",
+    ]
+    icmp = {n: latnet.read_pcap(caps / n).query("proto == 1") for n in names}
+    for n in ("h1-s1.pcap", "s1-h3.pcap", "h3-s1.pcap", "s1-h1.pcap"):
+        assert len(icmp[n]) == 3, n
+        assert icmp[n]["t_ns"].between(1, 30e9).all(), n
+    assert len(icmp["h2-s1.pcap"]) == len(icmp["s1-h2.pcap"]) == 0
+    # each request leaves s1 toward h3 after it left h1 (plus the host link's serialization)
+    assert (icmp["s1-h3.pcap"]["t_ns"].values > icmp["h1-s1.pcap"]["t_ns"].values).all()

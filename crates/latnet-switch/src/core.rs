@@ -198,8 +198,9 @@ pub struct SwitchCore {
     events: Vec<Option<(Time, bool)>>,
     /// How long before the experiment's time zero this switch's clock started.
     run_start: Duration,
-    /// Per emulated port, captured frames not yet taken ([`SwitchCore::enable_capture`]).
-    capture: Option<Vec<Vec<u8>>>,
+    /// Per emulated port, captured frames not yet taken ([`SwitchCore::enable_capture`]), and
+    /// what to add to the switch's clock for their timestamps.
+    capture: Option<(Vec<Vec<u8>>, i64)>,
     /// The queue series ([`SwitchCore::enable_queue_series`]).
     queue_series: Option<QueueSampler>,
 }
@@ -392,12 +393,14 @@ impl SwitchCore {
 
     /// Capture every frame the emulated ports transmit from now on, as the simulator's
     /// `[output] pcap` does: one capture per port, stamped at the start of the frame's
-    /// transmission (counted from the experiment's time zero), with its bytes after the
-    /// transmit-time updates; frames lost on the link are not in it. Returns each port's file
-    /// name, `<node>-<peer>.pcap` as the simulator names it; records (without the file header,
-    /// see [`latnet_sim::pcap::new_capture`]) are collected with [`Self::take_capture`].
-    pub fn enable_capture(&mut self, sc: &Scenario) -> Vec<String> {
-        self.capture = Some(vec![Vec::new(); self.ports.len()]);
+    /// transmission, with its bytes after the transmit-time updates; frames lost on the link are
+    /// not in it. A stamp is the switch's clock plus `offset_ns` (the runner counts from the
+    /// experiment's time zero; an instant before the stamps' zero is stamped 0). Returns each
+    /// port's file name, `<node>-<peer>.pcap` as the simulator names it; records (without the
+    /// file header, see [`latnet_sim::pcap::new_capture`]) are collected with
+    /// [`Self::take_capture`].
+    pub fn enable_capture(&mut self, sc: &Scenario, offset_ns: i64) -> Vec<String> {
+        self.capture = Some((vec![Vec::new(); self.ports.len()], offset_ns));
         self.ports
             .iter()
             .map(|p| {
@@ -410,7 +413,7 @@ impl SwitchCore {
     /// Port `i`'s captured records, if capturing and there are at least `at_least` bytes of
     /// them (and at least one); the port starts a new buffer of that capacity.
     pub fn take_capture(&mut self, i: usize, at_least: usize) -> Option<Vec<u8>> {
-        let buf = self.capture.as_mut()?.get_mut(i)?;
+        let buf = self.capture.as_mut()?.0.get_mut(i)?;
         if buf.is_empty() || buf.len() < at_least {
             return None;
         }
@@ -696,8 +699,9 @@ impl SwitchCore {
                 }
             }
         }
-        if let Some(c) = &mut self.capture {
-            let at = Time::from_nanos(t.as_nanos().saturating_sub(self.run_start.as_nanos()));
+        if let Some((c, offset)) = &mut self.capture {
+            let at = (i128::from(t.as_nanos()) + i128::from(*offset)).max(0);
+            let at = Time::from_nanos(u64::try_from(at).unwrap_or(u64::MAX));
             latnet_sim::pcap::push(&mut c[i], at, &pkt.data, size.get());
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);

@@ -86,7 +86,12 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         core.enable_queue_series(iv, sc.sim.duration + sc.sim.drain);
     }
     let mut capture = match &cfg.pcap_dir {
-        Some(dir) => Some(CaptureWriter::start(dir, &core.enable_capture(sc))?),
+        // stamps count from the experiment's time zero, even one before this switch started
+        Some(dir) => {
+            let offset =
+                cfg.t0_ns.map_or(0, |z| i64::try_from(i128::from(t0) - i128::from(z)).unwrap_or(0));
+            Some(CaptureWriter::start(dir, &core.enable_capture(sc, offset))?)
+        }
         None => None,
     };
     sys::precise_timers();

@@ -37,6 +37,12 @@ def register(subparsers) -> None:
         help="give hosts IPv6 addresses and routes too (2001:db8:: + the IPv4 address; "
         "otherwise only when a flow carries its SLO in an IPv6 hop-by-hop option)",
     )
+    up.add_argument(
+        "--pcap",
+        metavar="DIR",
+        help="the switches capture every link direction into DIR/<node>-<peer>.pcap, stamped "
+        "from one time zero (just before they start); complete once the testbed is down",
+    )
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="remove recorded testbeds (all, or one by --prefix)")
     down.add_argument("--prefix", help="only the testbed with this prefix")
@@ -55,9 +61,18 @@ def cmd_up(args: argparse.Namespace) -> int:
         offloads=args.offloads,
         seed=args.seed,
         ipv6=args.ipv6,
+        pcap_dir=args.pcap,
+        # one time zero for every switch's capture stamps (it precedes their start, so their
+        # AQM epochs still count from their own start, as without it)
+        time_zero_after_ns=0 if args.pcap else None,
     )
     tb.up()
     print(f"testbed {tb.prefix} is up ({tb.scenario.name}); run files in {tb.run_dir}/")
+    if tb.pcap_dir is not None:
+        print(
+            f"link captures in {tb.pcap_dir}/ (complete once the testbed is down), stamped from "
+            f"CLOCK_MONOTONIC {tb.time_zero_ns} ns"
+        )
     for n in tb.plan["nodes"]:
         ifs = ", ".join(i["name"] + "->" + i["peer"] for i in n["ifaces"])
         addr = n["address"] if n["kind"] == "host" else "switch"

@@ -462,7 +462,7 @@ fn captures_hold_what_each_port_transmits_stamped_from_the_experiments_time_zero
     .unwrap();
     // the switch started 300 us before the experiment's time zero
     let mut core = SwitchCore::new_timed(&sc, "s1", 0, Duration::from_micros(300)).unwrap();
-    let names = core.enable_capture(&sc);
+    let names = core.enable_capture(&sc, -300_000);
     // ports: s1's egress toward h1, h1's (emulated here), s1's toward h2, h2's
     assert_eq!(names, ["s1-h1.pcap", "h1-s1.pcap", "s1-h2.pcap", "h2-s1.pcap"]);
     let input: Vec<_> = (0..50).map(|k| (1_000_000 + k * 200_000, frame(1250, 7, 1))).collect();
