@@ -103,6 +103,7 @@ class Testbed:
         time_zero_after_ns: int | None = None,
         pcap_dir: str | os.PathLike[str] | None = None,
         queues: str | None = None,
+        spin_us: int | None = None,
     ):
         if offloads not in ("off", "csum"):
             raise LatnetError("offloads: expected 'off' (no tx checksum, TSO, GSO) or 'csum'")
@@ -131,6 +132,14 @@ class Testbed:
         # With ``queues`` (an interval, e.g. "1ms"; else the scenario's ``[output] queues``),
         # every switch samples the queues of the ports it emulates into its final statistics.
         self.queues = queues
+        # How long a switch busy-polls before sleeping (``latnet-switch run --spin-us``). By
+        # default 20 us while every switch can have a CPU of its own; when switches outnumber
+        # the CPUs their busy-waits delay each other's wake-ups, and 2 us does better (docs/lbf.md:
+        # four switches on two CPUs, 1.29 against 1.42 ms mean latency; the two-switch demo is
+        # 45 us better with 20 us).
+        if spin_us is None:
+            spin_us = 20 if len(self.switch_nodes()) <= (os.cpu_count() or 1) else 2
+        self.spin_us = spin_us
         self.state_path = state_dir() / f"{self.prefix}.json"
         self.state: dict = {
             "prefix": self.prefix,
@@ -309,6 +318,7 @@ class Testbed:
             argv += ["--pcap", str(self.pcap_dir)]
         if self.queues is not None:
             argv += ["--queues", self.queues]
+        argv += ["--spin-us", str(self.spin_us)]
         argv += extra or []
         self.stats_path(name).unlink(missing_ok=True)
         log = open(self.run_dir / f"switch-{name}.log", "w")  # noqa: SIM115 (child keeps it)

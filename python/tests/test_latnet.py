@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -270,6 +271,28 @@ def test_switch_run_refuses_a_bad_time_zero():
     p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert p.returncode == 2, p
     assert "--t0: expected an integer" in p.stderr, p.stderr
+
+
+def test_testbed_switches_busy_poll_less_when_they_outnumber_the_cpus(tmp_path, monkeypatch):
+    """Switches busy-poll 20 us while each can have a CPU, 2 us when they outnumber them
+    (test 2 of the LBF seed has four switches); an explicit spin_us wins."""
+    from latnet.testbed import Testbed
+
+    root = Path(__file__).parents[2]
+    lbf, demo = root / "experiments" / "lbf" / "test2.toml", root / "experiments" / "demo.toml"
+    for cpus, want in ((2, 2), (4, 20), (8, 20)):
+        monkeypatch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
+        assert Testbed(lbf, run_dir=tmp_path).spin_us == want, cpus
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert Testbed(demo, run_dir=tmp_path).spin_us == 20  # two switches, two CPUs
+    assert Testbed(lbf, run_dir=tmp_path, spin_us=7).spin_us == 7
+    switch = Testbed(demo, run_dir=tmp_path).binary
+    bad = subprocess.run(
+        [switch, "run", "--scenario", str(demo), "--node", "sw1", "--spin-us", "-1"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "--spin-us: expected whole microseconds" in bad.stderr
 
 
 def test_testbed_ipv6_addresses_only_when_asked(tmp_path):

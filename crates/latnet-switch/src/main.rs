@@ -3,7 +3,7 @@
 //! ```text
 //! latnet-switch run     --scenario S.toml --node NODE [--stats FILE] [--stats-every 1s]
 //!                       [--ring-mb 8] [--duration D] [--seed N] [--t0 NS] [--pcap DIR]
-//!                       [--queues INTERVAL]
+//!                       [--queues INTERVAL] [--spin-us 20]
 //! latnet-switch plan    --scenario S.toml
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
@@ -31,6 +31,7 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
            [--t0 NS]   (the experiment's time zero, CLOCK_MONOTONIC: AQM epochs count from it)
            [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap)
            [--queues INTERVAL] (each port's queue sampled into the final --stats file)
+           [--spin-us 20] (waits up to this long busy-poll instead of sleeping; 0: never)
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
   recv     --host NAME --until NS --dir DIR [--out FILE]
@@ -125,6 +126,17 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                         return Err(Fail::Usage("--queues: expected an interval above zero".into()))
                     }
                     d => d,
+                },
+                spin_ns: match a.get("spin-us") {
+                    None => runner::SPIN_NS,
+                    Some(v) => match v.parse::<u64>() {
+                        Ok(us) if us <= 1_000 => us * 1_000,
+                        _ => {
+                            return Err(Fail::Usage(format!(
+                                "--spin-us: expected whole microseconds from 0 to 1000, got {v:?}"
+                            )))
+                        }
+                    },
                 },
             };
             runner::run(&sc, &cfg).map_err(io)?;

@@ -34,13 +34,18 @@ pub struct RunConfig {
     /// start) until the scenario's end, into the final statistics (see
     /// [`SwitchCore::enable_queue_series`]).
     pub queues: Option<latnet_units::Duration>,
+    /// Waits up to this long are spent polling the clock and the rings instead of sleeping in
+    /// `ppoll` (default [`SPIN_NS`]); 0 always sleeps.
+    pub spin_ns: u64,
 }
 
 /// Frames read from one ring before the others get their turn.
 const RX_BUDGET: usize = 256;
 /// Waits shorter than this are spent polling the clock and the rings instead of sleeping in
-/// `ppoll` (whose system call and wake-up cost more than the wait itself).
-const SPIN_NS: u64 = 20_000;
+/// `ppoll` (whose system call and wake-up cost more than the wait itself), by default. When
+/// switches outnumber the CPUs their busy-waits delay each other's wake-ups, and shorter ones
+/// do better (see `latnet.testbed.Testbed`'s `spin_us`).
+pub const SPIN_NS: u64 = 20_000;
 /// Longest sleep (so that statistics and signals are handled).
 const MAX_SLEEP_NS: u64 = 100_000_000;
 /// Captured bytes a port collects before they go to the writer thread.
@@ -167,7 +172,7 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         if wait == 0 {
             continue;
         }
-        if wait <= SPIN_NS {
+        if wait <= cfg.spin_ns {
             // Sooner than a sleep in the kernel would return: wait on the clock and the rings
             // in userspace instead.
             let until = now_ns + wait;
