@@ -212,6 +212,9 @@ def test_link_rate_emulation_holds_the_rate(tmp_path):
     full = q[(q["node"] == "s1") & (q["peer"] == "h3") & q["t_ns"].between(0.8e9, 2.2e9)]
     assert (full["max_packets"] == 200).all() and (full["packets"] >= 190).all(), full
     assert (q[q["node"] == "h2"]["max_packets"] == 0).all()  # h2 sends nothing
+    # the switch read the kernel's receive timestamps (and stamped frames with them)
+    st = json.loads((tmp_path / "run" / "switch-s1.json").read_text())
+    assert st["final"] and 0 < st["rx_read_late_max_ns"] < 2e9
     recv = sorted(int(r.split(",")[2]) for r in rows)
     # Steady state: the middle 80 % of receptions (the queue is full by then).
     a, b = recv[len(recv) // 10], recv[len(recv) * 9 // 10]

@@ -25,6 +25,12 @@
 //! works in batches: each wake-up drains up to 256 frames per ring and sends with one
 //! `sendmmsg` per interface per 64 frames.
 //!
+//! A frame's emulated arrival is the ring's timestamp (`tp_sec` / `tp_nsec`: when the kernel put
+//! it there, `CLOCK_REALTIME` converted to the switch's `CLOCK_MONOTONIC`), not the moment the
+//! switch got round to reading it, clamped so that it is never before what the core has already
+//! emulated nor after the read: a switch woken late gives the delay back to the emulated link
+//! (statistics `rx_read_late_10us`, `rx_read_late_max_ns`; docs/lbf.md measures the effect).
+//!
 //! Per frame, the switch copies once: from the ring slot into a pooled buffer, which then moves
 //! through the queues and delay lines and is handed to `sendmmsg` as is (the all-zero
 //! `virtio_net_hdr` is a second iovec), coming back to the pool after the call. Waits shorter

@@ -105,22 +105,34 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
     let mut ready = Vec::with_capacity(fds.len());
     let mut rc = RunnerCounters::default();
     let mut next_stats = 0u64;
+    // How far the core has been advanced (switch clock, ns): it never goes back.
+    let mut core_ns = 0u64;
+    let mut ring_clock = RingClock::new(t0);
     loop {
         let now_ns = sys::mono_ns().saturating_sub(t0);
-        let now = Time::from_nanos(now_ns);
         if sys::stop_requested() || cfg.duration_ns.is_some_and(|d| now_ns >= d) {
             break;
         }
-        core.advance_owned(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
+        ring_clock.refresh(now_ns);
         let mut more = false;
         for i in 0..socks.len() {
             let mut n = 0;
-            while n < RX_BUDGET && socks[i].next_rx().is_some() {
-                // The frame was in the ring before this reading: stamping it now is never
-                // early. Everything due before it runs first, in emulated-time order.
-                let t_ns = sys::mono_ns().saturating_sub(t0);
+            while n < RX_BUDGET {
+                let Some(kernel_ns) = socks[i].next_rx().map(|f| f.kernel_ns) else { break };
+                // A frame arrived when the kernel put it into the ring, perhaps while this
+                // switch slept or worked: it is stamped then (so that a late wake-up does not
+                // delay its emulated transmission), but not before what the core has already
+                // run (which cannot be undone) and not after now. Everything due before it
+                // runs first, in emulated-time order.
+                let read_ns = sys::mono_ns().saturating_sub(t0);
+                let arrived = ring_clock.arrival(kernel_ns).unwrap_or(read_ns);
+                let read_late = read_ns.saturating_sub(arrived);
+                rc.rx_read_late_max_ns = rc.rx_read_late_max_ns.max(read_late);
+                rc.rx_read_late_10us += u64::from(read_late > 10_000);
+                let t_ns = arrived.clamp(core_ns, read_ns);
+                core_ns = t_ns;
                 let t = Time::from_nanos(t_ns);
-                core.advance_owned(t, &mut |j, f, d| emit(&mut socks, &mut rc, t_ns, j, f, d));
+                core.advance_owned(t, &mut |j, f, d| emit(&mut socks, &mut rc, read_ns, j, f, d));
                 // Parsed and copied straight from the ring slot, then the slot goes back.
                 let Some(f) = socks[i].next_rx() else { break };
                 let v = f.vnet;
@@ -137,7 +149,8 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
             }
             more |= n == RX_BUDGET;
         }
-        let now_ns = sys::mono_ns().saturating_sub(t0);
+        let now_ns = sys::mono_ns().saturating_sub(t0).max(core_ns);
+        core_ns = now_ns;
         let now = Time::from_nanos(now_ns);
         core.advance_owned(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
         for s in socks.iter_mut() {
@@ -188,7 +201,7 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         rc.sleeps += 1;
     }
     // Everything due by now (the last queue samples included) still happens.
-    let now_ns = sys::mono_ns().saturating_sub(t0);
+    let now_ns = sys::mono_ns().saturating_sub(t0).max(core_ns);
     core.advance_owned(Time::from_nanos(now_ns), &mut |i, f, d| {
         emit(&mut socks, &mut rc, now_ns, i, f, d);
     });
@@ -208,6 +221,43 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         w.finish()?;
     }
     Ok(st)
+}
+
+/// Converts the receive rings' timestamps (`CLOCK_REALTIME`) to the switch's clock
+/// (`CLOCK_MONOTONIC` since its start), with the offset between the two clocks re-read every
+/// 100 ms (NTP may slew the real-time clock).
+struct RingClock {
+    t0: u64,
+    /// `CLOCK_MONOTONIC` minus `CLOCK_REALTIME` (ns).
+    offset: i128,
+    next_refresh_ns: u64,
+}
+
+impl RingClock {
+    fn new(t0: u64) -> RingClock {
+        let mut c = RingClock { t0, offset: 0, next_refresh_ns: 0 };
+        c.refresh(0);
+        c
+    }
+
+    fn refresh(&mut self, now_ns: u64) {
+        if now_ns < self.next_refresh_ns {
+            return;
+        }
+        // the real-time reading between two monotonic ones: its error is half their gap
+        let (a, r, b) = (sys::mono_ns(), sys::real_ns(), sys::mono_ns());
+        self.offset = (i128::from(a) + i128::from(b)) / 2 - i128::from(r);
+        self.next_refresh_ns = now_ns + 100_000_000;
+    }
+
+    /// The switch-clock instant of a ring timestamp, if the kernel gave one.
+    fn arrival(&self, kernel_ns: u64) -> Option<u64> {
+        if kernel_ns == 0 {
+            return None;
+        }
+        let mono = i128::from(kernel_ns) + self.offset - i128::from(self.t0);
+        Some(u64::try_from(mono.max(0)).unwrap_or(u64::MAX))
+    }
 }
 
 /// Writes the ports' captures from a thread of its own, so that the forwarding loop never
@@ -283,5 +333,22 @@ fn emit(
     }
     if let Some(s) = socks.get_mut(iface) {
         rc.tx_refused += s.push_tx_owned(frame) as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_timestamps_convert_to_the_switch_clock() {
+        let t0 = sys::mono_ns() - 5_000_000;
+        let c = RingClock::new(t0);
+        assert_eq!(c.arrival(0), None, "no timestamp from the kernel");
+        // a frame stamped just now (real-time clock) arrived about 5 ms after the switch's start
+        let (before, at) = (sys::mono_ns() - t0, c.arrival(sys::real_ns()).unwrap());
+        let after = sys::mono_ns() - t0;
+        assert!(at + 100_000 >= before && at <= after + 100_000, "{before} <= {at} <= {after}");
+        assert_eq!(c.arrival(1).unwrap(), 0, "before the switch's start: its start");
     }
 }

@@ -44,6 +44,13 @@ pub struct SwitchStats {
     pub late_100us: u64,
     /// Largest lateness of a sent frame (ns).
     pub late_max_ns: u64,
+    /// Frames read from a ring more than 10 us after the kernel put them there (they are
+    /// stamped with the kernel's instant, as far as the core's clock allows).
+    #[serde(default)]
+    pub rx_read_late_10us: u64,
+    /// Largest time between the kernel putting a frame into a ring and the switch reading it.
+    #[serde(default)]
+    pub rx_read_late_max_ns: u64,
     /// Times the loop slept in `ppoll`.
     #[serde(default)]
     pub sleeps: u64,
@@ -178,6 +185,10 @@ pub struct RunnerCounters {
     pub late_100us: u64,
     /// Largest lateness (ns).
     pub late_max_ns: u64,
+    /// Frames read more than 10 us after their ring timestamp.
+    pub rx_read_late_10us: u64,
+    /// Largest time from ring timestamp to reading (ns).
+    pub rx_read_late_max_ns: u64,
     /// Sleeps in `ppoll`.
     pub sleeps: u64,
     /// Short waits spent polling instead of sleeping.
@@ -240,6 +251,8 @@ impl SwitchStats {
             tx_refused: r.tx_refused,
             late_100us: r.late_100us,
             late_max_ns: r.late_max_ns,
+            rx_read_late_10us: r.rx_read_late_10us,
+            rx_read_late_max_ns: r.rx_read_late_max_ns,
             sleeps: r.sleeps,
             spins: r.spins,
             tx_calls: r.tx_calls,

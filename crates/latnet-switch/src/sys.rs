@@ -146,6 +146,8 @@ pub struct RxFrame<'a> {
     /// The outer 802.1Q tag (TPID, TCI), if the kernel took it out of the frame (it does for
     /// every tagged frame it receives: the tag travels beside the data, not in it).
     pub vlan: Option<(u16, u16)>,
+    /// When the kernel put the frame into the ring (`CLOCK_REALTIME`, ns; 0 if it gave none).
+    pub kernel_ns: u64,
 }
 
 /// An `AF_PACKET` socket on one interface: `TPACKET_V2` receive ring, `sendmmsg` transmit.
@@ -330,7 +332,7 @@ impl PacketSocket {
             std::sync::atomic::fence(Ordering::Acquire);
             // SAFETY: the kernel handed this frame to us (TP_STATUS_USER); it does not write it
             // until we set TP_STATUS_KERNEL.
-            let (len, snap, mac, tci, tpid) = unsafe {
+            let (len, snap, mac, tci, tpid, sec, nsec) = unsafe {
                 let h = &*h;
                 (
                     h.tp_len,
@@ -338,6 +340,8 @@ impl PacketSocket {
                     usize::from(h.tp_mac),
                     h.tp_vlan_tci,
                     h.tp_vlan_tpid,
+                    h.tp_sec,
+                    h.tp_nsec,
                 )
             };
             let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 };
@@ -356,7 +360,8 @@ impl PacketSocket {
                 let v = &*(base.add(mac - VNET_HDR_LEN).cast::<[u8; VNET_HDR_LEN]>());
                 (VnetHdr::parse(v), std::slice::from_raw_parts(base.add(mac), snap))
             };
-            return Some(RxFrame { data, wire_len: len, vnet, vlan });
+            let kernel_ns = u64::from(sec) * 1_000_000_000 + u64::from(nsec);
+            return Some(RxFrame { data, wire_len: len, vnet, vlan, kernel_ns });
         }
     }
 
@@ -495,6 +500,14 @@ impl Drop for PacketSocket {
         // SAFETY: the mapping was created in open() with this length and nothing borrows it.
         unsafe { libc::munmap(self.ring.as_ptr().cast(), self.ring_len) };
     }
+}
+
+/// `CLOCK_REALTIME` (ns), the clock of the receive ring's timestamps.
+pub fn real_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is ours; clock_gettime with a valid clock id only writes it.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (shared by all network namespaces of the machine).
