@@ -22,13 +22,14 @@
 //! A `TPACKET_V3` ring hands frames to userspace a *block* at a time, when the block is full or
 //! its retire timer (at least 1 ms) expires; a lone latency probe would wait up to that long.
 //! `TPACKET_V2` rings publish every frame as soon as the kernel wrote it, and the loop still
-//! works in batches: each wake-up drains up to 256 frames per ring and sends with one
-//! `sendmmsg` per interface per 64 frames.
+//! works in batches: each wake-up drains up to 256 frames per ring, taking the rings' frames
+//! oldest first (by their kernel timestamps, below), and sends with one `sendmmsg` per
+//! interface per 64 frames.
 //!
 //! A frame's emulated arrival is the ring's timestamp (`tp_sec` / `tp_nsec`: when the kernel put
 //! it there, `CLOCK_REALTIME` converted to the switch's `CLOCK_MONOTONIC`), not the moment the
 //! switch got round to reading it, clamped so that it is never before what the core has already
-//! emulated nor after the read: a switch woken late gives the delay back to the emulated link
+//! emulated nor after the read (frames waiting in several rings are taken in arrival order): a switch woken late gives the delay back to the emulated link
 //! (statistics `rx_read_late_10us`, `rx_read_late_max_ns`; docs/lbf.md measures the effect).
 //!
 //! Per frame, the switch copies once: from the ring slot into a pooled buffer, which then moves

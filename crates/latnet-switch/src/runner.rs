@@ -114,41 +114,42 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
             break;
         }
         ring_clock.refresh(now_ns);
-        let mut more = false;
-        for i in 0..socks.len() {
-            let mut n = 0;
-            while n < RX_BUDGET {
-                let Some(kernel_ns) = socks[i].next_rx().map(|f| f.kernel_ns) else { break };
-                // A frame arrived when the kernel put it into the ring, perhaps while this
-                // switch slept or worked: it is stamped then (so that a late wake-up does not
-                // delay its emulated transmission), but not before what the core has already
-                // run (which cannot be undone) and not after now. Everything due before it
-                // runs first, in emulated-time order.
-                let read_ns = sys::mono_ns().saturating_sub(t0);
-                let arrived = ring_clock.arrival(kernel_ns).unwrap_or(read_ns);
-                let read_late = read_ns.saturating_sub(arrived);
-                rc.rx_read_late_max_ns = rc.rx_read_late_max_ns.max(read_late);
-                rc.rx_read_late_10us += u64::from(read_late > 10_000);
-                let t_ns = arrived.clamp(core_ns, read_ns);
-                core_ns = t_ns;
-                let t = Time::from_nanos(t_ns);
-                core.advance_owned(t, &mut |j, f, d| emit(&mut socks, &mut rc, read_ns, j, f, d));
-                // Parsed and copied straight from the ring slot, then the slot goes back.
-                let Some(f) = socks[i].next_rx() else { break };
-                let v = f.vnet;
-                let offload = Offload {
-                    partial_csum: (v.flags & VNET_NEEDS_CSUM != 0)
-                        .then_some((v.csum_start, v.csum_offset)),
-                    gso: v.gso_type != VNET_GSO_NONE,
-                    truncated: (f.data.len() as u64) < u64::from(f.wire_len),
-                    vlan: f.vlan,
-                };
-                core.receive(t, i, f.data, offload);
-                socks[i].release();
-                n += 1;
-            }
-            more |= n == RX_BUDGET;
+        // Frames from every ring, oldest first (by the kernel's timestamp; ties go round the
+        // rings), up to RX_BUDGET times the number of rings in one pass.
+        let budget = RX_BUDGET * socks.len();
+        let mut n = 0;
+        while n < budget {
+            let oldest = oldest_ring(socks.len(), n, |i| socks[i].next_rx().map(|f| f.kernel_ns));
+            let Some((kernel_ns, i)) = oldest else { break };
+            // A frame arrived when the kernel put it into the ring, perhaps while this switch
+            // slept or worked: it is stamped then (so that a late wake-up does not delay its
+            // emulated transmission), but not before what the core has already run (which
+            // cannot be undone) and not after now. Everything due before it runs first, in
+            // emulated-time order.
+            let read_ns = sys::mono_ns().saturating_sub(t0);
+            let arrived = ring_clock.arrival(kernel_ns).unwrap_or(read_ns);
+            let read_late = read_ns.saturating_sub(arrived);
+            rc.rx_read_late_max_ns = rc.rx_read_late_max_ns.max(read_late);
+            rc.rx_read_late_10us += u64::from(read_late > 10_000);
+            let t_ns = arrived.clamp(core_ns, read_ns);
+            core_ns = t_ns;
+            let t = Time::from_nanos(t_ns);
+            core.advance_owned(t, &mut |j, f, d| emit(&mut socks, &mut rc, read_ns, j, f, d));
+            // Parsed and copied straight from the ring slot, then the slot goes back.
+            let Some(f) = socks[i].next_rx() else { break };
+            let v = f.vnet;
+            let offload = Offload {
+                partial_csum: (v.flags & VNET_NEEDS_CSUM != 0)
+                    .then_some((v.csum_start, v.csum_offset)),
+                gso: v.gso_type != VNET_GSO_NONE,
+                truncated: (f.data.len() as u64) < u64::from(f.wire_len),
+                vlan: f.vlan,
+            };
+            core.receive(t, i, f.data, offload);
+            socks[i].release();
+            n += 1;
         }
+        let more = n == budget;
         let now_ns = sys::mono_ns().saturating_sub(t0).max(core_ns);
         core_ns = now_ns;
         let now = Time::from_nanos(now_ns);
@@ -221,6 +222,26 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         w.finish()?;
     }
     Ok(st)
+}
+
+/// The ring whose next frame is the oldest, with that frame's timestamp, given each ring's
+/// next timestamp (`peek`, `None`: empty); equal timestamps go to the first ring from `start`
+/// on (round the rings).
+fn oldest_ring(
+    rings: usize,
+    start: usize,
+    mut peek: impl FnMut(usize) -> Option<u64>,
+) -> Option<(u64, usize)> {
+    let mut oldest: Option<(u64, usize)> = None;
+    for k in 0..rings {
+        let i = (k + start) % rings;
+        if let Some(stamp) = peek(i) {
+            if oldest.is_none_or(|(o, _)| stamp < o) {
+                oldest = Some((stamp, i));
+            }
+        }
+    }
+    oldest
 }
 
 /// Converts the receive rings' timestamps (`CLOCK_REALTIME`) to the switch's clock
@@ -339,6 +360,18 @@ fn emit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_oldest_frame_of_all_rings_goes_first() {
+        let heads = [Some(5), None, Some(3), Some(3)];
+        let peek = |i: usize| heads[i];
+        assert_eq!(oldest_ring(4, 0, peek), Some((3, 2)));
+        assert_eq!(oldest_ring(4, 3, peek), Some((3, 3)), "a tie goes round the rings");
+        assert_eq!(oldest_ring(4, 7, peek), Some((3, 3)));
+        assert_eq!(oldest_ring(2, 0, peek), Some((5, 0)));
+        assert_eq!(oldest_ring(2, 1, |_| None), None);
+        assert_eq!(oldest_ring(0, 0, peek), None);
+    }
 
     #[test]
     fn ring_timestamps_convert_to_the_switch_clock() {
