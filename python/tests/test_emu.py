@@ -653,3 +653,20 @@ def test_testbed_up_with_pcap_captures_traffic_sent_by_hand(tmp_path):
     assert len(icmp["h2-s1.pcap"]) == len(icmp["s1-h2.pcap"]) == 0
     # each request leaves s1 toward h3 after it left h1 (plus the host link's serialization)
     assert (icmp["s1-h3.pcap"]["t_ns"].values > icmp["h1-s1.pcap"]["t_ns"].values).all()
+
+
+def test_a_capture_directory_that_cannot_be_made_is_a_clear_error(tmp_path):
+    """A switch asked to capture into a path that cannot be a directory stops at once, and the
+    error names the capture and the path; nothing is left behind."""
+    from latnet import LatnetError
+
+    sc = scenario(tmp_path, two_hosts("100Mbps", "0ns", FIFO, ""))
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the captures should go\n")
+    before = netns_list()
+    with (
+        pytest.raises(LatnetError, match=f"packet capture {blocker}"),
+        Testbed(sc, run_dir=tmp_path / "run", pcap_dir=blocker),
+    ):
+        pass
+    assert netns_list() == before
