@@ -293,6 +293,13 @@ def test_testbed_switches_busy_poll_less_when_they_outnumber_the_cpus(tmp_path, 
         text=True,
     )
     assert bad.returncode == 2 and "--spin-us: expected whole microseconds" in bad.stderr
+    for arg, why in (("0ms", "above zero"), ("soon", "--queues:")):
+        bad = subprocess.run(
+            [switch, "run", "--scenario", str(demo), "--node", "sw1", "--queues", arg],
+            capture_output=True,
+            text=True,
+        )
+        assert bad.returncode == 2 and why in bad.stderr, (arg, bad.stderr)
 
 
 def test_testbed_ipv6_addresses_only_when_asked(tmp_path):
