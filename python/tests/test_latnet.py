@@ -275,7 +275,8 @@ def test_switch_run_refuses_a_bad_time_zero():
 
 def test_testbed_switches_busy_poll_less_when_they_outnumber_the_cpus(tmp_path, monkeypatch):
     """Switches busy-poll 20 us while each can have a CPU, 2 us when they outnumber them
-    (test 2 of the LBF seed has four switches); an explicit spin_us wins."""
+    (test 2 of the LBF seed has four switches); an explicit spin_us wins. The switch refuses a
+    bad --spin-us or --queues value as a usage error before it touches any interface."""
     from latnet.testbed import Testbed
 
     root = Path(__file__).parents[2]
