@@ -411,13 +411,22 @@ impl SwitchCore {
     }
 
     /// Port `i`'s captured records, if capturing and there are at least `at_least` bytes of
-    /// them (and at least one); the port starts a new buffer of that capacity.
-    pub fn take_capture(&mut self, i: usize, at_least: usize) -> Option<Vec<u8>> {
-        let buf = self.capture.as_mut()?.0.get_mut(i)?;
+    /// them (and at least one): swapped into `spare` (emptied first), whose allocation the port
+    /// goes on with. Returns whether it took them.
+    pub fn swap_capture(&mut self, i: usize, at_least: usize, spare: &mut Vec<u8>) -> bool {
+        let Some(buf) = self.capture.as_mut().and_then(|c| c.0.get_mut(i)) else { return false };
         if buf.is_empty() || buf.len() < at_least {
-            return None;
+            return false;
         }
-        Some(std::mem::replace(buf, Vec::with_capacity(at_least)))
+        spare.clear();
+        std::mem::swap(buf, spare);
+        true
+    }
+
+    /// [`Self::swap_capture`] into a new buffer.
+    pub fn take_capture(&mut self, i: usize, at_least: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.swap_capture(i, at_least, &mut out).then_some(out)
     }
 
     /// Sample every emulated port's queue each `interval` from the experiment's time zero

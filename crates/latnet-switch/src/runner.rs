@@ -39,7 +39,8 @@ pub struct RunConfig {
     pub spin_ns: u64,
 }
 
-/// Frames read from one ring before the others get their turn.
+/// Frames read per ring and pass (a pass takes up to this many times the number of rings,
+/// oldest first across them) before the core catches up with the clock.
 const RX_BUDGET: usize = 256;
 /// Waits shorter than this are spent polling the clock and the rings instead of sleeping in
 /// `ppoll` (whose system call and wake-up cost more than the wait itself), by default. When
@@ -131,7 +132,8 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
             let read_late = read_ns.saturating_sub(arrived);
             rc.rx_read_late_max_ns = rc.rx_read_late_max_ns.max(read_late);
             rc.rx_read_late_10us += u64::from(read_late > 10_000);
-            let t_ns = arrived.clamp(core_ns, read_ns);
+            // (`min` then `max`, not `clamp`: no panic even if the clock stepped back)
+            let t_ns = arrived.min(read_ns).max(core_ns);
             core_ns = t_ns;
             let t = Time::from_nanos(t_ns);
             core.advance_owned(t, &mut |j, f, d| emit(&mut socks, &mut rc, read_ns, j, f, d));
@@ -282,9 +284,12 @@ impl RingClock {
 }
 
 /// Writes the ports' captures from a thread of its own, so that the forwarding loop never
-/// waits for the disk: the loop hands over a port's records once it has collected a chunk.
+/// waits for the disk: the loop hands over a port's records once it has collected a chunk, and
+/// the thread hands the emptied buffers back for reuse (no fresh allocation per chunk).
 struct CaptureWriter {
     tx: Option<std::sync::mpsc::Sender<(usize, Vec<u8>)>>,
+    back: std::sync::mpsc::Receiver<Vec<u8>>,
+    pool: Vec<Vec<u8>>,
     thread: Option<std::thread::JoinHandle<io::Result<()>>>,
 }
 
@@ -303,27 +308,35 @@ impl CaptureWriter {
             files.push((path, io::BufWriter::with_capacity(1 << 20, f)));
         }
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<u8>)>();
+        let (back_tx, back) = std::sync::mpsc::channel::<Vec<u8>>();
         let thread = std::thread::Builder::new().name("pcap-writer".into()).spawn(move || {
-            for (i, chunk) in rx {
+            for (i, mut chunk) in rx {
                 if let Some((path, f)) = files.get_mut(i) {
                     f.write_all(&chunk).map_err(|e| named(path, e))?;
                 }
+                chunk.clear();
+                // the loop may be gone already (at the end): then the buffer is dropped
+                let _ = back_tx.send(chunk);
             }
             for (path, f) in &mut files {
                 f.flush().map_err(|e| named(path, e))?;
             }
             Ok(())
         })?;
-        Ok(CaptureWriter { tx: Some(tx), thread: Some(thread) })
+        Ok(CaptureWriter { tx: Some(tx), back, pool: Vec::new(), thread: Some(thread) })
     }
 
     /// Hand over every port's records of at least `at_least` bytes.
     fn collect(&mut self, core: &mut SwitchCore, at_least: usize) {
         let Some(tx) = &self.tx else { return };
+        self.pool.extend(self.back.try_iter());
         for i in 0..core.ports.len() {
-            if let Some(chunk) = core.take_capture(i, at_least) {
+            let mut spare = self.pool.pop().unwrap_or_default();
+            if core.swap_capture(i, at_least, &mut spare) {
                 // A failed writer reports its error in `finish`.
-                let _ = tx.send((i, chunk));
+                let _ = tx.send((i, spare));
+            } else {
+                self.pool.push(spare);
             }
         }
     }

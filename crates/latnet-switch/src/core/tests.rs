@@ -497,6 +497,15 @@ fn captures_hold_what_each_port_transmits_stamped_from_the_experiments_time_zero
         assert_eq!((*len as usize, bytes), (f.len(), f));
     }
     assert_eq!(core.take_capture(2, 1), None, "taken");
+    // a reused buffer is emptied before it takes a port's records
+    drive(&mut core, &[(50_000_000, frame(1250, 7, 1))], &[]);
+    let mut spare = vec![0xee; 7];
+    assert!(!core.swap_capture(1, 1 << 20, &mut spare), "less than asked for");
+    assert!(core.swap_capture(1, 1, &mut spare));
+    let mut file = latnet_sim::pcap::new_capture();
+    file.extend(&spare);
+    let r = latnet_sim::pcap::records(&file).unwrap();
+    assert_eq!((r.len(), r[0].at_ns), (1, 50_000_000 - 300_000));
 }
 
 #[test]
