@@ -109,12 +109,13 @@ def run_emu(
     out: str | os.PathLike[str],
     seed: int | None = None,
     offloads: str = "off",
-    pcap: bool = False,
+    pcap: bool | None = None,
     queues: str | None = None,
 ) -> EmuResults:
     """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``).
 
-    With ``pcap``, the switches capture every link direction into ``out/pcap/<node>-<peer>.pcap``
+    With ``pcap`` (``None``: the scenario's ``[output] pcap``), the switches capture every link
+    direction into ``out/pcap/<node>-<peer>.pcap``
     as the simulator does: each frame stamped at the start of its emulated transmission,
     counted from the scenario's time zero (see ``latnet-switch run --pcap``). With ``queues`` (an
     interval such as ``"1ms"``; else the scenario's ``[output] queues``) they sample the queues
@@ -132,9 +133,10 @@ def run_emu(
         offloads=offloads,
         seed=seed,
         time_zero_after_ns=START_MARGIN_NS,
-        pcap_dir=out / "pcap" if pcap else None,
         queues=queues,
     )
+    if pcap or (pcap is None and tb.plan["output_pcap"]):
+        tb.pcap_dir = (out / "pcap").resolve()
     length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
     with tb:
         # the switches know t0 (their AQM epochs count from it): it was set as they started

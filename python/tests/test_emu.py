@@ -579,6 +579,7 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     sc = scenario(tmp_path, two_hosts("100Mbps", "200us", FIFO, flows, "1s"))
     out = tmp_path / "out"
     argv = ["run", str(sc), "--mode", "both", "--pcap", "--queues", "50ms", "--no-packets"]
+    # (the scenario's [output] pcap asks the same of both runs: checked at the end)
     assert main([*argv, "--out", str(out)]) == 0
     capsys.readouterr()
     key = ["t_ns", "node", "peer"]
@@ -613,6 +614,10 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     for col in ("src", "dst", "sport", "dport", "wire_len"):
         count = lambda df, c: df[c].value_counts().sort_index()  # noqa: E731
         assert count(e, col).equals(count(frames["sim"], col)), col
+    # `[output] pcap = true` in the scenario captures an emulated run without --pcap
+    sc.write_text(sc.read_text() + "\n[output]\npcap = true\n")
+    res = run_emu(sc, tmp_path / "by-scenario")
+    assert sorted(p.name for p in res.pcaps) == names
 
 
 def test_testbed_up_with_pcap_captures_traffic_sent_by_hand(tmp_path):

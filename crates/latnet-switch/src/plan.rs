@@ -87,6 +87,8 @@ pub struct Plan {
     pub duration_ns: u64,
     /// Drain time after it (ns).
     pub drain_ns: u64,
+    /// The scenario's `[output] pcap`: a run captures its links unless told otherwise.
+    pub output_pcap: bool,
 }
 
 /// A flow (for the launcher of senders and receivers).
@@ -269,6 +271,7 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
         flows,
         duration_ns: sc.sim.duration.as_nanos(),
         drain_ns: sc.sim.drain.as_nanos(),
+        output_pcap: sc.output.pcap,
     })
 }
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import tomllib
-
 from ..table import flow_table, fmt_us, render
 
 
@@ -51,16 +49,6 @@ def side_by_side(sim: dict, emu: dict) -> str:
     return render(headers, rows, title)
 
 
-def _scenario_output(path: Path) -> dict:
-    """The scenario's [output] table (empty if unreadable: the simulator's parser reports a bad
-    file)."""
-    try:
-        out = tomllib.loads(path.read_text()).get("output", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-    return out if isinstance(out, dict) else {}
-
-
 def cmd_run_emu(args: argparse.Namespace) -> int:
     from .. import run as run_sim
     from ..emu import run_emu
@@ -70,9 +58,8 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     path = Path(args.scenario)
     base = Path(args.out) if args.out else Path("out") / path.stem
     emu_out = base / "emu" if args.mode == "both" else base
-    output = _scenario_output(path)
-    pcap = bool(args.pcap or output.get("pcap") is True)
-    emu = run_emu(path, emu_out, seed=args.seed, pcap=pcap, queues=args.queues)
+    # --pcap, else the scenario's [output] pcap (the switches read its [output] queues)
+    emu = run_emu(path, emu_out, seed=args.seed, pcap=args.pcap or None, queues=args.queues)
     captures = ", queues.csv" if emu.queues is not None else ""
     captures += f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
     if args.mode == "emu":
