@@ -3,9 +3,10 @@
 set -euo pipefail
 # iperf3, irtt, ethtool, iputils-ping, iproute2: emulation testbeds (latnet-switch);
 # openvswitch-switch: the Open vSwitch userspace datapath of bench/switch_peers.py;
-# tcpdump: reads the simulator's link captures (and captures emulated links).
+# tcpdump: reads the simulator's link captures (and captures emulated links);
+# tshark: tests tools/wireshark/latnet-lbf.lua, the LBF block's dissector.
 pkgs=(python3-venv build-essential pkg-config iproute2 iperf3 irtt ethtool iputils-ping
-  openvswitch-switch tcpdump)
+  openvswitch-switch tcpdump tshark)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,204 @@
+-- latnet's Latency-Based Forwarding block for Wireshark and tshark (4.0 or later).
+--
+--   wireshark -X lua_script:tools/wireshark/latnet-lbf.lua out/pcap/FWD4-R1.pcap
+--   tshark -X lua_script:tools/wireshark/latnet-lbf.lua -r FWD4-R1.pcap -Y lbf \
+--     -T fields -e frame.time_epoch -e lbf.lower_ns -e lbf.value_ns
+--
+-- or copy the file into Wireshark's personal Lua plugins folder.
+--
+-- The block (28 octets, big endian; crates/latnet-wire/src/lbf.rs is the authority):
+--   octet 0     version (high 4 bits, 1) and mode (low 4 bits: 0 latency so far,
+--               1 sender timestamp, 2 rest-SLO, 3 damper)
+--   octet 1     flags: 0x80 late, 0x40 upper bound present, the rest reserved (0)
+--   octets 2-3  reserved (0)
+--   octets 4-11 lower bound, ns; 12-19 upper bound, ns (0 unless the U flag); 20-27 value, ns
+-- Carriers: IPv6 hop-by-hop option type 0x3E with 28 octets of data, or a UDP shim at the
+-- start of the payload: "LB", length 28, one reserved octet (0), then the block.
+--
+-- It checks what latnet's parser checks and flags a malformed block with the same words as
+-- latnet.read_pcap's `error` column ("LBF block: malformed reserved", ...). Like a latnet
+-- switch that expects the shim, it takes every UDP payload starting with "LB" for one; turn
+-- the heuristic off (Analyze > Enabled Protocols > lbf_udp) where that is wrong.
+
+local lbf = Proto("lbf", "latnet Latency-Based Forwarding block")
+
+local MODES = {
+  [0] = "latency so far",
+  [1] = "sender timestamp",
+  [2] = "rest-SLO",
+  [3] = "damper",
+}
+-- What the value field holds, by mode.
+local VALUE_MEANING = {
+  [0] = "latency so far",
+  [1] = "sender's timestamp",
+  [2] = "unused in rest-SLO mode",
+  [3] = "damper hold at the next hop",
+}
+local BLOCK_LEN = 28
+local SHIM_LEN = 4 + BLOCK_LEN
+local OPTION_TYPE = 0x3E
+
+-- Bit fields by arithmetic, so the file runs on Lua 5.2 to 5.4 with or without `bit`.
+local function version(b)
+  return math.floor(b / 16)
+end
+local function mode(b)
+  return b % 16
+end
+local function flag(b, mask)
+  return math.floor(b / mask) % 2 == 1
+end
+
+local f = lbf.fields
+f.carrier = ProtoField.string("lbf.carrier", "Carrier")
+f.shim_magic = ProtoField.string("lbf.shim.magic", "Shim magic")
+f.shim_len = ProtoField.uint8("lbf.shim.length", "Shim block length", base.DEC)
+f.shim_reserved = ProtoField.uint8("lbf.shim.reserved", "Shim reserved", base.HEX)
+f.version = ProtoField.uint8("lbf.version", "Version", base.DEC, nil, 0xF0)
+f.mode = ProtoField.uint8("lbf.mode", "Mode", base.DEC, MODES, 0x0F)
+f.flags = ProtoField.uint8("lbf.flags", "Flags", base.HEX)
+f.late = ProtoField.bool("lbf.late", "Late", 8, nil, 0x80)
+f.has_upper = ProtoField.bool("lbf.upper_present", "Upper bound present", 8, nil, 0x40)
+f.flags_reserved = ProtoField.uint8("lbf.flags.reserved", "Reserved flags", base.HEX, nil, 0x3F)
+f.reserved = ProtoField.uint16("lbf.reserved", "Reserved", base.HEX)
+f.lower = ProtoField.uint64("lbf.lower_ns", "Lower bound (ns)", base.DEC)
+f.upper = ProtoField.uint64("lbf.upper_ns", "Upper bound (ns)", base.DEC)
+f.value = ProtoField.uint64("lbf.value_ns", "Value (ns)", base.DEC)
+
+local e_malformed =
+  ProtoExpert.new("lbf.malformed", "Malformed LBF block", expert.group.MALFORMED, expert.severity.ERROR)
+lbf.experts = { e_malformed }
+
+local function malformed(item, what)
+  item:add_proto_expert_info(e_malformed, "LBF block: malformed " .. what)
+end
+
+-- The first rule latnet's LbfRepr::parse finds broken, or nil.
+local function check(r)
+  local ver_mode = r(0, 1):uint()
+  local flags = r(1, 1):uint()
+  if version(ver_mode) ~= 1 then
+    return "version"
+  end
+  if MODES[mode(ver_mode)] == nil then
+    return "mode"
+  end
+  if flags % 0x40 ~= 0 or r(2, 2):uint() ~= 0 then
+    return "reserved"
+  end
+  local lower, upper = r(4, 8):uint64(), r(12, 8):uint64()
+  if not flag(flags, 0x40) then
+    if upper ~= UInt64(0) then
+      return "upper without U flag"
+    end
+  elseif lower > upper then
+    return "lower > upper"
+  end
+  return nil
+end
+
+-- Adds the 28 octets of `r` under `tree`.
+local function add_block(tree, r, carrier)
+  local item = tree:add(lbf, r, "LBF block")
+  item:add(f.carrier, carrier):set_generated()
+  item:add(f.version, r(0, 1))
+  item:add(f.mode, r(0, 1))
+  local flags = item:add(f.flags, r(1, 1))
+  flags:add(f.late, r(1, 1))
+  flags:add(f.has_upper, r(1, 1))
+  flags:add(f.flags_reserved, r(1, 1))
+  item:add(f.reserved, r(2, 2))
+  item:add(f.lower, r(4, 8))
+  item:add(f.upper, r(12, 8))
+  local value = item:add(f.value, r(20, 8))
+  local meaning = VALUE_MEANING[mode(r(0, 1):uint())]
+  if meaning then
+    value:append_text(" (" .. meaning .. ")")
+  end
+  local bad = check(r)
+  if bad then
+    malformed(item, bad)
+  else
+    local m = MODES[mode(r(0, 1):uint())]
+    local ub = ""
+    if flag(r(1, 1):uint(), 0x40) then
+      ub = string.format(", ub %.3f us", r(12, 8):uint64():tonumber() / 1000)
+    end
+    item:append_text(string.format(
+      " (%s, lb %.3f us%s, value %s ns%s)",
+      m,
+      r(4, 8):uint64():tonumber() / 1000,
+      ub,
+      r(20, 8):uint64(),
+      flag(r(1, 1):uint(), 0x80) and ", late" or ""
+    ))
+  end
+end
+
+-- UDP shim: a heuristic on UDP payloads.
+local function shim_heuristic(tvb, pinfo, tree)
+  if tvb:len() < 2 or tvb(0, 2):string() ~= "LB" then
+    return false
+  end
+  pinfo.cols.protocol:append("/LBF")
+  if tvb:reported_length_remaining() < SHIM_LEN then
+    local item = tree:add(lbf, tvb(), "LBF shim")
+    item:add(f.carrier, "udp-shim"):set_generated()
+    malformed(item, "shim beyond UDP length")
+    return true
+  end
+  if tvb:len() < SHIM_LEN then
+    -- The datagram holds the shim but the capture was cut short: show what there is.
+    tree:add(lbf, tvb(), "LBF shim [truncated by the capture]")
+    return true
+  end
+  local shim = tree:add(lbf, tvb(0, SHIM_LEN), "LBF shim")
+  shim:add(f.shim_magic, tvb(0, 2))
+  shim:add(f.shim_len, tvb(2, 1))
+  shim:add(f.shim_reserved, tvb(3, 1))
+  if tvb(2, 1):uint() ~= BLOCK_LEN or tvb(3, 1):uint() ~= 0 then
+    shim:add(f.carrier, "udp-shim"):set_generated()
+    malformed(shim, "shim header")
+    return true
+  end
+  add_block(shim, tvb(4, BLOCK_LEN), "udp-shim")
+  if tvb:len() > SHIM_LEN then
+    Dissector.get("data"):call(tvb(SHIM_LEN):tvb(), pinfo, tree)
+  end
+  return true
+end
+lbf:register_heuristic("udp", shim_heuristic)
+
+-- IPv6 hop-by-hop option: Wireshark's IPv6 dissector shows it as an unknown option; a
+-- post-dissector finds it from the option-type fields and decodes its data.
+local opt_type = Field.new("ipv6.opt.type")
+local hbh = Field.new("ipv6.hopopts")
+
+local post = Proto("lbf_hbh", "latnet LBF block in an IPv6 hop-by-hop option")
+function post.dissector(_, pinfo, tree)
+  if not hbh() then
+    return
+  end
+  local found = 0
+  for _, fi in ipairs({ opt_type() }) do
+    if fi.value == OPTION_TYPE then
+      found = found + 1
+      local tvb, off = fi.source, fi.offset
+      pinfo.cols.protocol:append("/LBF")
+      local len = tvb(off + 1, 1):uint()
+      if found > 1 then
+        local item = tree:add(lbf, tvb(off, 2 + len), "LBF block")
+        item:add(f.carrier, "ipv6"):set_generated()
+        malformed(item, "duplicate option")
+      elseif len ~= BLOCK_LEN then
+        local item = tree:add(lbf, tvb(off, 2 + len), "LBF block")
+        item:add(f.carrier, "ipv6"):set_generated()
+        malformed(item, "option length")
+      else
+        add_block(tree, tvb(off + 2, BLOCK_LEN), "ipv6")
+      end
+    end
+  end
+end
+register_postdissector(post)
