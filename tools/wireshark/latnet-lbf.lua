@@ -187,7 +187,10 @@ function post.dissector(_, pinfo, tree)
       local tvb, off = fi.source, fi.offset
       pinfo.cols.protocol:append("/LBF")
       local len = tvb(off + 1, 1):uint()
-      if found > 1 then
+      if tvb:len() < off + 2 + len then
+        -- The option is there but the capture was cut short.
+        tree:add(lbf, tvb(off), "LBF block [truncated by the capture]")
+      elseif found > 1 then
         local item = tree:add(lbf, tvb(off, 2 + len), "LBF block")
         item:add(f.carrier, "ipv6"):set_generated()
         malformed(item, "duplicate option")
