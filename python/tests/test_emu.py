@@ -389,10 +389,12 @@ def test_lbf_lower_bound_on_real_packets(tmp_path, carry, encap):
     path, make the difference). With ``carry = "timestamp"`` the switches compute the latency
     so far from the sender's stamp on the clock they share with it; with ``encap = "ipv6"``
     the block rides in an IPv6 hop-by-hop option that the sender's kernel puts in and the
-    receiver's kernel skips, and the switches rewrite it in flight."""
+    receiver's kernel skips, and the switches rewrite it in flight. One of the four runs
+    captures its links: the Wireshark dissector reads the blocks in them as latnet does."""
     slo = f'slo = {{ lower = "2ms", carry = "{carry}", encap = "{encap}" }}'
     sc = scenario(tmp_path, LBF.replace('slo = { lower = "2ms" }', slo))
-    with Testbed(sc, run_dir=tmp_path / "run") as tb:
+    caps = tmp_path / "caps" if (carry, encap) == ("timestamp", "ipv6") else None
+    with Testbed(sc, run_dir=tmp_path / "run", pcap_dir=caps) as tb:
         res, _ = run_flows(tb, tmp_path / "out")
         slo = latencies_us(tb, "slo")
         be = latencies_us(tb, "be")
@@ -404,6 +406,18 @@ def test_lbf_lower_bound_on_real_packets(tmp_path, carry, encap):
     assert median <= 2000 + LBF_TYPICAL_EXCESS_US, f"median SLO packet after {median} us"
     assert min(be) < 1000, f"the path itself takes {min(be)} us"
     assert all(s["node_drops"].get("malformed", 0) == 0 for s in stats)
+    if caps is not None:
+        from test_wireshark import compare
+
+        frames = {p.name: compare(p) for p in sorted(caps.glob("*.pcap"))}
+        # the kernel's hop-by-hop header as it left h1, and as s1 rewrote it for s2
+        for name in ("h1-s1.pcap", "s1-s2.pcap"):
+            blocks = frames[name].dropna(subset=["lbf_carrier"])
+            assert len(blocks) == flows["slo"]["sent"], name
+            assert (blocks["lbf_carrier"] == "ipv6").all() and (
+                blocks["lbf_mode"] == "timestamp"
+            ).all()
+            assert (blocks["lbf_lower_ns"] == 2_000_000).all()
 
 
 TAGS = (
