@@ -99,7 +99,7 @@ local function check(r)
 end
 
 -- Adds the 28 octets of `r` under `tree`.
-local function add_block(tree, r, carrier)
+local function add_block(tree, pinfo, r, carrier)
   local item = tree:add(lbf, r, "LBF block")
   item:add(f.carrier, carrier):set_generated()
   item:add(f.version, r(0, 1))
@@ -125,14 +125,16 @@ local function add_block(tree, r, carrier)
     if flag(r(1, 1):uint(), 0x40) then
       ub = string.format(", ub %.3f us", r(12, 8):uint64():tonumber() / 1000)
     end
-    item:append_text(string.format(
-      " (%s, lb %.3f us%s, value %s ns%s)",
+    local text = string.format(
+      "%s, lb %.3f us%s, value %s ns%s",
       m,
       r(4, 8):uint64():tonumber() / 1000,
       ub,
       r(20, 8):uint64(),
       flag(r(1, 1):uint(), 0x80) and ", late" or ""
-    ))
+    )
+    item:append_text(" (" .. text .. ")")
+    pinfo.cols.info:append(" [LBF " .. text .. "]")
   end
 end
 
@@ -162,7 +164,7 @@ local function shim_heuristic(tvb, pinfo, tree)
     malformed(shim, "shim header")
     return true
   end
-  add_block(shim, tvb(4, BLOCK_LEN), "udp-shim")
+  add_block(shim, pinfo, tvb(4, BLOCK_LEN), "udp-shim")
   if tvb:len() > SHIM_LEN then
     Dissector.get("data"):call(tvb(SHIM_LEN):tvb(), pinfo, tree)
   end
@@ -199,7 +201,7 @@ function post.dissector(_, pinfo, tree)
         item:add(f.carrier, "ipv6"):set_generated()
         malformed(item, "option length")
       else
-        add_block(tree, tvb(off + 2, BLOCK_LEN), "ipv6")
+        add_block(tree, pinfo, tvb(off + 2, BLOCK_LEN), "ipv6")
       end
     end
   end
