@@ -79,7 +79,8 @@ def read_pcap(path: str | os.PathLike[str]):
     ``captured``, the flow fields (``src``, ``dst``, ``proto``, ``sport``, ``dport``, ``dscp``,
     ``ecn``) and the LBF block if the frame carries one (``lbf_carrier`` ``udp-shim`` or
     ``ipv6``, ``lbf_mode``, ``lbf_late``, ``lbf_lower_ns``, ``lbf_upper_ns``,
-    ``lbf_value_ns``: the latency so far, timestamp or damper hold, as the block's mode says);
+    ``lbf_value_ns``: the latency so far, timestamp or damper hold, as the block's mode says;
+    the three ``_ns`` columns are nullable ``UInt64``, ``<NA>`` without a block);
     ``error`` holds the parser's message for a frame whose headers or block do not parse.
     A damaged file raises ValueError naming it."""
     import io
@@ -90,6 +91,8 @@ def read_pcap(path: str | os.PathLike[str]):
 
     text = pcap_frames_csv(Path(path))
     dtypes = {"src": "string", "dst": "string", "lbf_carrier": "string", "lbf_mode": "string"}
+    # the block's fields are unsigned 64-bit: nullable UInt64 keeps every value exact
+    dtypes |= dict.fromkeys(("lbf_lower_ns", "lbf_upper_ns", "lbf_value_ns"), "UInt64")
     df = pd.read_csv(io.StringIO(text), dtype=dtypes, keep_default_na=False, na_values=[""])
     df["error"] = df["error"].fillna("")
     return df

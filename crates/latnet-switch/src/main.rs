@@ -28,7 +28,8 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
                               [--pace socket|htb:DEV] [--out FILE]
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
-           [--t0 NS]   (the experiment's time zero, CLOCK_MONOTONIC: AQM epochs count from it)
+           [--t0 NS]   (the experiment's time zero, CLOCK_MONOTONIC: AQM epochs, queue
+                        samples and capture stamps count from it; default: the switch's start)
            [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap)
            [--queues INTERVAL] (each port's queue sampled into the final --stats file)
            [--spin-us 20] (waits up to this long busy-poll instead of sleeping; 0: never)
