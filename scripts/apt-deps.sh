@@ -4,7 +4,8 @@ set -euo pipefail
 # iperf3, irtt, ethtool, iputils-ping, iproute2: emulation testbeds (latnet-switch);
 # openvswitch-switch: the Open vSwitch userspace datapath of bench/switch_peers.py;
 # tcpdump: reads the simulator's link captures (and captures emulated links);
-# tshark: tests tools/wireshark/latnet-lbf.lua, the LBF block's dissector.
+# tshark: tests tools/wireshark/latnet.lua, the dissector of latnet's LBF block and
+# large-flow option.
 pkgs=(python3-venv build-essential pkg-config iproute2 iperf3 irtt ethtool iputils-ping
   openvswitch-switch tcpdump tshark)
 missing=()

@@ -80,8 +80,12 @@ def read_pcap(path: str | os.PathLike[str]):
     ``ecn``) and the LBF block if the frame carries one (``lbf_carrier`` ``udp-shim`` or
     ``ipv6``, ``lbf_mode``, ``lbf_late``, ``lbf_lower_ns``, ``lbf_upper_ns``,
     ``lbf_value_ns``: the latency so far, timestamp or damper hold, as the block's mode says;
-    the three ``_ns`` columns are nullable ``UInt64``, ``<NA>`` without a block);
-    ``error`` holds the parser's message for a frame whose headers or block do not parse.
+    the three ``_ns`` columns are nullable ``UInt64``, ``<NA>`` without a block), the
+    large-flow option of switch-assisted pacing if the frame carries one (``lf_type``
+    ``register``, ``report`` or ``deregister``, ``lf_filled`` 1 once a switch wrote
+    ``lf_count`` large flows on a port of ``lf_rate_kbps``);
+    ``error`` holds the parser's message for a frame whose headers, block or option do not
+    parse.
     A damaged file raises ValueError naming it."""
     import io
 
@@ -91,6 +95,8 @@ def read_pcap(path: str | os.PathLike[str]):
 
     text = pcap_frames_csv(Path(path))
     dtypes = {"src": "string", "dst": "string", "lbf_carrier": "string", "lbf_mode": "string"}
+    dtypes |= {"lf_type": "string", "lf_filled": "Int8", "lf_count": "Int32"}
+    dtypes |= {"lf_rate_kbps": "Int64"}
     # the block's fields are unsigned 64-bit: nullable UInt64 keeps every value exact
     dtypes |= dict.fromkeys(("lbf_lower_ns", "lbf_upper_ns", "lbf_value_ns"), "UInt64")
     df = pd.read_csv(io.StringIO(text), dtype=dtypes, keep_default_na=False, na_values=[""])

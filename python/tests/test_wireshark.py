@@ -1,6 +1,6 @@
-"""tools/wireshark/latnet-lbf.lua against latnet's own parser: on the simulator's captures and
+"""tools/wireshark/latnet.lua against latnet's own parsers: on the simulator's captures and
 on damaged copies of them, tshark with the dissector and latnet.read_pcap must read the same
-LBF blocks and find the same ones malformed, for the same reason."""
+LBF blocks and large-flow options and find the same ones malformed, for the same reason."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ import pytest
 import latnet
 
 ROOT = Path(__file__).resolve().parents[2]
-LUA = ROOT / "tools" / "wireshark" / "latnet-lbf.lua"
+LUA = ROOT / "tools" / "wireshark" / "latnet.lua"
 MODES = {"latency-so-far": 0, "timestamp": 1, "rest-slo": 2, "damper": 3}
 FIELDS = ["lbf.carrier", "lbf.mode", "lbf.late", "lbf.lower_ns", "lbf.upper_ns", "lbf.value_ns"]
+LF_FIELDS = ["largeflow.type", "largeflow.filled", "largeflow.count", "largeflow.rate_kbps"]
 
 
 def tshark(pcap: Path) -> pd.DataFrame:
@@ -38,7 +39,7 @@ def tshark(pcap: Path) -> pd.DataFrame:
         "-e",
         "frame.number",
     ]
-    for f in [*FIELDS, "_ws.expert.message"]:
+    for f in [*FIELDS, *LF_FIELDS, "_ws.expert.message"]:
         cmd += ["-e", f]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -267,3 +268,82 @@ def test_dissector_survives_random_damage(tmp_path, encap):
     assert n > 150 and df["lbf_carrier"].notna().sum() > 10
     assert errors.str.startswith("LBF block: malformed").sum() > 30
     assert errors.str.contains("truncated").sum() > 5
+
+
+LF_TYPES = {"register": "1", "report": "2", "deregister": "3"}
+
+
+def pacing_captures(tmp_path: Path) -> Path:
+    """The pacing seed's per-connection run, 2 s with the four flows 0.3 s apart: SYNs
+    register, the switch fills in the count, the senders get reports as it changes."""
+    text = (ROOT / "experiments" / "pacing" / "per-connection.toml").read_text()
+    edits = [('duration = "60.0s"', 'duration = "2s"')]
+    edits += [
+        (f'start = "{a}"', f'start = "{b}"') for a, b in (("15.0s", "0.3s"), ("30.0s", "0.6s"))
+    ]
+    edits += [('start = "45.0s"', 'start = "0.9s"')]
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    latnet.run(text=text, packets=False, pcap=True).write(tmp_path)
+    return tmp_path / "pcap"
+
+
+def compare_large_flow(pcap: Path) -> pd.DataFrame:
+    ours = latnet.read_pcap(pcap)
+    ws = tshark(pcap)
+    assert len(ws) == len(ours)
+    for i, row in ours.iterrows():
+        w = ws.iloc[i]
+        msgs = w["_ws.expert.message"].split("|")
+        assert not any("Lua" in m for m in msgs), (pcap.name, i, msgs)
+        lf_msgs = [m for m in msgs if "large-flow" in m]
+        if "large-flow" in row["error"]:
+            assert lf_msgs == [row["error"]], (pcap.name, i, msgs, row["error"])
+            continue
+        assert not lf_msgs, (pcap.name, i, msgs)
+        got = [w[k] for k in LF_FIELDS]
+        if pd.isna(row["lf_type"]):
+            assert got == ["", "", "", ""], (pcap.name, i)
+            continue
+        filled = bool(row["lf_filled"])
+        want = [LF_TYPES[row["lf_type"]], str(int(filled))]
+        # a switch wrote count and rate only when filled: the dissector shows them then
+        want += [str(row["lf_count"]), str(row["lf_rate_kbps"])]
+        assert got == want, (pcap.name, i, got, want)
+    return ours
+
+
+def test_dissector_reads_large_flow_options_as_latnet_does(tmp_path):
+    """Every capture of a switch-assisted pacing run: the same options (register unfilled from
+    the host, filled by the switch, reports of each new count), and on a damaged copy the same
+    frames malformed with latnet's words."""
+    pcaps = pacing_captures(tmp_path)
+    seen = set()
+    for p in sorted(pcaps.glob("*.pcap")):
+        df = compare_large_flow(p).dropna(subset=["lf_type"])
+        seen |= {
+            (t, int(f), int(c))
+            for t, f, c in zip(df["lf_type"], df["lf_filled"], df["lf_count"], strict=True)
+        }
+    assert {("register", 0, 0), ("register", 1, 4), ("report", 1, 1), ("report", 1, 4)} <= seen
+    # the switch's reports to l0: one per count, 1 to 4, on a 100 Mbit/s port
+    reports = latnet.read_pcap(pcaps / "left-l0.pcap").dropna(subset=["lf_type"])
+    assert list(reports["lf_count"]) == [1, 2, 3, 4] and (reports["lf_rate_kbps"] == 100_000).all()
+
+    src = (pcaps / "left-right.pcap").read_bytes()
+    for pos, value, reason in (
+        (36, 9, "large-flow message type"),
+        (35, 8, "large-flow option length"),
+    ):
+        out, n = bytearray(src[:24]), 0
+        for hdr, fr in records(src):
+            fr = bytearray(fr)
+            if fr[34] == 0x5E:  # the option right after the IPv4 header
+                fr[pos] = value
+                n += 1
+            out += hdr + fr
+        bad = tmp_path / f"damaged-{pos}.pcap"
+        bad.write_bytes(bytes(out))
+        df = compare_large_flow(bad)
+        assert (df["error"] == f"IPv4 option: malformed {reason}").sum() == n == 4, reason

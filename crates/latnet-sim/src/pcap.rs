@@ -97,14 +97,18 @@ pub fn records(capture: &[u8]) -> Result<Vec<Record<'_>>, String> {
 
 /// Header of [`frames_csv`].
 pub const FRAMES_CSV_HEADER: &str = "t_ns,wire_len,captured,src,dst,proto,sport,dport,dscp,ecn,\
-lbf_carrier,lbf_mode,lbf_late,lbf_lower_ns,lbf_upper_ns,lbf_value_ns,error";
+lbf_carrier,lbf_mode,lbf_late,lbf_lower_ns,lbf_upper_ns,lbf_value_ns,\
+lf_type,lf_filled,lf_count,lf_rate_kbps,error";
 
 /// One row per frame of a capture (any Ethernet pcap with nanosecond timestamps, the simulator's
 /// and the emulated switches' among them): its time and lengths, its IP flow fields and its LBF
-/// block if it carries one (IPv6 hop-by-hop option or UDP shim), as CSV with
-/// [`FRAMES_CSV_HEADER`]. A frame whose headers or block do not parse gets the parser's message
-/// in `error` and the fields read before it; a damaged file is an error. Never panics.
+/// block if it carries one (IPv6 hop-by-hop option or UDP shim) and its large-flow option of
+/// switch-assisted pacing if it carries one (IPv4 option or IPv6 hop-by-hop option), as CSV
+/// with [`FRAMES_CSV_HEADER`]. A frame whose headers, block or option do not parse gets the
+/// parser's first message in `error` and the fields read before it; a damaged file is an
+/// error. Never panics.
 pub fn frames_csv(capture: &[u8]) -> Result<String, String> {
+    use latnet_wire::large_flow::{large_flow_option, LargeFlowMsg, FLAG_FILLED};
     use latnet_wire::lbf::{locate, Carrier, LbfMode};
     use std::fmt::Write as _;
     let recs = records(capture)?;
@@ -113,11 +117,14 @@ pub fn frames_csv(capture: &[u8]) -> Result<String, String> {
     out.push('\n');
     for r in recs {
         let _ = write!(out, "{},{},{},", r.at_ns, r.wire_len, r.bytes.len());
-        let (flow, lbf, error) = match latnet_wire::parse_headers(r.bytes) {
-            Err(e) => (None, None, e.to_string()),
+        let (flow, lbf, lf, error) = match latnet_wire::parse_headers(r.bytes) {
+            Err(e) => (None, None, None, e.to_string()),
             Ok(h) => match locate(r.bytes, &h, true) {
-                Ok(l) => (h.key, l, String::new()),
-                Err(e) => (h.key, None, e.to_string()),
+                Err(e) => (h.key, None, None, e.to_string()),
+                Ok(l) => match large_flow_option(r.bytes) {
+                    Ok(lf) => (h.key, l, lf, String::new()),
+                    Err(e) => (h.key, l, None, e.to_string()),
+                },
             },
         };
         match flow {
@@ -158,6 +165,23 @@ pub fn frames_csv(capture: &[u8]) -> Result<String, String> {
                 );
             }
             None => out.push_str(",,,,,,"),
+        }
+        match lf {
+            Some(o) => {
+                let msg = match o.msg {
+                    LargeFlowMsg::Register => "register",
+                    LargeFlowMsg::Report => "report",
+                    LargeFlowMsg::Deregister => "deregister",
+                };
+                let _ = write!(
+                    out,
+                    "{msg},{},{},{},",
+                    u8::from(o.flags & FLAG_FILLED != 0),
+                    o.count,
+                    o.rate_kbps
+                );
+            }
+            None => out.push_str(",,,,"),
         }
         // messages hold no commas or quotes of their own, but a CSV field must not break
         out.push_str(&error.replace([',', '"', '\n'], " "));
@@ -238,7 +262,8 @@ mod tests {
         assert!(rows.iter().all(|r| r.len() == rows[0].len()), "{csv}");
         assert_eq!(
             rows[1].join(","),
-            "5,300,74,10.0.0.1,10.0.0.6,17,10000,20000,46,0,udp-shim,latency-so-far,0,700000,,400000,"
+            "5,300,74,10.0.0.1,10.0.0.6,17,10000,20000,46,0,udp-shim,latency-so-far,0,700000,,400000,\
+             ,,,,"
         );
         assert_eq!(
             rows[2][..16].join(","),
@@ -249,10 +274,51 @@ mod tests {
             )
         );
         assert_eq!(rows[3][3], "", "no flow fields");
-        assert!(rows[3][16].contains("truncated") || rows[3][16].contains("ipv4"), "{csv}");
+        assert!(rows[3][20].contains("truncated") || rows[3][20].contains("ipv4"), "{csv}");
         assert_eq!(rows[4][3], "10.0.0.1", "the flow fields before the bad block");
-        assert!(rows[4][16].contains("shim header"), "{csv}");
+        assert!(rows[4][20].contains("shim header"), "{csv}");
         assert!(frames_csv(&c[..c.len() - 1]).is_err(), "a damaged file");
+    }
+
+    #[test]
+    fn frames_csv_reads_large_flow_options() {
+        use latnet_wire::large_flow::{set_large_flow_option, LargeFlowMsg, LargeFlowOption};
+        use latnet_wire::tcp::{TcpFlags, TcpRepr, TcpSeqNumber};
+        use latnet_wire::{build_tcp_ipv4, build_tcp_ipv6, Ecn, EthernetAddress};
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let syn = TcpRepr {
+            src_port: 40000,
+            dst_port: 5201,
+            seq_number: TcpSeqNumber(100),
+            ack_number: TcpSeqNumber(0),
+            flags: TcpFlags::SYN,
+            window_len: 65535,
+            urgent_at: 0,
+            options: &[],
+        };
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.9".parse().unwrap());
+        let mut v4 = Vec::new();
+        build_tcp_ipv4(&mut v4, mac, mac, a, b, 0, Ecn::NotEct, 64, &syn, 0).unwrap();
+        set_large_flow_option(&mut v4, &LargeFlowOption::new(LargeFlowMsg::Register)).unwrap();
+        let mut v6 = Vec::new();
+        let a6 = "fd00::1".parse().unwrap();
+        build_tcp_ipv6(&mut v6, mac, mac, a6, a6, 0, Ecn::NotEct, 64, &syn, 0).unwrap();
+        let mut report = LargeFlowOption::new(LargeFlowMsg::Report);
+        report.fill(3, 100_000);
+        set_large_flow_option(&mut v6, &report).unwrap();
+        let mut bad = v4.clone();
+        bad[34 + 2] = 9; // message type
+        let mut c = new_capture();
+        for (i, f) in [&v4, &v6, &bad].into_iter().enumerate() {
+            push(&mut c, Time::from_nanos(i as u64), f, f.len() as u64);
+        }
+        let csv = frames_csv(&c).unwrap();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        assert!(rows.iter().all(|r| r.len() == 21), "{csv}");
+        assert_eq!(rows[1][16..].join(","), "register,0,0,0,");
+        assert_eq!(rows[2][16..].join(","), "report,1,3,100000,");
+        assert_eq!(rows[3][16..20].join(","), ",,,");
+        assert_eq!(rows[3][20], "IPv4 option: malformed large-flow message type");
     }
 
     #[test]

@@ -1,12 +1,14 @@
--- latnet's Latency-Based Forwarding block for Wireshark and tshark (4.0 or later).
+-- latnet's own headers for Wireshark and tshark (4.0 or later): the Latency-Based Forwarding
+-- block and the large-flow option of switch-assisted TCP pacing.
 --
---   wireshark -X lua_script:tools/wireshark/latnet-lbf.lua out/pcap/FWD4-R1.pcap
---   tshark -X lua_script:tools/wireshark/latnet-lbf.lua -r FWD4-R1.pcap -Y lbf \
+--   wireshark -X lua_script:tools/wireshark/latnet.lua out/pcap/FWD4-R1.pcap
+--   tshark -X lua_script:tools/wireshark/latnet.lua -r FWD4-R1.pcap -Y lbf \
 --     -T fields -e frame.time_epoch -e lbf.lower_ns -e lbf.value_ns
+--   tshark -X lua_script:tools/wireshark/latnet.lua -r left-l0.pcap -Y largeflow -O largeflow
 --
 -- or copy the file into Wireshark's personal Lua plugins folder.
 --
--- The block (28 octets, big endian; crates/latnet-wire/src/lbf.rs is the authority):
+-- The LBF block (28 octets, big endian; crates/latnet-wire/src/lbf.rs is the authority):
 --   octet 0     version (high 4 bits, 1) and mode (low 4 bits: 0 latency so far,
 --               1 sender timestamp, 2 rest-SLO, 3 damper)
 --   octet 1     flags: 0x80 late, 0x40 upper bound present, the rest reserved (0)
@@ -15,10 +17,16 @@
 -- Carriers: IPv6 hop-by-hop option type 0x3E with 28 octets of data, or a UDP shim at the
 -- start of the payload: "LB", length 28, one reserved octet (0), then the block.
 --
--- It checks what latnet's parser checks and flags a malformed block with the same words as
--- latnet.read_pcap's `error` column ("LBF block: malformed reserved", ...). Like a latnet
--- switch that expects the shim, it takes every UDP payload starting with "LB" for one; turn
--- the heuristic off (Analyze > Enabled Protocols > lbf_udp) where that is wrong.
+-- The large-flow option (crates/latnet-wire/src/large_flow.rs): IPv4 option kind 0x5E or IPv6
+-- hop-by-hop option type 0x1E, 10 octets of data: message type (1 register, 2 report,
+-- 3 deregister), flags (0x01 filled), count of large flows (16 bits), 16 reserved bits, the
+-- port's rate in kbit/s (32 bits).
+--
+-- It checks what latnet's parsers check and flags a malformed block or option with the same
+-- words as latnet.read_pcap's `error` column ("LBF block: malformed reserved", "IPv4 option:
+-- malformed large-flow message type", ...). Like a latnet switch that expects the shim, it
+-- takes every UDP payload starting with "LB" for one; turn the heuristic off (Analyze >
+-- Enabled Protocols > lbf_udp) where that is wrong.
 
 local lbf = Proto("lbf", "latnet Latency-Based Forwarding block")
 
@@ -172,21 +180,109 @@ local function shim_heuristic(tvb, pinfo, tree)
 end
 lbf:register_heuristic("udp", shim_heuristic)
 
--- IPv6 hop-by-hop option: Wireshark's IPv6 dissector shows it as an unknown option; a
--- post-dissector finds it from the option-type fields and decodes its data.
-local opt_type = Field.new("ipv6.opt.type")
-local hbh = Field.new("ipv6.hopopts")
+-- The large-flow option of switch-assisted pacing.
+local lf = Proto("largeflow", "latnet large-flow option (switch-assisted TCP pacing)")
+local LF_TYPES = { [1] = "register", [2] = "report", [3] = "deregister" }
+local LF_DATA_LEN = 10
+local LF_KIND_V4, LF_KIND_V6 = 0x5E, 0x1E
+local g = lf.fields
+g.type = ProtoField.uint8("largeflow.type", "Message", base.DEC, LF_TYPES)
+g.flags = ProtoField.uint8("largeflow.flags", "Flags", base.HEX)
+g.filled = ProtoField.bool("largeflow.filled", "Filled by a switch", 8, nil, 0x01)
+g.count = ProtoField.uint16("largeflow.count", "Large flows at the port", base.DEC)
+g.reserved = ProtoField.uint16("largeflow.reserved", "Reserved", base.HEX)
+g.rate = ProtoField.uint32("largeflow.rate_kbps", "Port rate (kbit/s)", base.DEC)
+g.carrier = ProtoField.string("largeflow.carrier", "Carrier")
+local e_lf_malformed = ProtoExpert.new(
+  "largeflow.malformed",
+  "Malformed large-flow option",
+  expert.group.MALFORMED,
+  expert.severity.ERROR
+)
+lf.experts = { e_lf_malformed }
 
-local post = Proto("lbf_hbh", "latnet LBF block in an IPv6 hop-by-hop option")
+-- The option's type octet at `off` of `tvb`; `layer` is latnet's name for where it sits.
+local function add_large_flow(tvb, off, tree, pinfo, layer, carrier)
+  local len = tvb(off + 1, 1):uint()
+  local data_len = carrier == "ipv4" and len - 2 or len
+  if tvb:len() < off + 2 + data_len then
+    tree:add(lf, tvb(off), "Large-flow option [truncated by the capture]")
+    return
+  end
+  local item = tree:add(lf, tvb(off, 2 + data_len), "Large-flow option")
+  item:add(g.carrier, carrier):set_generated()
+  local bad
+  if data_len ~= LF_DATA_LEN then
+    bad = "large-flow option length"
+  elseif LF_TYPES[tvb(off + 2, 1):uint()] == nil then
+    bad = "large-flow message type"
+  end
+  if data_len >= 1 then
+    item:add(g.type, tvb(off + 2, 1))
+  end
+  if bad then
+    item:add_proto_expert_info(e_lf_malformed, layer .. ": malformed " .. bad)
+    return
+  end
+  local d = tvb(off + 2, LF_DATA_LEN)
+  local flags = item:add(g.flags, d(1, 1))
+  flags:add(g.filled, d(1, 1))
+  item:add(g.count, d(2, 2))
+  item:add(g.reserved, d(4, 2))
+  item:add(g.rate, d(6, 4))
+  local text = LF_TYPES[d(0, 1):uint()]
+  if flag(d(1, 1):uint(), 0x01) then
+    text = string.format("%s, %d flows on %d kbit/s", text, d(2, 2):uint(), d(6, 4):uint())
+  end
+  item:append_text(" (" .. text .. ")")
+  pinfo.cols.protocol:append("/LF")
+  pinfo.cols.info:append(" [large-flow " .. text .. "]")
+end
+
+-- IPv6 hop-by-hop options (the LBF block, the large-flow option) and IPv4 options (the
+-- large-flow option): Wireshark's IP dissectors show them as unknown options; a
+-- post-dissector finds them from the option-type fields and decodes their data.
+local v6_opt_type = Field.new("ipv6.opt.type")
+local hbh = Field.new("ipv6.hopopts")
+local v4_hdr_len = Field.new("ip.hdr_len")
+
+local post = Proto("latnet_options", "latnet options in IP headers")
 function post.dissector(_, pinfo, tree)
+  -- (Wireshark gives an unknown IPv4 option no type field: walk the options area.)
+  for _, fi in ipairs({ v4_hdr_len() }) do
+    local tvb, pos = fi.source, fi.offset + 20
+    local stop = math.min(fi.offset + fi.value, tvb:len())
+    while pos < stop do
+      local kind = tvb(pos, 1):uint()
+      if kind == 0 then
+        break
+      elseif kind == 1 then
+        pos = pos + 1
+      else
+        if pos + 1 >= stop then
+          break
+        end
+        local len = tvb(pos + 1, 1):uint()
+        if kind == LF_KIND_V4 and len >= 2 then
+          add_large_flow(tvb, pos, tree, pinfo, "IPv4 option", "ipv4")
+        end
+        if len < 2 then
+          break
+        end
+        pos = pos + len
+      end
+    end
+  end
   if not hbh() then
     return
   end
   local found = 0
-  for _, fi in ipairs({ opt_type() }) do
-    if fi.value == OPTION_TYPE then
+  for _, fi in ipairs({ v6_opt_type() }) do
+    local tvb, off = fi.source, fi.offset
+    if fi.value == LF_KIND_V6 then
+      add_large_flow(tvb, off, tree, pinfo, "IPv6 option", "ipv6")
+    elseif fi.value == OPTION_TYPE then
       found = found + 1
-      local tvb, off = fi.source, fi.offset
       pinfo.cols.protocol:append("/LBF")
       local len = tvb(off + 1, 1):uint()
       if tvb:len() < off + 2 + len then
