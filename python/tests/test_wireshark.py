@@ -73,17 +73,27 @@ def captures(tmp_path: Path, encap: str, carry1: str, carry2: str) -> Path:
     return tmp_path / "pcap"
 
 
-def compare(pcap: Path, other_errors: bool = False) -> pd.DataFrame:
-    """Both readers' rows side by side; asserts that they agree frame by frame. With
-    `other_errors`, a frame latnet rejects below the block (an IPv6 option or extension header
-    it finds malformed) may read any way in Wireshark, as long as no Lua error is raised."""
+def side_by_side(pcap: Path):
+    """latnet.read_pcap's rows, then (index, latnet's row, tshark's row, tshark's expert
+    messages) per frame, after checking that both read every frame and Lua raised nothing."""
     ours = latnet.read_pcap(pcap)
     ws = tshark(pcap)
     assert len(ws) == len(ours)
+    rows = []
     for i, row in ours.iterrows():
         w = ws.iloc[i]
         msgs = w["_ws.expert.message"].split("|")
         assert not any("Lua" in m for m in msgs), (pcap.name, i, msgs)
+        rows.append((i, row, w, msgs))
+    return ours, rows
+
+
+def compare(pcap: Path, other_errors: bool = False) -> pd.DataFrame:
+    """Both readers' rows side by side; asserts that they agree frame by frame. With
+    `other_errors`, a frame latnet rejects below the block (an IPv6 option or extension header
+    it finds malformed) may read any way in Wireshark, as long as no Lua error is raised."""
+    ours, rows = side_by_side(pcap)
+    for i, row, w, msgs in rows:
         lbf_msgs = [m for m in msgs if m.startswith("LBF block")]
         msg = w["_ws.expert.message"]
         if other_errors and row["error"] != "" and not row["error"].startswith("LBF block"):
@@ -290,13 +300,9 @@ def pacing_captures(tmp_path: Path) -> Path:
 
 
 def compare_large_flow(pcap: Path) -> pd.DataFrame:
-    ours = latnet.read_pcap(pcap)
-    ws = tshark(pcap)
-    assert len(ws) == len(ours)
-    for i, row in ours.iterrows():
-        w = ws.iloc[i]
-        msgs = w["_ws.expert.message"].split("|")
-        assert not any("Lua" in m for m in msgs), (pcap.name, i, msgs)
+    """As `compare`, for the large-flow option."""
+    ours, rows = side_by_side(pcap)
+    for i, row, w, msgs in rows:
         lf_msgs = [m for m in msgs if "large-flow" in m]
         if "large-flow" in row["error"]:
             assert lf_msgs == [row["error"]], (pcap.name, i, msgs, row["error"])
