@@ -108,7 +108,7 @@ lf_type,lf_filled,lf_count,lf_rate_kbps,error";
 /// parser's first message in `error` and the fields read before it; a damaged file is an
 /// error. Never panics.
 pub fn frames_csv(capture: &[u8]) -> Result<String, String> {
-    use latnet_wire::large_flow::{large_flow_option, LargeFlowMsg, FLAG_FILLED};
+    use latnet_wire::large_flow::{large_flow_option_in, LargeFlowMsg, FLAG_FILLED};
     use latnet_wire::lbf::{locate, Carrier, LbfMode};
     use std::fmt::Write as _;
     let recs = records(capture)?;
@@ -121,7 +121,7 @@ pub fn frames_csv(capture: &[u8]) -> Result<String, String> {
             Err(e) => (None, None, None, e.to_string()),
             Ok(h) => match locate(r.bytes, &h, true) {
                 Err(e) => (h.key, None, None, e.to_string()),
-                Ok(l) => match large_flow_option(r.bytes) {
+                Ok(l) => match large_flow_option_in(r.bytes, &h) {
                     Ok(lf) => (h.key, l, lf, String::new()),
                     Err(e) => (h.key, l, None, e.to_string()),
                 },

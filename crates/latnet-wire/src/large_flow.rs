@@ -30,7 +30,7 @@
 //! `Malformed`, which a switch counts and drops.
 
 use crate::error::{Layer, Result, WireError};
-use crate::headers::parse_headers;
+use crate::headers::{parse_headers, Headers};
 use crate::ipv6_ext::Ipv6OptionData;
 use crate::option_edit::{find_ip_option_in, set_ip_option, OptionKinds};
 use crate::util::{be16, be32, put16, put32};
@@ -155,12 +155,16 @@ impl Ipv6OptionData<'_> for LargeFlowOption {
 /// Errors: the frame does not parse or is not IP, its options are malformed, or the
 /// large-flow option is (wrong length, unknown type).
 pub fn large_flow_option(frame: &[u8]) -> Result<Option<LargeFlowOption>> {
-    let h = parse_headers(frame)?;
+    large_flow_option_in(frame, &parse_headers(frame)?)
+}
+
+/// [`large_flow_option`] of a frame whose headers `h` are already parsed.
+pub fn large_flow_option_in(frame: &[u8], h: &Headers) -> Result<Option<LargeFlowOption>> {
     let layer = match h.l3 {
         L3::Ipv6 { .. } => Layer::Ipv6Option,
         _ => Layer::Ipv4Option,
     };
-    match find_ip_option_in(frame, &h, KINDS)? {
+    match find_ip_option_in(frame, h, KINDS)? {
         Some(r) => LargeFlowOption::parse_data(frame.get(r).unwrap_or(&[]), layer).map(Some),
         None => Ok(None),
     }
