@@ -273,13 +273,22 @@ function post.dissector(_, pinfo, tree)
       end
     end
   end
-  if not hbh() then
-    return
+  -- Only hop-by-hop options count (as for latnet), not those of a destination-options header.
+  local headers = { hbh() }
+  local function in_hbh(off)
+    for _, h in ipairs(headers) do
+      if off >= h.offset and off < h.offset + h.len then
+        return true
+      end
+    end
+    return false
   end
   local found = 0
   for _, fi in ipairs({ v6_opt_type() }) do
     local tvb, off = fi.source, fi.offset
-    if fi.value == LF_KIND_V6 then
+    if not in_hbh(off) then
+      -- not ours to read
+    elseif fi.value == LF_KIND_V6 then
       add_large_flow(tvb, off, tree, pinfo, "IPv6 option", "ipv6")
     elseif fi.value == OPTION_TYPE then
       found = found + 1
