@@ -84,8 +84,9 @@ def read_pcap(path: str | os.PathLike[str]):
     large-flow option of switch-assisted pacing if the frame carries one (``lf_type``
     ``register``, ``report`` or ``deregister``, ``lf_filled`` 1 once a switch wrote
     ``lf_count`` large flows on a port of ``lf_rate_kbps``);
-    ``error`` holds the parser's message for a frame whose headers, block or option do not
-    parse.
+    ``error`` holds the parser's message for a frame whose headers do not parse, and for one
+    whose block or option does not (or whose header holds the option twice) each message,
+    joined by ``"; "``, with the fields that could be read.
     A damaged file raises ValueError naming it."""
     import io
 

@@ -201,8 +201,10 @@ local e_lf_malformed = ProtoExpert.new(
 )
 lf.experts = { e_lf_malformed }
 
--- The option's type octet at `off` of `tvb`; `layer` is latnet's name for where it sits.
-local function add_large_flow(tvb, off, tree, pinfo, layer, carrier)
+-- The option's type octet at `off` of `tvb`; `layer` is latnet's name for where it sits;
+-- `dup`: the header held the option before (latnet rejects such a frame: which copy counts is
+-- not defined).
+local function add_large_flow(tvb, off, tree, pinfo, layer, carrier, dup)
   local len = tvb(off + 1, 1):uint()
   local data_len = carrier == "ipv4" and len - 2 or len
   if tvb:len() < off + 2 + data_len then
@@ -212,7 +214,10 @@ local function add_large_flow(tvb, off, tree, pinfo, layer, carrier)
   local item = tree:add(lf, tvb(off, 2 + data_len), "Large-flow option")
   item:add(g.carrier, carrier):set_generated()
   local bad
-  if data_len ~= LF_DATA_LEN then
+  if dup then
+    item:add_proto_expert_info(e_lf_malformed, layer .. ": malformed duplicate option")
+    return
+  elseif data_len ~= LF_DATA_LEN then
     bad = "large-flow option length"
   elseif LF_TYPES[tvb(off + 2, 1):uint()] == nil then
     bad = "large-flow message type"
@@ -250,7 +255,7 @@ local post = Proto("latnet_options", "latnet options in IP headers")
 function post.dissector(_, pinfo, tree)
   -- (Wireshark gives an unknown IPv4 option no type field: walk the options area.)
   for _, fi in ipairs({ v4_hdr_len() }) do
-    local tvb, pos = fi.source, fi.offset + 20
+    local tvb, pos, seen_v4 = fi.source, fi.offset + 20, false
     local stop = math.min(fi.offset + fi.value, tvb:len())
     while pos < stop do
       local kind = tvb(pos, 1):uint()
@@ -264,7 +269,8 @@ function post.dissector(_, pinfo, tree)
         end
         local len = tvb(pos + 1, 1):uint()
         if kind == LF_KIND_V4 and len >= 2 then
-          add_large_flow(tvb, pos, tree, pinfo, "IPv4 option", "ipv4")
+          add_large_flow(tvb, pos, tree, pinfo, "IPv4 option", "ipv4", seen_v4)
+          seen_v4 = true
         end
         if len < 2 then
           break
@@ -275,21 +281,24 @@ function post.dissector(_, pinfo, tree)
   end
   -- Only hop-by-hop options count (as for latnet), not those of a destination-options header.
   local headers = { hbh() }
+  -- The hop-by-hop header (its index) holding offset `off`, if any.
   local function in_hbh(off)
-    for _, h in ipairs(headers) do
+    for i, h in ipairs(headers) do
       if off >= h.offset and off < h.offset + h.len then
-        return true
+        return i
       end
     end
-    return false
+    return nil
   end
-  local found = 0
+  local found, seen_v6 = 0, {}
   for _, fi in ipairs({ v6_opt_type() }) do
     local tvb, off = fi.source, fi.offset
-    if not in_hbh(off) then
+    local h = in_hbh(off)
+    if not h then
       -- not ours to read
     elseif fi.value == LF_KIND_V6 then
-      add_large_flow(tvb, off, tree, pinfo, "IPv6 option", "ipv6")
+      add_large_flow(tvb, off, tree, pinfo, "IPv6 option", "ipv6", seen_v6[h])
+      seen_v6[h] = true
     elseif fi.value == OPTION_TYPE then
       found = found + 1
       pinfo.cols.protocol:append("/LBF")

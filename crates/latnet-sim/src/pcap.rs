@@ -104,9 +104,9 @@ lf_type,lf_filled,lf_count,lf_rate_kbps,error";
 /// and the emulated switches' among them): its time and lengths, its IP flow fields and its LBF
 /// block if it carries one (IPv6 hop-by-hop option or UDP shim) and its large-flow option of
 /// switch-assisted pacing if it carries one (IPv4 option or IPv6 hop-by-hop option), as CSV
-/// with [`FRAMES_CSV_HEADER`]. A frame whose headers, block or option do not parse gets the
-/// parser's first message in `error` and the fields read before it; a damaged file is an
-/// error. Never panics.
+/// with [`FRAMES_CSV_HEADER`]. A frame whose headers do not parse gets the parser's message in
+/// `error`; one whose LBF block or large-flow option does not gets each reader's message
+/// (joined by `"; "`) and the fields it could read. A damaged file is an error. Never panics.
 pub fn frames_csv(capture: &[u8]) -> Result<String, String> {
     use latnet_wire::large_flow::{large_flow_option_in, LargeFlowMsg, FLAG_FILLED};
     use latnet_wire::lbf::{locate, Carrier, LbfMode};
@@ -119,13 +119,28 @@ pub fn frames_csv(capture: &[u8]) -> Result<String, String> {
         let _ = write!(out, "{},{},{},", r.at_ns, r.wire_len, r.bytes.len());
         let (flow, lbf, lf, error) = match latnet_wire::parse_headers(r.bytes) {
             Err(e) => (None, None, None, e.to_string()),
-            Ok(h) => match locate(r.bytes, &h, true) {
-                Err(e) => (h.key, None, None, e.to_string()),
-                Ok(l) => match large_flow_option_in(r.bytes, &h) {
-                    Ok(lf) => (h.key, l, lf, String::new()),
-                    Err(e) => (h.key, l, None, e.to_string()),
-                },
-            },
+            Ok(h) => {
+                // each reader's message once (a malformed option list fails both alike)
+                let mut error = String::new();
+                let mut note = |e: latnet_wire::WireError| {
+                    let e = e.to_string();
+                    if !error.split("; ").any(|m| m == e) {
+                        if !error.is_empty() {
+                            error.push_str("; ");
+                        }
+                        error.push_str(&e);
+                    }
+                };
+                let l = locate(r.bytes, &h, true).unwrap_or_else(|e| {
+                    note(e);
+                    None
+                });
+                let lf = large_flow_option_in(r.bytes, &h).unwrap_or_else(|e| {
+                    note(e);
+                    None
+                });
+                (h.key, l, lf, error)
+            }
         };
         match flow {
             Some(k) => {
@@ -319,6 +334,58 @@ mod tests {
         assert_eq!(rows[2][16..].join(","), "report,1,3,100000,");
         assert_eq!(rows[3][16..20].join(","), ",,,");
         assert_eq!(rows[3][20], "IPv4 option: malformed large-flow message type");
+    }
+
+    #[test]
+    fn frames_csv_names_every_malformed_option_once() {
+        use latnet_wire::large_flow::{set_large_flow_option, LargeFlowMsg, LargeFlowOption};
+        use latnet_wire::{lbf, EthernetAddress, LbfMode, LbfRepr};
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let slo = LbfRepr {
+            mode: LbfMode::LatencySoFar,
+            late: false,
+            lower_ns: 1,
+            upper_ns: None,
+            value_ns: 2,
+        };
+        let a = "2001:db8::1".parse().unwrap();
+        let mut f = Vec::new();
+        lbf::build_udp_ipv6_hbh(&mut f, mac, mac, a, a, 0, 64, 1, 2, &slo, 10).unwrap();
+        set_large_flow_option(&mut f, &LargeFlowOption::new(LargeFlowMsg::Register)).unwrap();
+        // hop-by-hop header at 54: the LBF option at 56 (block from 58), the large-flow one at
+        // 86, a PadN at 98
+        assert_eq!((f[56], f[57], f[86], f[87], f[98]), (0x3e, 28, 0x1e, 10, 1), "{f:?}");
+        let mut both = f.clone();
+        both[58] = 0x20; // LBF version 2
+        both[88] = 7; // large-flow message type
+                      // the large-flow option twice: the header grows by 16 octets holding a second copy
+        let mut dup = f.clone();
+        let copy = dup[86..98].to_vec();
+        dup.splice(98..98, [copy, vec![1, 2, 0, 0]].concat());
+        dup[55] += 2;
+        let plen = u16::from_be_bytes([dup[18], dup[19]]) + 16;
+        dup[18..20].copy_from_slice(&plen.to_be_bytes());
+        let mut c = new_capture();
+        for (i, f) in [&both, &dup].into_iter().enumerate() {
+            push(&mut c, Time::from_nanos(i as u64), f, f.len() as u64);
+        }
+        let csv = frames_csv(&c).unwrap();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        assert!(rows.iter().all(|r| r.len() == 21), "{csv}");
+        assert_eq!(
+            rows[1][20],
+            "LBF block: malformed version; IPv6 option: malformed large-flow message type"
+        );
+        assert_eq!(rows[2][10..16].join(","), "ipv6,latency-so-far,0,1,,2", "block still read");
+        assert_eq!(rows[2][16..].join(","), ",,,,IPv6 option: malformed duplicate option");
+        // an option list that does not parse fails both readers alike: one message
+        let mut list = f.clone();
+        list[87] = 40; // the large-flow option runs past its header
+        let mut c = new_capture();
+        push(&mut c, Time::ZERO, &list, list.len() as u64);
+        let csv = frames_csv(&c).unwrap();
+        let error = csv.lines().nth(1).unwrap().rsplit(',').next().unwrap();
+        assert!(!error.is_empty() && !error.contains("; "), "{error}");
     }
 
     #[test]

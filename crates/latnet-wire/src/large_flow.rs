@@ -26,8 +26,8 @@
 //!   `rate / count` is smaller than the one already written (or none is), so the sender learns
 //!   the tightest share on the path. The reserved 16 bits are sent as zero.
 //!
-//! Parsing checks the length (exactly 10 data bytes) and the type; anything else is
-//! `Malformed`, which a switch counts and drops.
+//! Parsing checks the length (exactly 10 data bytes) and the type, and that a header holds the
+//! option once; anything else is `Malformed`, which a switch counts and drops.
 
 use crate::error::{Layer, Result, WireError};
 use crate::headers::{parse_headers, Headers};
@@ -153,7 +153,7 @@ impl Ipv6OptionData<'_> for LargeFlowOption {
 /// The large-flow option of a frame, if it has one.
 ///
 /// Errors: the frame does not parse or is not IP, its options are malformed, or the
-/// large-flow option is (wrong length, unknown type).
+/// large-flow option is (wrong length, unknown type, twice in the header).
 pub fn large_flow_option(frame: &[u8]) -> Result<Option<LargeFlowOption>> {
     large_flow_option_in(frame, &parse_headers(frame)?)
 }

@@ -73,9 +73,10 @@ fn hop_by_hop(frame: &[u8], off: usize) -> Option<(usize, usize)> {
 
 /// The data bytes of the option `kinds` in `frame`, if present.
 ///
-/// Errors: the frame does not parse (see [`parse_headers`]), is not IP, or its option list is
-/// malformed. An option of the right kind is returned whatever its length: the caller checks
-/// it.
+/// Errors: the frame does not parse (see [`parse_headers`]), is not IP, its option list is
+/// malformed, or it holds the option twice (`Malformed`, "duplicate option": which one a
+/// reader should believe is not defined, so neither is). An option of the right kind is
+/// returned whatever its length: the caller checks it.
 pub fn find_ip_option(frame: &[u8], kinds: OptionKinds) -> Result<Option<Range<usize>>> {
     find_ip_option_in(frame, &parse_headers(frame)?, kinds)
 }
@@ -91,30 +92,36 @@ pub fn find_ip_option_in(
         Ip::V4 { off, hl } => {
             let start = off + ipv4::HEADER_LEN;
             let opts = frame.get(start..off + hl).unwrap_or(&[]);
-            let mut pos = start;
+            let (mut pos, mut found) = (start, None);
             for o in Ipv4Options::new(opts) {
                 let o = o?;
                 if o.kind == kinds.v4 {
+                    if found.is_some() {
+                        return Err(WireError::malformed(Layer::Ipv4Option, "duplicate option"));
+                    }
                     let data = pos + 2;
-                    return Ok(Some(data..data + o.data.len()));
+                    found = Some(data..data + o.data.len());
                 }
                 pos += o.buffer_len();
             }
-            Ok(None)
+            Ok(found)
         }
         Ip::V6 { off } => {
             let Some((start, len)) = hop_by_hop(frame, off) else { return Ok(None) };
             let area = frame.get(start + 2..start + len).unwrap_or(&[]);
-            let mut pos = start + 2;
+            let (mut pos, mut found) = (start + 2, None);
             for o in Ipv6Options::new(area) {
                 let o = o?;
                 if o.kind == kinds.v6 {
+                    if found.is_some() {
+                        return Err(WireError::malformed(Layer::Ipv6Option, "duplicate option"));
+                    }
                     let data = pos + 2;
-                    return Ok(Some(data..data + o.data.len()));
+                    found = Some(data..data + o.data.len());
                 }
                 pos += o.buffer_len();
             }
-            Ok(None)
+            Ok(found)
         }
     }
 }
@@ -363,6 +370,42 @@ mod tests {
         let before = f.clone();
         assert!(matches!(set_ip_option(&mut f, K, &[1, 2]), Err(WireError::Unsupported { .. })));
         assert_eq!(f, before);
+    }
+
+    #[test]
+    fn a_duplicate_option_is_malformed_and_left_alone() {
+        let dup = |layer| WireError::malformed(layer, "duplicate option");
+        // IPv4: the option twice, after another kind
+        let mut f = v4();
+        set_ip_option(&mut f, K, &[1, 2]).unwrap();
+        let other = OptionKinds { v4: 0x5e, v6: 0x1e, v6_align: (4, 0) };
+        set_ip_option(&mut f, other, &[9, 9]).unwrap();
+        let mut twice = f.clone();
+        twice.splice(42..42, [0x9e, 0x04, 3, 4]);
+        twice[14] = 0x48;
+        let tl = be16(&twice, 16) + 4;
+        put16(&mut twice, 16, tl);
+        assert!(parse_headers(&twice).is_ok());
+        assert_eq!(find_ip_option(&twice, K), Err(dup(Layer::Ipv4Option)));
+        let before = twice.clone();
+        assert_eq!(set_ip_option(&mut twice, K, &[5, 6]), Err(dup(Layer::Ipv4Option)));
+        assert_eq!(twice, before);
+        // the other kind, present once, is still found
+        assert_eq!(find_ip_option(&twice, other).unwrap(), Some(36..38));
+        // IPv6: the option twice in one hop-by-hop header
+        let mut f = v6();
+        set_ip_option(&mut f, K, &[0x12, 0x34]).unwrap();
+        // replace the PadN (at 60..62) by a second option of the kind, growing the header
+        let mut twice = f.clone();
+        twice.splice(60..62, [0x3e, 2, 0x56, 0x78, 1, 4, 0, 0, 0, 0]);
+        twice[55] = 1;
+        let plen = be16(&twice, 18) + 8;
+        put16(&mut twice, 18, plen);
+        assert!(parse_headers(&twice).is_ok());
+        assert_eq!(find_ip_option(&twice, K), Err(dup(Layer::Ipv6Option)));
+        let before = twice.clone();
+        assert_eq!(set_ip_option(&mut twice, K, &[5, 6]), Err(dup(Layer::Ipv6Option)));
+        assert_eq!(twice, before);
     }
 
     #[test]

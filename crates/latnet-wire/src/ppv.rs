@@ -93,7 +93,7 @@ fn decode(frame: &[u8], r: std::ops::Range<usize>, layer: Layer) -> Result<Packe
 /// ECN field and packet value of a frame, in one walk.
 ///
 /// Errors: the frame does not parse or is not IP, its option list is malformed, or the value
-/// option does not hold exactly two bytes.
+/// option does not hold exactly two bytes or appears twice.
 pub fn packet_info(frame: &[u8]) -> Result<PvInfo> {
     let h = parse_headers(frame)?;
     let Some(key) = h.key else {
