@@ -196,6 +196,13 @@ def parser() -> argparse.ArgumentParser:
         help="sim: the simulator (default); emu: real packets between network namespaces "
         "through latnet-switch (root); both: run both and print them side by side",
     )
+    r.add_argument(
+        "--switch-processes",
+        choices=["auto", "per-node", "one"],
+        default="auto",
+        help="emulation: a latnet-switch process per switch, or one process running every "
+        "switch in one loop; auto (default): one when the switches outnumber the CPUs",
+    )
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("check", help="validate a scenario file without running it")

@@ -111,6 +111,7 @@ def run_emu(
     offloads: str = "off",
     pcap: bool | None = None,
     queues: str | None = None,
+    switch_processes: str | None = None,
 ) -> EmuResults:
     """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``).
 
@@ -119,7 +120,8 @@ def run_emu(
     as the simulator does: each frame stamped at the start of its emulated transmission,
     counted from the scenario's time zero (see ``latnet-switch run --pcap``). With ``queues`` (an
     interval such as ``"1ms"``; else the scenario's ``[output] queues``) they sample the queues
-    they emulate as the simulator does, into ``out/queues.csv``."""
+    they emulate as the simulator does, into ``out/queues.csv``. ``switch_processes``: see
+    ``Testbed``."""
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -134,6 +136,7 @@ def run_emu(
         seed=seed,
         time_zero_after_ns=START_MARGIN_NS,
         queues=queues,
+        switch_processes=switch_processes,
     )
     if pcap or (pcap is None and tb.plan["output_pcap"]):
         tb.pcap_dir = (out / "pcap").resolve()

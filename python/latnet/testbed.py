@@ -104,6 +104,7 @@ class Testbed:
         pcap_dir: str | os.PathLike[str] | None = None,
         queues: str | None = None,
         spin_us: int | None = None,
+        switch_processes: str | None = None,
     ):
         if offloads not in ("off", "csum"):
             raise LatnetError("offloads: expected 'off' (no tx checksum, TSO, GSO) or 'csum'")
@@ -132,14 +133,30 @@ class Testbed:
         # With ``queues`` (an interval, e.g. "1ms"; else the scenario's ``[output] queues``),
         # every switch samples the queues of the ports it emulates into its final statistics.
         self.queues = queues
+        # "per-node": a latnet-switch process per switch; "one": one process runs every switch
+        # in one loop (``latnet-switch run --node A,B --netns ...``). By default one process
+        # when the switches outnumber the CPUs: their busy-waits would delay each other's
+        # wake-ups (docs/lbf.md: the LBF chain's four switches on two CPUs, F1's mean 0.91-0.92
+        # against 1.03-1.08 ms, p99 1.02-1.06 against 1.39-1.50 ms), else a process each, so
+        # that they forward in parallel.
+        n_switches, cpus = len(self.switch_nodes()), os.cpu_count() or 1
+        if switch_processes is None:
+            switch_processes = "one" if n_switches > cpus else "per-node"
+        if switch_processes not in ("per-node", "one"):
+            raise LatnetError(
+                f"switch_processes: expected 'per-node' or 'one', got {switch_processes!r}"
+            )
+        self.switch_processes = switch_processes
         # How long a switch busy-polls before sleeping (``latnet-switch run --spin-us``). By
-        # default 20 us while every switch can have a CPU of its own; when switches outnumber
-        # the CPUs their busy-waits delay each other's wake-ups, and 2 us does better (docs/lbf.md:
-        # four switches on two CPUs, 1.29 against 1.42 ms mean latency; the two-switch demo is
-        # 45 us better with 20 us).
+        # default 20 us while every switch process can have a CPU of its own; when they
+        # outnumber the CPUs their busy-waits delay each other's wake-ups, and 2 us does better
+        # (docs/lbf.md: four switch processes on two CPUs, 1.29 against 1.42 ms mean latency;
+        # the two-switch demo is 45 us better with 20 us).
         if spin_us is None:
-            spin_us = 20 if len(self.switch_nodes()) <= (os.cpu_count() or 1) else 2
+            processes = 1 if switch_processes == "one" else n_switches
+            spin_us = 20 if processes <= cpus else 2
         self.spin_us = spin_us
+        self.logs: dict[str, Path] = {}
         self.state_path = state_dir() / f"{self.prefix}.json"
         self.state: dict = {
             "prefix": self.prefix,
@@ -278,8 +295,11 @@ class Testbed:
         if self.time_zero_after_ns is not None:
             now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
             self.time_zero_ns = now + self.time_zero_after_ns
-        for s in self.switch_nodes():
-            self.start_switch(s)
+        if self.switch_processes == "one" and len(self.switch_nodes()) > 1:
+            self.start_switches_together()
+        else:
+            for s in self.switch_nodes():
+                self.start_switch(s)
         for s in self.switch_nodes():
             self._wait_ready(s)
 
@@ -309,7 +329,25 @@ class Testbed:
 
     def start_switch(self, name: str, extra: list[str] | None = None) -> subprocess.Popen:
         argv = [*self.rt(), self.binary, "run", "--scenario", str(self.scenario), "--node", name]
-        argv += ["--stats", str(self.stats_path(name))]
+        argv += ["--stats", str(self.stats_path(name)), *self._switch_options(), *(extra or [])]
+        return self._start_switches([name], name, argv, f"switch-{name}.log")
+
+    def start_switches_together(self, extra: list[str] | None = None) -> subprocess.Popen:
+        """Start one process running every switch (in the first switch's namespace, where
+        ``down`` finds it; it opens each switch's interfaces in that switch's namespace)."""
+        names = self.switch_nodes()
+        stats = [str(self.stats_path(n)) for n in names]
+        if any("," in x for x in [*names, *stats]):
+            raise LatnetError(
+                "switch_processes='one': node names and the run directory must not contain ','"
+            )
+        argv = [*self.rt(), self.binary, "run", "--scenario", str(self.scenario)]
+        argv += ["--node", ",".join(names), "--netns", ",".join(self.netns(n) for n in names)]
+        argv += ["--stats", ",".join(stats), *self._switch_options(), *(extra or [])]
+        return self._start_switches(names, names[0], argv, "switches.log")
+
+    def _switch_options(self) -> list[str]:
+        argv = []
         if self.seed is not None:
             argv += ["--seed", str(self.seed)]
         if self.time_zero_ns is not None:
@@ -319,13 +357,20 @@ class Testbed:
         if self.queues is not None:
             argv += ["--queues", self.queues]
         argv += ["--spin-us", str(self.spin_us)]
-        argv += extra or []
-        self.stats_path(name).unlink(missing_ok=True)
-        log = open(self.run_dir / f"switch-{name}.log", "w")  # noqa: SIM115 (child keeps it)
-        p = self.popen(name, argv, stdout=log, stderr=subprocess.STDOUT)
+        return argv
+
+    def _start_switches(
+        self, names: list[str], netns_of: str, argv: list[str], log_name: str
+    ) -> subprocess.Popen:
+        for n in names:
+            self.stats_path(n).unlink(missing_ok=True)
+            self.logs[n] = self.run_dir / log_name
+        log = open(self.run_dir / log_name, "w")  # noqa: SIM115 (child keeps it)
+        p = self.popen(netns_of, argv, stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        self.switches[name] = p
-        self.state["switches"][name] = p.pid
+        for n in names:
+            self.switches[n] = p
+            self.state["switches"][n] = p.pid
         self._save()
         return p
 
@@ -334,7 +379,7 @@ class Testbed:
         deadline = time.monotonic() + timeout
         while not self.stats_path(name).exists():
             if p.poll() is not None:
-                log = (self.run_dir / f"switch-{name}.log").read_text()[-2000:]
+                log = self.logs[name].read_text()[-2000:]
                 raise LatnetError(f"switch {name} exited with status {p.returncode}:\n{log}")
             if time.monotonic() > deadline:
                 raise LatnetError(f"switch {name} did not start within {timeout:g} s")
@@ -342,7 +387,7 @@ class Testbed:
 
     def stop_switches(self, timeout: float = 5.0) -> None:
         """Stop the switch processes (they write their final statistics)."""
-        for p in self.switches.values():
+        for p in set(self.switches.values()):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         for name, p in self.switches.items():
@@ -352,7 +397,7 @@ class Testbed:
                 p.kill()
                 p.wait()
             if p.returncode not in (0, -signal.SIGTERM):
-                log = (self.run_dir / f"switch-{name}.log").read_text()[-2000:]
+                log = self.logs[name].read_text()[-2000:]
                 raise LatnetError(f"switch {name} exited with status {p.returncode}:\n{log}")
 
     def down(self) -> None:

@@ -420,6 +420,38 @@ def test_lbf_lower_bound_on_real_packets(tmp_path, carry, encap):
             assert (blocks["lbf_lower_ns"] == 2_000_000).all()
 
 
+def test_one_process_runs_every_switch(tmp_path):
+    """``switch_processes="one"``: one latnet-switch process opens both switches' interfaces
+    in their namespaces and forwards for both. The LBF chain, now with cut-through links (a
+    switch hands a frame to the next at its first bit), still holds its lower bound; each
+    switch writes its own statistics; and the process, started in s1's namespace, is found and
+    stopped by ``down`` from the state file alone (as after a crash of its owner)."""
+    text = LBF.replace('drain = "300ms"\n', 'drain = "300ms"\nswitching = "cut-through"\n', 1)
+    sc = scenario(tmp_path, text)
+    with Testbed(sc, run_dir=tmp_path / "run", switch_processes="one") as tb:
+        assert len({p.pid for p in tb.switches.values()}) == 1
+        res, _ = run_flows(tb, tmp_path / "out")
+        slo = latencies_us(tb, "slo")
+        stats = [tb.stats(s) for s in ("s1", "s2")]
+    flows = {f["name"]: f for f in res.summary["flows"]}
+    assert res.summary["switching"] == "cut-through"
+    assert len(slo) > 1000 and len(slo) == flows["slo"]["sent"] == flows["slo"]["received"]
+    assert min(slo) >= 2000 - LBF_GRANULARITY_US, f"earliest SLO packet after {min(slo)} us"
+    median = statistics.median(slo)
+    assert median <= 2000 + LBF_TYPICAL_EXCESS_US, f"median SLO packet after {median} us"
+    for name, st in zip(("s1", "s2"), stats, strict=True):
+        assert st["final"] is True and st["forwarded"] >= len(slo), name
+    tb = Testbed(sc, run_dir=tmp_path / "again", switch_processes="one")
+    tb.up()
+    pid = tb.switches["s1"].pid
+    tb._wait_ready("s2")
+    assert down_all(tb.prefix) == [tb.prefix]
+    tb.switches["s1"].wait(timeout=10)
+    assert not {ns for ns in netns_list() if ns.startswith(tb.prefix)}
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
 TAGS = (
     """
 [sim]

@@ -273,20 +273,27 @@ def test_switch_run_refuses_a_bad_time_zero():
     assert "--t0: expected an integer" in p.stderr, p.stderr
 
 
-def test_testbed_switches_busy_poll_less_when_they_outnumber_the_cpus(tmp_path, monkeypatch):
-    """Switches busy-poll 20 us while each can have a CPU, 2 us when they outnumber them
-    (test 2 of the LBF seed has four switches); an explicit spin_us wins. The switch refuses a
-    bad --spin-us or --queues value as a usage error before it touches any interface."""
+def test_testbed_switch_processes_and_busy_polling_follow_the_cpus(tmp_path, monkeypatch):
+    """Switches that outnumber the CPUs run in one process (test 2 of the LBF seed has four
+    switches), else a process each; switch processes busy-poll 20 us while each can have a
+    CPU, 2 us when they outnumber them; explicit choices win. The switch refuses a bad
+    --spin-us or --queues value as a usage error before it touches any interface."""
     from latnet.testbed import Testbed
 
     root = Path(__file__).parents[2]
     lbf, demo = root / "experiments" / "lbf" / "test2.toml", root / "experiments" / "demo.toml"
-    for cpus, want in ((2, 2), (4, 20), (8, 20)):
+    for cpus, processes in ((2, "one"), (4, "per-node"), (8, "per-node")):
         monkeypatch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
-        assert Testbed(lbf, run_dir=tmp_path).spin_us == want, cpus
+        tb = Testbed(lbf, run_dir=tmp_path)
+        assert (tb.switch_processes, tb.spin_us) == (processes, 20), cpus
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert Testbed(demo, run_dir=tmp_path).spin_us == 20  # two switches, two CPUs
+    tb = Testbed(demo, run_dir=tmp_path)  # two switches, two CPUs
+    assert (tb.switch_processes, tb.spin_us) == ("per-node", 20)
+    tb = Testbed(lbf, run_dir=tmp_path, switch_processes="per-node")
+    assert tb.spin_us == 2  # four busy-polling processes on two CPUs
     assert Testbed(lbf, run_dir=tmp_path, spin_us=7).spin_us == 7
+    with pytest.raises(latnet.LatnetError, match="switch_processes: expected"):
+        Testbed(lbf, run_dir=tmp_path, switch_processes="two")
     switch = Testbed(demo, run_dir=tmp_path).binary
     bad = subprocess.run(
         [switch, "run", "--scenario", str(demo), "--node", "sw1", "--spin-us", "-1"],
@@ -301,6 +308,18 @@ def test_testbed_switches_busy_poll_less_when_they_outnumber_the_cpus(tmp_path, 
             text=True,
         )
         assert bad.returncode == 2 and why in bad.stderr, (arg, bad.stderr)
+    # several switches in one process: a namespace (and a statistics file) per node
+    for extra, why in (
+        ([], "several switches in one process need --netns"),
+        (["--netns", "a"], "--netns: expected 2 comma-separated values, one per --node, got 1"),
+        (["--netns", "a,b", "--stats", "x"], "--stats: expected 2 comma-separated values"),
+    ):
+        argv = [switch, "run", "--scenario", str(demo), "--node", "sw1,sw2", *extra]
+        bad = subprocess.run(argv, capture_output=True, text=True)
+        assert bad.returncode == 2 and why in bad.stderr, (extra, bad.stderr)
+    argv = [switch, "run", "--scenario", str(demo), "--node", "sw1,sw2", "--netns", "a,b"]
+    bad = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 1 and "sw1: network namespace /run/netns/a: open" in bad.stderr
 
 
 def test_testbed_ipv6_addresses_only_when_asked(tmp_path):

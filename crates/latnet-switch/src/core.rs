@@ -20,7 +20,8 @@
 //! emulates the host's egress queue, rate and delay when the frame comes in). A port is the
 //! simulator's model exactly: a queue (any `AnyQueue` from the scenario), a transmitter busy for
 //! `(len + overhead) * 8 / rate` per frame (a serialization clock in integer ns), random loss
-//! from a seeded stream, and a delay line that hands the frame on `delay` after its last bit.
+//! from a seeded stream, and a delay line that hands the frame on `delay` after its last bit
+//! (after its first bit toward a switch under `switching = "cut-through"`, as the simulator).
 //! Emulated time advances in the same order as the simulator's events, so a late wake-up
 //! delays frames but never changes the rate: a transmitter that fell behind catches up on its
 //! own serialization clock instead of losing capacity.
@@ -34,7 +35,7 @@ use latnet_dataplane::{AnyQueue, DropCounters, DropReason, FlowId, Meta, Packet,
 use latnet_sim::lbf::{flow_address, LbfState};
 use latnet_sim::net::Topology;
 use latnet_sim::results::QueueRow;
-use latnet_sim::scenario::NodeKind;
+use latnet_sim::scenario::{NodeKind, Switching};
 use latnet_sim::switch::{Forward, Forwarder, SwitchCtx};
 use latnet_sim::Scenario;
 use latnet_units::{Bytes, Duration, Time};
@@ -95,6 +96,10 @@ pub struct EmuPort {
     busy_until: Time,
     stalled_until: Time,
     delay_line: VecDeque<(Time, Packet)>,
+    /// The peer acts on whole frames (store-and-forward, or a host): a frame is handed on
+    /// after its serialization and the delay; else (`switching = "cut-through"` toward a
+    /// switch) after the delay only, as in the simulator.
+    whole: bool,
     loss_threshold: u64,
     rng: ChaCha8Rng,
     /// The last (frame size + overhead, serialization time): frames of one size repeat.
@@ -292,6 +297,8 @@ impl SwitchCore {
                 busy_until: Time::ZERO,
                 stalled_until: Time::ZERO,
                 delay_line: VecDeque::new(),
+                whole: sc.sim.switching == Switching::StoreAndForward
+                    || sc.nodes[t.peer].kind == NodeKind::Host,
                 loss_threshold: (l.loss * 2f64.powi(64)) as u64,
                 rng: rng_for(STREAM_PORT + global as u64),
                 tx_memo: (Bytes::new(u64::MAX), Duration::ZERO),
@@ -714,8 +721,9 @@ impl SwitchCore {
             latnet_sim::pcap::push(&mut c[i], at, &pkt.data, size.get());
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
-        pkt.meta.ser_so_far += tx;
-        self.ports[i].delay_line.push_back((t + tx + delay, pkt));
+        let ser = if self.ports[i].whole { tx } else { Duration::ZERO };
+        pkt.meta.ser_so_far += ser;
+        self.ports[i].delay_line.push_back((t + ser + delay, pkt));
     }
 
     /// The earliest pending event of port `i`: (time, is_release).

@@ -9,7 +9,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`core`] | [`core::SwitchCore`]: forwarding, queues, rate / delay emulation; no I/O, no clock |
-//! | [`runner`] | the real-time loop: `CLOCK_MONOTONIC`, receive rings, batched sends, `ppoll` |
+//! | [`runner`] | the real-time loop: `CLOCK_MONOTONIC`, receive rings, batched sends, `ppoll`; one switch, or several in one loop ([`runner::run_many`]) |
 //! | [`sys`] | the only `unsafe` code: `AF_PACKET` rings, clocks, signals, socket options |
 //! | [`plan`] | testbed conventions: namespaces, interface names, MACs, host routes |
 //! | [`stats`] | the statistics file (per interface, port, queue, class, flow, node) |

@@ -1,7 +1,8 @@
 //! `latnet-switch`: the real-time switch, testbed plans and UDP traffic of latnet emulation.
 //!
 //! ```text
-//! latnet-switch run     --scenario S.toml --node NODE [--stats FILE] [--stats-every 1s]
+//! latnet-switch run     --scenario S.toml --node NODE[,NODE...] [--netns NS[,NS...]]
+//!                       [--stats FILE[,FILE...]] [--stats-every 1s]
 //!                       [--ring-mb 8] [--duration D] [--seed N] [--t0 NS] [--pcap DIR]
 //!                       [--queues INTERVAL] [--spin-us 20]
 //! latnet-switch plan    --scenario S.toml
@@ -28,6 +29,10 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
                               [--pace socket|htb:DEV] [--out FILE]
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
+           [--netns NS] (the namespace holding the interfaces, a name or a file; default: this
+                         process's)
+           several switches in one process (one loop, no busy-waits against each other):
+           --node A,B --netns NS_A,NS_B [--stats FILE_A,FILE_B]
            [--t0 NS]   (the experiment's time zero, CLOCK_MONOTONIC: AQM epochs, queue
                         samples and capture stamps count from it; default: the switch's start)
            [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap)
@@ -91,6 +96,15 @@ fn scenario(a: &Args) -> Result<Scenario, Fail> {
     Ok(sc)
 }
 
+/// `--node`: a node of the scenario, or several separated by commas.
+fn node_list(sc: &Scenario, v: &str) -> Vec<String> {
+    if sc.nodes.iter().any(|n| n.name == v) {
+        vec![v.to_owned()]
+    } else {
+        v.split(',').map(str::to_owned).collect()
+    }
+}
+
 fn io(e: std::io::Error) -> Fail {
     Fail::Other(e.to_string())
 }
@@ -108,9 +122,36 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
     match cmd.as_str() {
         "run" => {
             let sc = scenario(&a)?;
+            let nodes = node_list(&sc, need(&a, "node")?);
+            let per_node = |key: &str| -> Result<Vec<Option<String>>, Fail> {
+                match a.get(key) {
+                    None => Ok(vec![None; nodes.len()]),
+                    Some(v) if nodes.len() == 1 => Ok(vec![Some(v.clone())]),
+                    Some(v) => {
+                        let l: Vec<_> = v.split(',').map(|x| Some(x.to_owned())).collect();
+                        if l.len() == nodes.len() {
+                            Ok(l)
+                        } else {
+                            Err(Fail::Usage(format!(
+                                "--{key}: expected {} comma-separated values, one per --node, \
+                                 got {}",
+                                nodes.len(),
+                                l.len()
+                            )))
+                        }
+                    }
+                }
+            };
+            let (netns, stats) = (per_node("netns")?, per_node("stats")?);
+            if nodes.len() > 1 && netns.iter().any(Option::is_none) {
+                return Err(Fail::Usage(
+                    "--node: several switches in one process need --netns, one per node".into(),
+                ));
+            }
             let cfg = runner::RunConfig {
-                node: need(&a, "node")?.to_owned(),
-                stats: a.get("stats").map(PathBuf::from),
+                node: String::new(),
+                netns: None,
+                stats: None,
                 stats_every_ns: dur(&a, "stats-every")?.map_or(1_000_000_000, |d| d.as_nanos()),
                 ring_bytes: a
                     .get("ring-mb")
@@ -140,7 +181,25 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                     },
                 },
             };
-            runner::run(&sc, &cfg).map_err(io)?;
+            let cfgs: Vec<_> = nodes
+                .iter()
+                .zip(netns)
+                .zip(stats)
+                .map(|((node, ns), st)| runner::RunConfig {
+                    node: node.clone(),
+                    // a name given to `ip netns add`, or a namespace file
+                    netns: ns.map(|n| {
+                        if n.contains('/') {
+                            PathBuf::from(n)
+                        } else {
+                            Path::new("/run/netns").join(n)
+                        }
+                    }),
+                    stats: st.map(PathBuf::from),
+                    ..cfg.clone()
+                })
+                .collect();
+            runner::run_many(&sc, &cfgs).map_err(io)?;
             Ok(())
         }
         "plan" => {

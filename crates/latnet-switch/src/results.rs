@@ -179,8 +179,8 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         duration_ns: sc.sim.duration.as_nanos(),
         end_ns,
         latency_convention: "physical".to_owned(),
-        // Real frames are received whole before a switch acts on them.
-        switching: "store-and-forward".to_owned(),
+        // (a switch hands a frame to a switch before its serialization ends under cut-through)
+        switching: sc.sim.switching.as_str().to_owned(),
         lbf: None,
         tie_break: sc.sim.tie_break.as_str().to_owned(),
         events: switches.iter().map(|s| s.forwarded).sum(),

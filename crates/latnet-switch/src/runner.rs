@@ -15,6 +15,10 @@ use std::path::PathBuf;
 pub struct RunConfig {
     /// Switch node name.
     pub node: String,
+    /// The network namespace holding the switch's interfaces (a namespace file such as
+    /// `/run/netns/NAME`); `None`: the current one. With it, one process can run the switches
+    /// of several namespaces ([`run_many`]).
+    pub netns: Option<PathBuf>,
     /// Statistics file (rewritten every `stats_every_ns` and at the end).
     pub stats: Option<PathBuf>,
     /// Interval of statistics writes (ns).
@@ -52,10 +56,25 @@ const MAX_SLEEP_NS: u64 = 100_000_000;
 /// Captured bytes a port collects before they go to the writer thread.
 const CAPTURE_CHUNK: usize = 256 << 10;
 
-/// Run switch `cfg.node` of `sc` on its interfaces (named by [`crate::plan`]) in the current
-/// network namespace until stopped.
+/// Run switch `cfg.node` of `sc` on its interfaces (named by [`crate::plan`]) in its network
+/// namespace until stopped.
 pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
-    // The switch's time zero; senders stamp LBF blocks on the same clock (CLOCK_MONOTONIC).
+    run_many(sc, std::slice::from_ref(cfg))?
+        .pop()
+        .ok_or_else(|| io::Error::other("no switch to run"))
+}
+
+/// Run several switches of `sc` (one per entry of `cfgs`, each in its own network namespace)
+/// in this one thread until stopped, and return their final statistics in the same order.
+///
+/// One loop serves every switch's rings, runs every core up to the clock and sleeps until the
+/// earliest of their wake-ups: on a machine with fewer CPUs than switches this replaces
+/// processes that busy-wait against each other by one. The switches share nothing but the
+/// clock; each has its own statistics file and captures. Every setting but `node`, `netns`
+/// and `stats` is taken from the first entry.
+pub fn run_many(sc: &Scenario, cfgs: &[RunConfig]) -> io::Result<Vec<SwitchStats>> {
+    let Some(cfg) = cfgs.first() else { return Ok(Vec::new()) };
+    // The switches' time zero; senders stamp LBF blocks on the same clock (CLOCK_MONOTONIC).
     let t0 = sys::mono_ns();
     let run_start = match cfg.t0_ns {
         Some(z) if z < t0 => {
@@ -69,45 +88,20 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
         Some(z) => z - t0,
         None => 0,
     };
-    let mut core =
-        SwitchCore::new_timed(sc, &cfg.node, t0, latnet_units::Duration::from_nanos(run_start))
-            .map_err(io::Error::other)?;
-    let mut socks = Vec::with_capacity(core.ifaces.len());
-    for ifc in &core.ifaces {
-        let (mac, mtu) = sys::if_hwaddr_mtu(&ifc.name)
-            .map_err(|e| io::Error::new(e.kind(), format!("interface {}: {e}", ifc.name)))?;
-        if mac != ifc.mac {
-            eprintln!(
-                "latnet-switch: warning: {} has MAC {}, the plan says {}",
-                ifc.name,
-                crate::plan::mac_string(mac),
-                crate::plan::mac_string(ifc.mac)
-            );
-        }
-        let s = PacketSocket::open(&ifc.name, mtu, cfg.ring_bytes)
-            .map_err(|e| io::Error::new(e.kind(), format!("AF_PACKET on {}: {e}", ifc.name)))?;
-        socks.push(s);
+    let mut stations = Vec::with_capacity(cfgs.len());
+    for c in cfgs {
+        let open = || Station::open(sc, c, cfg, t0, run_start);
+        let st = match &c.netns {
+            Some(ns) => sys::in_netns(ns, open),
+            None => open(),
+        };
+        stations.push(st.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", c.node)))?);
     }
-    if let Some(iv) = cfg.queues.or(sc.output.queues) {
-        core.enable_queue_series(iv, sc.sim.duration + sc.sim.drain);
-    }
-    let mut capture = match &cfg.pcap_dir {
-        // stamps count from the experiment's time zero, even one before this switch started
-        Some(dir) => {
-            let offset =
-                cfg.t0_ns.map_or(0, |z| i64::try_from(i128::from(t0) - i128::from(z)).unwrap_or(0));
-            Some(CaptureWriter::start(dir, &core.enable_capture(sc, offset))?)
-        }
-        None => None,
-    };
     sys::precise_timers();
     sys::install_stop_handler();
-    let fds: Vec<_> = socks.iter().map(PacketSocket::raw_fd).collect();
+    let fds: Vec<_> =
+        stations.iter().flat_map(|st| st.socks.iter().map(PacketSocket::raw_fd)).collect();
     let mut ready = Vec::with_capacity(fds.len());
-    let mut rc = RunnerCounters::default();
-    let mut next_stats = 0u64;
-    // How far the core has been advanced (switch clock, ns): it never goes back.
-    let mut core_ns = 0u64;
     let mut ring_clock = RingClock::new(t0);
     loop {
         let now_ns = sys::mono_ns().saturating_sub(t0);
@@ -115,6 +109,120 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
             break;
         }
         ring_clock.refresh(now_ns);
+        let mut more = false;
+        for st in &mut stations {
+            more |= st.pass(sc, t0, &ring_clock, cfg.stats_every_ns)?;
+        }
+        if more {
+            continue;
+        }
+        let now_ns = sys::mono_ns().saturating_sub(t0);
+        let mut wait = MAX_SLEEP_NS;
+        for st in &stations {
+            if let Some(t) = st.core.next_wakeup() {
+                wait = wait.min(t.as_nanos().saturating_sub(now_ns));
+            }
+            if st.stats.is_some() {
+                wait = wait.min(st.next_stats.saturating_sub(now_ns));
+            }
+        }
+        if wait == 0 {
+            continue;
+        }
+        if wait <= cfg.spin_ns {
+            // Sooner than a sleep in the kernel would return: wait on the clock and the rings
+            // in userspace instead.
+            let until = now_ns + wait;
+            while sys::mono_ns().saturating_sub(t0) < until
+                && !stations.iter_mut().any(|st| st.socks.iter_mut().any(|s| s.rx_ready()))
+            {
+                std::hint::spin_loop();
+            }
+            stations.iter_mut().for_each(|st| st.rc.spins += 1);
+            continue;
+        }
+        sys::poll_readable(&fds, Some(wait), &mut ready)?;
+        stations.iter_mut().for_each(|st| st.rc.sleeps += 1);
+    }
+    stations.into_iter().map(|st| st.finish(sc, t0)).collect()
+}
+
+/// One switch of a [`run_many`] loop: its core, its interfaces' sockets and its counters.
+struct Station {
+    core: SwitchCore,
+    socks: Vec<PacketSocket>,
+    rc: RunnerCounters,
+    /// How far the core has been advanced (switch clock, ns): it never goes back.
+    core_ns: u64,
+    capture: Option<CaptureWriter>,
+    stats: Option<PathBuf>,
+    next_stats: u64,
+}
+
+impl Station {
+    /// The core of `c.node` on its interfaces, opened in the current network namespace;
+    /// `shared` holds the settings common to every switch of the loop.
+    fn open(
+        sc: &Scenario,
+        c: &RunConfig,
+        shared: &RunConfig,
+        t0: u64,
+        run_start: u64,
+    ) -> io::Result<Station> {
+        let mut core =
+            SwitchCore::new_timed(sc, &c.node, t0, latnet_units::Duration::from_nanos(run_start))
+                .map_err(io::Error::other)?;
+        let mut socks = Vec::with_capacity(core.ifaces.len());
+        for ifc in &core.ifaces {
+            let (mac, mtu) = sys::if_hwaddr_mtu(&ifc.name)
+                .map_err(|e| io::Error::new(e.kind(), format!("interface {}: {e}", ifc.name)))?;
+            if mac != ifc.mac {
+                eprintln!(
+                    "latnet-switch: warning: {} has MAC {}, the plan says {}",
+                    ifc.name,
+                    crate::plan::mac_string(mac),
+                    crate::plan::mac_string(ifc.mac)
+                );
+            }
+            let s = PacketSocket::open(&ifc.name, mtu, shared.ring_bytes)
+                .map_err(|e| io::Error::new(e.kind(), format!("AF_PACKET on {}: {e}", ifc.name)))?;
+            socks.push(s);
+        }
+        if let Some(iv) = shared.queues.or(sc.output.queues) {
+            core.enable_queue_series(iv, sc.sim.duration + sc.sim.drain);
+        }
+        let capture = match &shared.pcap_dir {
+            // stamps count from the experiment's time zero, even one before this switch started
+            Some(dir) => {
+                let offset = shared
+                    .t0_ns
+                    .map_or(0, |z| i64::try_from(i128::from(t0) - i128::from(z)).unwrap_or(0));
+                Some(CaptureWriter::start(dir, &core.enable_capture(sc, offset))?)
+            }
+            None => None,
+        };
+        Ok(Station {
+            core,
+            socks,
+            rc: RunnerCounters::default(),
+            core_ns: 0,
+            capture,
+            stats: c.stats.clone(),
+            next_stats: 0,
+        })
+    }
+
+    /// Read the rings, run the core up to now, send what is due, hand over captures and write
+    /// statistics when due. Returns whether frames are left in the rings (the read budget ran
+    /// out).
+    fn pass(
+        &mut self,
+        sc: &Scenario,
+        t0: u64,
+        ring_clock: &RingClock,
+        stats_every_ns: u64,
+    ) -> io::Result<bool> {
+        let Station { core, socks, rc, core_ns, .. } = self;
         // Frames from every ring, oldest first (by the kernel's timestamp; ties go round the
         // rings), up to RX_BUDGET times the number of rings in one pass.
         let budget = RX_BUDGET * socks.len();
@@ -133,10 +241,10 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
             rc.rx_read_late_max_ns = rc.rx_read_late_max_ns.max(read_late);
             rc.rx_read_late_10us += u64::from(read_late > 10_000);
             // (`min` then `max`, not `clamp`: no panic even if the clock stepped back)
-            let t_ns = arrived.min(read_ns).max(core_ns);
-            core_ns = t_ns;
+            let t_ns = arrived.min(read_ns).max(*core_ns);
+            *core_ns = t_ns;
             let t = Time::from_nanos(t_ns);
-            core.advance_owned(t, &mut |j, f, d| emit(&mut socks, &mut rc, read_ns, j, f, d));
+            core.advance_owned(t, &mut |j, f, d| emit(socks, rc, read_ns, j, f, d));
             // Parsed and copied straight from the ring slot, then the slot goes back.
             let Some(f) = socks[i].next_rx() else { break };
             let v = f.vnet;
@@ -151,79 +259,56 @@ pub fn run(sc: &Scenario, cfg: &RunConfig) -> io::Result<SwitchStats> {
             socks[i].release();
             n += 1;
         }
-        let more = n == budget;
-        let now_ns = sys::mono_ns().saturating_sub(t0).max(core_ns);
-        core_ns = now_ns;
+        let now_ns = sys::mono_ns().saturating_sub(t0).max(*core_ns);
+        *core_ns = now_ns;
         let now = Time::from_nanos(now_ns);
-        core.advance_owned(now, &mut |i, f, d| emit(&mut socks, &mut rc, now_ns, i, f, d));
+        core.advance_owned(now, &mut |i, f, d| emit(socks, rc, now_ns, i, f, d));
         for s in socks.iter_mut() {
             rc.tx_refused += s.flush() as u64;
             for b in s.take_spent() {
                 core.recycle_buffer(b);
             }
         }
-        if let Some(w) = &mut capture {
-            w.collect(&mut core, CAPTURE_CHUNK);
+        if let Some(w) = &mut self.capture {
+            w.collect(core, CAPTURE_CHUNK);
         }
-        if let Some(path) = &cfg.stats {
-            if now_ns >= next_stats {
-                next_stats = now_ns + cfg.stats_every_ns;
+        if let Some(path) = &self.stats {
+            if now_ns >= self.next_stats {
+                self.next_stats = now_ns + stats_every_ns;
                 rc.uptime_ns = now_ns;
                 rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
                 rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
-                SwitchStats::collect(sc, &core, rc, false).write(path)?;
+                SwitchStats::collect(sc, core, *rc, false).write(path)?;
             }
         }
-        if more {
-            continue;
-        }
-        let now_ns = sys::mono_ns().saturating_sub(t0);
-        let mut wait = MAX_SLEEP_NS;
-        if let Some(t) = core.next_wakeup() {
-            wait = wait.min(t.as_nanos().saturating_sub(now_ns));
-        }
-        if cfg.stats.is_some() {
-            wait = wait.min(next_stats.saturating_sub(now_ns));
-        }
-        if wait == 0 {
-            continue;
-        }
-        if wait <= cfg.spin_ns {
-            // Sooner than a sleep in the kernel would return: wait on the clock and the rings
-            // in userspace instead.
-            let until = now_ns + wait;
-            while sys::mono_ns().saturating_sub(t0) < until
-                && !socks.iter_mut().any(|s| s.rx_ready())
-            {
-                std::hint::spin_loop();
-            }
-            rc.spins += 1;
-            continue;
-        }
-        sys::poll_readable(&fds, Some(wait), &mut ready)?;
-        rc.sleeps += 1;
+        Ok(n == budget)
     }
-    // Everything due by now (the last queue samples included) still happens.
-    let now_ns = sys::mono_ns().saturating_sub(t0).max(core_ns);
-    core.advance_owned(Time::from_nanos(now_ns), &mut |i, f, d| {
-        emit(&mut socks, &mut rc, now_ns, i, f, d);
-    });
-    for s in socks.iter_mut() {
-        rc.tx_refused += s.flush() as u64;
+
+    /// Everything due by now (the last queue samples included) still happens; the final
+    /// statistics, written and returned.
+    fn finish(mut self, sc: &Scenario, t0: u64) -> io::Result<SwitchStats> {
+        let Station { core, socks, rc, core_ns, .. } = &mut self;
+        let now_ns = sys::mono_ns().saturating_sub(t0).max(*core_ns);
+        core.advance_owned(Time::from_nanos(now_ns), &mut |i, f, d| {
+            emit(socks, rc, now_ns, i, f, d);
+        });
+        for s in socks.iter_mut() {
+            rc.tx_refused += s.flush() as u64;
+        }
+        rc.uptime_ns = now_ns;
+        rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
+        rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
+        let mut st = SwitchStats::collect(sc, core, *rc, true);
+        st.queue_series = core.take_queue_series();
+        if let Some(path) = &self.stats {
+            st.write(path)?;
+        }
+        if let Some(mut w) = self.capture.take() {
+            w.collect(&mut self.core, 1);
+            w.finish()?;
+        }
+        Ok(st)
     }
-    rc.uptime_ns = now_ns;
-    rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
-    rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
-    let mut st = SwitchStats::collect(sc, &core, rc, true);
-    st.queue_series = core.take_queue_series();
-    if let Some(path) = &cfg.stats {
-        st.write(path)?;
-    }
-    if let Some(mut w) = capture {
-        w.collect(&mut core, 1);
-        w.finish()?;
-    }
-    Ok(st)
 }
 
 /// The ring whose next frame is the oldest, with that frame's timestamp, given each ring's

@@ -584,6 +584,28 @@ pub fn install_stop_handler() {
     }
 }
 
+/// Run `f` with the calling thread in the network namespace of the file `path` (as
+/// `/run/netns/NAME`, where `ip netns add` puts them), then put the thread back into its own.
+/// Sockets `f` opens stay in that namespace (their interfaces, their traffic) wherever the
+/// thread goes next, so one process can switch between namespaces' interfaces.
+pub fn in_netns<T>(path: &std::path::Path, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let named = |what: &str, e: io::Error| {
+        io::Error::new(e.kind(), format!("network namespace {}: {what}: {e}", path.display()))
+    };
+    let own = std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| named("own", e))?;
+    let target = std::fs::File::open(path).map_err(|e| named("open", e))?;
+    // SAFETY: setns is given an open namespace file and the matching type; it changes only the
+    // calling thread's network namespace (allowed in a multithreaded process).
+    cvt(unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWNET) })
+        .map_err(|e| named("enter", e))?;
+    let r = f();
+    // SAFETY: as above, with the thread's own namespace.
+    match cvt(unsafe { libc::setns(own.as_raw_fd(), libc::CLONE_NEWNET) }) {
+        Ok(_) => r,
+        Err(e) => Err(named("leave", e)),
+    }
+}
+
 /// True once SIGINT or SIGTERM arrived.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)

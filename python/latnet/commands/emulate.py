@@ -59,7 +59,14 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     base = Path(args.out) if args.out else Path("out") / path.stem
     emu_out = base / "emu" if args.mode == "both" else base
     # --pcap, else the scenario's [output] pcap (the switches read its [output] queues)
-    emu = run_emu(path, emu_out, seed=args.seed, pcap=args.pcap or None, queues=args.queues)
+    emu = run_emu(
+        path,
+        emu_out,
+        seed=args.seed,
+        pcap=args.pcap or None,
+        queues=args.queues,
+        switch_processes=None if args.switch_processes == "auto" else args.switch_processes,
+    )
     captures = ", queues.csv" if emu.queues is not None else ""
     captures += f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
     if args.mode == "emu":

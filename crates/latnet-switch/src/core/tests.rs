@@ -106,6 +106,41 @@ fn rate_and_delay_are_emulated_exactly_in_emulated_time() {
 }
 
 #[test]
+fn cut_through_hands_frames_to_switches_at_their_first_bit() {
+    // h1 - s1 - s2 - h2: s1 emulates h1's port (toward s1) and its own port toward s2
+    let chain = SC
+        .replace("duration = \"1s\"", "duration = \"1s\"\nswitching = \"cut-through\"")
+        // (s2 after h2, which keeps its address 10.0.0.3)
+        .replacen("[[links]]", "[[nodes]]\nname = \"s2\"\nkind = \"switch\"\n[[links]]", 1)
+        .replace(
+            "a = \"s1\"\nb = \"h2\"",
+            "a = \"s1\"\nb = \"s2\"\ndelay = \"1ms\"\n[[links]]\na = \"s2\"\nb = \"h2\"",
+        );
+    let sc = Scenario::from_str_named("t.toml", &chain).unwrap();
+    assert_eq!(sc.sim.switching, Switching::CutThrough);
+    let input: Vec<_> = (0..10).map(|_| (0u64, frame(1250, 7, 10_000))).collect();
+    let out = drive(&mut SwitchCore::new(&sc, "s1").unwrap(), &input, &[]);
+    // frame k leaves h1 at k x 100 us and reaches s1 then (first bit, no delay); s1 starts
+    // sending it at once and s2 has its first bit 1 ms later
+    let due: Vec<_> = out.iter().map(|(i, d, _)| (*i, *d)).collect();
+    assert_eq!(due, (0..10).map(|k| (1, k * 100_000 + 1_000_000)).collect::<Vec<_>>());
+    // store-and-forward (the default): both serializations and the delay
+    let saf =
+        Scenario::from_str_named("t.toml", &chain.replace("cut-through", "store-and-forward"))
+            .unwrap();
+    let out = drive(&mut SwitchCore::new(&saf, "s1").unwrap(), &input, &[]);
+    let due: Vec<_> = out.iter().map(|(_, d, _)| *d).collect();
+    assert_eq!(due, (0..10).map(|k| (k + 1) * 100_000 + 100_000 + 1_000_000).collect::<Vec<_>>());
+    // toward a host a frame is whole even under cut-through: h1 - s1 - h2 as in SC, where only
+    // h1's port (toward s1) hands frames on at their first bit
+    let text = SC.replace("duration = \"1s\"", "duration = \"1s\"\nswitching = \"cut-through\"");
+    let sc = Scenario::from_str_named("t.toml", &text).unwrap();
+    let out = drive(&mut SwitchCore::new(&sc, "s1").unwrap(), &input, &[]);
+    let due: Vec<_> = out.iter().map(|(_, d, _)| *d).collect();
+    assert_eq!(due, (0..10).map(|k| (k + 1) * 100_000 + 1_000_000).collect::<Vec<_>>());
+}
+
+#[test]
 fn malformed_frames_are_counted_and_dropped() {
     let sc = scenario("");
     let mut core = SwitchCore::new(&sc, "s1").unwrap();
