@@ -136,9 +136,9 @@ class Testbed:
         # "per-node": a latnet-switch process per switch; "one": one process runs every switch
         # in one loop (``latnet-switch run --node A,B --netns ...``). By default one process
         # when the switches outnumber the CPUs: their busy-waits would delay each other's
-        # wake-ups (docs/lbf.md: the LBF chain's four switches on two CPUs, F1's mean 0.91-0.92
-        # against 1.03-1.08 ms, p99 1.02-1.06 against 1.39-1.50 ms), else a process each, so
-        # that they forward in parallel.
+        # wake-ups (docs/lbf.md, BENCHMARKS.md: the LBF chain's four switches on two CPUs, F1's
+        # mean 0.80 against 0.99-1.04 ms, p99 1.07-1.22 against 1.44-1.52 ms), else a process
+        # each, so that they forward in parallel (alike for the two-switch demo).
         n_switches, cpus = len(self.switch_nodes()), os.cpu_count() or 1
         if switch_processes is None:
             switch_processes = "one" if n_switches > cpus else "per-node"

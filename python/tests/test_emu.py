@@ -452,6 +452,22 @@ def test_one_process_runs_every_switch(tmp_path):
         os.kill(pid, 0)
 
 
+def test_one_process_finishes_every_switch_after_an_error(tmp_path, monkeypatch):
+    """When one switch of a shared process fails (here: its statistics file cannot be
+    written), the process stops with an error naming the file, and the other switch still
+    writes its final statistics; the testbed is removed."""
+    sc = scenario(tmp_path, LBF)
+    tb = Testbed(sc, run_dir=tmp_path / "run", switch_processes="one")
+    real = tb.stats_path
+    bad = tmp_path / "missing" / "switch-s2.json"
+    monkeypatch.setattr(tb, "stats_path", lambda s: bad if s == "s2" else real(s))
+    with pytest.raises(latnet.LatnetError, match="exited with status 1") as e:
+        tb.up()
+    assert f"statistics file {bad}" in str(e.value)
+    assert json.loads(real("s1").read_text())["final"] is True
+    assert not {ns for ns in netns_list() if ns.startswith(tb.prefix)}
+
+
 TAGS = (
     """
 [sim]

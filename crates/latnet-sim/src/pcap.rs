@@ -298,26 +298,16 @@ mod tests {
     #[test]
     fn frames_csv_reads_large_flow_options() {
         use latnet_wire::large_flow::{set_large_flow_option, LargeFlowMsg, LargeFlowOption};
-        use latnet_wire::tcp::{TcpFlags, TcpRepr, TcpSeqNumber};
-        use latnet_wire::{build_tcp_ipv4, build_tcp_ipv6, Ecn, EthernetAddress};
+        use latnet_wire::{build_udp_ipv4, build_udp_ipv6, Ecn, EthernetAddress};
         let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
-        let syn = TcpRepr {
-            src_port: 40000,
-            dst_port: 5201,
-            seq_number: TcpSeqNumber(100),
-            ack_number: TcpSeqNumber(0),
-            flags: TcpFlags::SYN,
-            window_len: 65535,
-            urgent_at: 0,
-            options: &[],
-        };
+        // (switches put the option on TCP segments; the reader looks only at the IP header)
         let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.9".parse().unwrap());
         let mut v4 = Vec::new();
-        build_tcp_ipv4(&mut v4, mac, mac, a, b, 0, Ecn::NotEct, 64, &syn, 0).unwrap();
+        build_udp_ipv4(&mut v4, mac, mac, a, b, 0, Ecn::NotEct, 64, 40000, 5201, 0).unwrap();
         set_large_flow_option(&mut v4, &LargeFlowOption::new(LargeFlowMsg::Register)).unwrap();
         let mut v6 = Vec::new();
         let a6 = "fd00::1".parse().unwrap();
-        build_tcp_ipv6(&mut v6, mac, mac, a6, a6, 0, Ecn::NotEct, 64, &syn, 0).unwrap();
+        build_udp_ipv6(&mut v6, mac, mac, a6, a6, 0, Ecn::NotEct, 64, 40000, 5201, 0).unwrap();
         let mut report = LargeFlowOption::new(LargeFlowMsg::Report);
         report.fill(3, 100_000);
         set_large_flow_option(&mut v6, &report).unwrap();
@@ -358,7 +348,8 @@ mod tests {
         let mut both = f.clone();
         both[58] = 0x20; // LBF version 2
         both[88] = 7; // large-flow message type
-                      // the large-flow option twice: the header grows by 16 octets holding a second copy
+
+        // the large-flow option twice: the header grows by 16 octets holding a second copy
         let mut dup = f.clone();
         let copy = dup[86..98].to_vec();
         dup.splice(98..98, [copy, vec![1, 2, 0, 0]].concat());

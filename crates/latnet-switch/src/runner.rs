@@ -103,15 +103,18 @@ pub fn run_many(sc: &Scenario, cfgs: &[RunConfig]) -> io::Result<Vec<SwitchStats
         stations.iter().flat_map(|st| st.socks.iter().map(PacketSocket::raw_fd)).collect();
     let mut ready = Vec::with_capacity(fds.len());
     let mut ring_clock = RingClock::new(t0);
-    loop {
+    let outcome: io::Result<()> = 'run: loop {
         let now_ns = sys::mono_ns().saturating_sub(t0);
         if sys::stop_requested() || cfg.duration_ns.is_some_and(|d| now_ns >= d) {
-            break;
+            break Ok(());
         }
         ring_clock.refresh(now_ns);
         let mut more = false;
         for st in &mut stations {
-            more |= st.pass(sc, t0, &ring_clock, cfg.stats_every_ns)?;
+            match st.pass(sc, t0, &ring_clock, cfg.stats_every_ns) {
+                Ok(m) => more |= m,
+                Err(e) => break 'run Err(e),
+            }
         }
         if more {
             continue;
@@ -141,10 +144,15 @@ pub fn run_many(sc: &Scenario, cfgs: &[RunConfig]) -> io::Result<Vec<SwitchStats
             stations.iter_mut().for_each(|st| st.rc.spins += 1);
             continue;
         }
-        sys::poll_readable(&fds, Some(wait), &mut ready)?;
+        if let Err(e) = sys::poll_readable(&fds, Some(wait), &mut ready) {
+            break Err(e);
+        }
         stations.iter_mut().for_each(|st| st.rc.sleeps += 1);
-    }
-    stations.into_iter().map(|st| st.finish(sc, t0)).collect()
+    };
+    // Every switch finishes (final statistics, captures complete), even after another's error.
+    let finished: Vec<_> = stations.into_iter().map(|st| st.finish(sc, t0)).collect();
+    outcome?;
+    finished.into_iter().collect()
 }
 
 /// One switch of a [`run_many`] loop: its core, its interfaces' sockets and its counters.

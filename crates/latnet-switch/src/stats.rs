@@ -287,9 +287,12 @@ impl SwitchStats {
 
     /// Write as JSON to `path` atomically (a temporary file renamed over it).
     pub fn write(&self, path: &Path) -> io::Result<()> {
+        let named = |e: io::Error| {
+            io::Error::new(e.kind(), format!("statistics file {}: {e}", path.display()))
+        };
         let tmp = path.with_extension("json.tmp");
         let body = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
-        std::fs::write(&tmp, body + "\n")?;
-        std::fs::rename(&tmp, path)
+        std::fs::write(&tmp, body + "\n").map_err(named)?;
+        std::fs::rename(&tmp, path).map_err(named)
     }
 }
