@@ -414,6 +414,8 @@ impl Connection {
         s.sack_permitted = self.cfg.sack;
         match self.state {
             State::SynSent => {
+                // unscaled, as every SYN's window (RFC 7323 section 2.2)
+                s.window = self.rcv.window_field();
                 s.wscale = Some(self.our_wscale);
                 if self.cfg.ecn {
                     s.flags |= TcpFlags::ECE | TcpFlags::CWR;

@@ -2,7 +2,7 @@
 //! each way; see `testnet`).
 
 use super::cc::CcKind;
-use super::conn::ConnEvent;
+use super::conn::{ConnEvent, Connection};
 use super::testnet::{Link, Net};
 use super::TcpConfig;
 use latnet_units::{Duration, Rate, Time};
@@ -33,6 +33,18 @@ fn transfer(cfg: TcpConfig, fwd: Link, rev: Link, bytes: u64, until: Time) -> Ne
 
 fn closed(n: &Net, who: usize) -> bool {
     n.events[who].iter().any(|(_, e)| *e == ConnEvent::Closed)
+}
+
+#[test]
+fn syn_and_syn_ack_advertise_the_unscaled_receive_buffer() {
+    let cfg = TcpConfig { rcv_buf: 40_000, ..TcpConfig::default() };
+    let mut a = Connection::connect(cfg.clone(), 40_000, 5_201, 1);
+    let syn = a.poll_transmit(Time::ZERO, true).expect("the SYN");
+    assert_eq!(syn.window, 40_000, "a SYN's window is never scaled");
+    let big = TcpConfig::default();
+    let mut b = Connection::accept(big.clone(), &syn, 7).expect("a SYN is accepted");
+    let syn_ack = b.poll_transmit(Time::ZERO, true).expect("the SYN-ACK");
+    assert_eq!(syn_ack.window, u16::MAX, "{} bytes do not fit unscaled", big.rcv_buf);
 }
 
 #[test]
