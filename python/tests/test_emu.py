@@ -157,6 +157,7 @@ def test_tcp_cubic_through_the_switch(tmp_path):
     assert tcp_errs["InCsumErrors"] == "0"
     assert stats["csum_completed"] > 1000, "the partial-checksum path was exercised"
     assert stats["rx_gso"] == 0 and stats["rx_truncated"] == 0
+    assert stats["loop_switches"] == 1
     r = recv_report(tb, "h3")["flows"][0]
     sent = res.summary["flows"][0]["sent"]
     assert sent > 5000
@@ -441,6 +442,8 @@ def test_one_process_runs_every_switch(tmp_path):
     assert median <= 2000 + LBF_TYPICAL_EXCESS_US, f"median SLO packet after {median} us"
     for name, st in zip(("s1", "s2"), stats, strict=True):
         assert st["final"] is True and st["forwarded"] >= len(slo), name
+        assert st["loop_switches"] == 2, name
+    assert stats[0]["sleeps"] == stats[1]["sleeps"], "one loop sleeps for both"
     tb = Testbed(sc, run_dir=tmp_path / "again", switch_processes="one")
     tb.up()
     pid = tb.switches["s1"].pid

@@ -97,6 +97,8 @@ pub fn run_many(sc: &Scenario, cfgs: &[RunConfig]) -> io::Result<Vec<SwitchStats
         };
         stations.push(st.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", c.node)))?);
     }
+    let loop_switches = stations.len() as u32;
+    stations.iter_mut().for_each(|st| st.rc.loop_switches = loop_switches);
     sys::precise_timers();
     sys::install_stop_handler();
     let fds: Vec<_> =

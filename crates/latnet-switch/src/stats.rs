@@ -57,6 +57,10 @@ pub struct SwitchStats {
     /// Short waits spent polling the clock and the rings instead of sleeping.
     #[serde(default)]
     pub spins: u64,
+    /// Switches served by this process's loop (`run --node A,B`): `sleeps` and `spins` are
+    /// that loop's, the same in each of their statistics. 1 for a switch with a process alone.
+    #[serde(default = "one")]
+    pub loop_switches: u32,
     /// `sendmmsg` calls.
     #[serde(default)]
     pub tx_calls: u64,
@@ -193,8 +197,14 @@ pub struct RunnerCounters {
     pub sleeps: u64,
     /// Short waits spent polling instead of sleeping.
     pub spins: u64,
+    /// Switches sharing the loop that counts `sleeps` and `spins`.
+    pub loop_switches: u32,
     /// `sendmmsg` calls.
     pub tx_calls: u64,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl SwitchStats {
@@ -255,6 +265,7 @@ impl SwitchStats {
             rx_read_late_max_ns: r.rx_read_late_max_ns,
             sleeps: r.sleeps,
             spins: r.spins,
+            loop_switches: r.loop_switches.max(1),
             tx_calls: r.tx_calls,
             node_drops: drops(&c.node_drops),
             large_flows: core.large_flow_stats(),
