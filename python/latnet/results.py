@@ -199,6 +199,7 @@ class Results:
                 "node": nodes[np.frombuffer(cols["node"], dtype="<u4")],
                 "port": np.frombuffer(cols["port"], dtype="<u4"),
                 "enqueue_ns": np.frombuffer(cols["enqueue_ns"], dtype="<u8"),
+                "eligible_ns": np.frombuffer(cols["eligible_ns"], dtype="<u8"),
                 "start_tx_ns": np.frombuffer(cols["start_tx_ns"], dtype="<u8"),
             }
         )

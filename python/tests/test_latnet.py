@@ -66,6 +66,8 @@ def test_run_returns_dataframes(demo):
     assert ctl["latency_p99_ns"] * 3 < backup["latency_p99_ns"]
     hops = demo.hops
     assert (hops["start_tx_ns"] >= hops["enqueue_ns"]).all()
+    # no hop of the demo holds a packet: each is eligible when it joins the queue
+    assert (hops["eligible_ns"] == hops["enqueue_ns"]).all()
     assert list(demo.hop_latency("control")["node"]) == ["sensor", "sw1", "sw2"]
     assert demo.latency_convention == "physical"
 

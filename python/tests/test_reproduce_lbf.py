@@ -133,6 +133,26 @@ def test_sender_jitter_moves_extremes_not_test_2s_means(doc):
     assert rows["test2"]["largest mean shift"] <= 0.1, rows["test2"]
 
 
+def test_the_glbf_validation_model(doc):
+    """The public gLBF validation model in the simulator: every number it prints, to the byte,
+    the bit and the nanosecond (the one exception, 1 ns, is explained in the table's note); the
+    plain FIFO overflows the computed buffer and breaks the flows' envelopes, the damper
+    neither."""
+    t = _tables(doc)["glbf"]
+    assert t["convention"] == "physical, store-and-forward, ties flow-asc"
+    rows = {r["label"]: r for r in t["rows"]}
+    for label, r in rows.items():
+        if r["paper"]["value"] is None:
+            continue
+        allowed = 1 if label.startswith("router 4 FIFO: longest wait") else 0
+        assert abs(r["diff"]) <= allowed, (label, r)
+    ours = {k: r["ours"]["value"] for k, r in rows.items()}
+    assert ours["router 4 FIFO: frames outside their envelope entering"] > 0
+    assert ours["damper: frames outside their envelope entering"] == 0
+    assert ours["damper: largest backlog (B)"] <= 9600
+    assert round(ours["damper: longest wait (ns)"] / 1e3) == 2253
+
+
 def test_scenario_edits_refuse_to_do_nothing():
     """A variant whose edit found nothing to change would compare a run with itself."""
     from latnet.reproduce import lbf

@@ -27,7 +27,7 @@ use latnet_sim::scenario::{
     RoutingMetric, Scenario, SimConfig, Switching,
 };
 use latnet_sim::switch::ForwardingSpec;
-use latnet_sim::traffic::TrafficSpec;
+use latnet_sim::traffic::{Release, TrafficSpec};
 use latnet_sim::{Simulator, TieBreak};
 use latnet_units::{Bytes, Duration, Rate, Time};
 use rand::{Rng, SeedableRng};
@@ -377,6 +377,7 @@ fn scenario(
                 rate: Rate::from_bps(f.e.request.rate.bps().saturating_mul(opts.misbehave.max(1))),
                 burst: Bytes::new(f.e.request.burst.get().saturating_mul(opts.misbehave.max(1))),
                 peak: None,
+                release: Release::Frame,
             },
             jitter: Duration::ZERO,
             slo: None,

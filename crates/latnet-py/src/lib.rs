@@ -115,7 +115,7 @@ impl SimResults {
         Ok(Some(d))
     }
 
-    /// Per-hop columns (`id`, `enqueue_ns`, `start_tx_ns` u64; `flow`, `node`, `port` u32;
+    /// Per-hop columns (`id`, `enqueue_ns`, `eligible_ns`, `start_tx_ns` u64; `flow`, `node`, `port` u32;
     /// `hop` u8), or `None` if not recorded.
     fn hop_columns<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(log) = &self.inner.log else { return Ok(None) };
@@ -127,6 +127,7 @@ impl SimResults {
         d.set_item("node", le_bytes(py, h, |r| r.node.to_le_bytes()))?;
         d.set_item("port", le_bytes(py, h, |r| r.port.to_le_bytes()))?;
         d.set_item("enqueue_ns", le_bytes(py, h, |r| r.enqueue_ns.to_le_bytes()))?;
+        d.set_item("eligible_ns", le_bytes(py, h, |r| r.eligible_ns.to_le_bytes()))?;
         d.set_item("start_tx_ns", le_bytes(py, h, |r| r.start_tx_ns.to_le_bytes()))?;
         Ok(Some(d))
     }

@@ -34,8 +34,9 @@
 //! The hop's cost is `transit + link delay (+ serialization where counted)`, `transit` being
 //! the time since the packet arrived at this node. `latency-so-far` adds it to the value,
 //! `rest-slo` subtracts it from both bounds (saturating at 0), `damper` writes the new residue
-//! `B - (now - eligible)` (`B` = `damper_bound` of the switch; 0 at hosts; a hop that queued
-//! longer than `B` counts a damper violation). With `upper = "mark"`, a packet past its
+//! `B - (now - eligible) - serialization where counted` (`B` = `damper_bound` of the switch, or
+//! of the sending host's own queue; 0 at hosts without one), so that every hop costs exactly
+//! `B` plus the link delay; a hop that took longer counts a damper violation. With `upper = "mark"`, a packet past its
 //! `late_at` is marked late here.
 //!
 //! # Latency conventions
@@ -139,6 +140,8 @@ struct PortInfo {
     overhead: u32,
     /// Serialization on this link is part of the latency the block counts.
     ser_counted: bool,
+    /// Damper bound of the host owning the port (zero for a switch's port).
+    host_damper: Duration,
 }
 
 /// What every LBF participant of a run shares (read-only).
@@ -169,14 +172,32 @@ impl LbfNet {
     fn hop_cost(&self, now: Time, port: usize, pkt: &Packet) -> Duration {
         let transit = now.saturating_duration_since(pkt.meta.arrival);
         let Some(p) = self.ports.get(port) else { return transit };
-        let ser = if p.ser_counted {
-            p.rate
+        transit + p.delay + self.counted_ser(port, pkt)
+    }
+
+    /// The serialization of `pkt` on `port` where the run's convention counts it.
+    fn counted_ser(&self, port: usize, pkt: &Packet) -> Duration {
+        match self.ports.get(port) {
+            Some(p) if p.ser_counted => p
+                .rate
                 .tx_time(pkt.wire_len() + Bytes::new(u64::from(p.overhead)))
-                .unwrap_or(Duration::ZERO)
-        } else {
-            Duration::ZERO
-        };
-        transit + p.delay + ser
+                .unwrap_or(Duration::ZERO),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The damper residue of a packet leaving `port` after `queued` in a hop of bound `bound`:
+    /// what the next hop holds it so that the hop costs exactly `bound` plus the link delay
+    /// (queueing, plus the serialization where counted, plus the hold); `None` when the hop
+    /// already took longer (a violation; the residue is then 0).
+    fn damper_residue(
+        &self,
+        port: usize,
+        pkt: &Packet,
+        queued: Duration,
+        bound: Duration,
+    ) -> Option<Duration> {
+        bound.checked_sub(queued + self.counted_ser(port, pkt))
     }
 
     fn remaining(&self, route: &LbfRoute, size: Bytes) -> Duration {
@@ -457,12 +478,12 @@ impl LbfSwitch {
             && !loc.repr.late
             && pkt.meta.late_at.is_some_and(|t| now > t);
         let queued = now.saturating_duration_since(pkt.meta.eligible);
-        let bound = self.settings.damper_bound;
-        if loc.repr.mode == LbfMode::Damper && queued > bound {
+        let residue = self.net.damper_residue(port, pkt, queued, self.settings.damper_bound);
+        if loc.repr.mode == LbfMode::Damper && residue.is_none() {
             self.counters.damper_violations += 1;
         }
         let Some(mut b) = wire::block_mut(&mut pkt.data, loc.offset) else { return };
-        update_block(&mut b, loc.repr.mode, cost, bound.saturating_sub(queued).as_nanos());
+        update_block(&mut b, loc.repr.mode, cost, residue.unwrap_or_default().as_nanos());
         if mark {
             b.set_late(true);
             let (upper, late_at) = (loc.repr.upper_ns.unwrap_or(0), pkt.meta.late_at);
@@ -515,6 +536,9 @@ pub struct LbfFlowResult {
     pub early_drops: BTreeMap<String, u64>,
     /// Queue expiries (`deadline-expired`) by switch.
     pub expired: BTreeMap<String, u64>,
+    /// Damper-mode packets that spent longer than their sender's damper bound in its own
+    /// queue (a host's `lbf.damper_bound`).
+    pub sender_damper_violations: u64,
 }
 
 /// Per-switch LBF results.
@@ -569,6 +593,11 @@ impl LbfState {
                 ser_counted: sc.sim.latency == LatencyConvention::Physical
                     && (sc.sim.switching == Switching::StoreAndForward
                         || sc.nodes[p.peer].kind == NodeKind::Host),
+                host_damper: sc
+                    .lbf
+                    .as_ref()
+                    .and_then(|l| l.host_damper.get(p.node).copied())
+                    .unwrap_or_default(),
             })
             .collect();
         let settings = sc.lbf.as_ref().map(|l| l.nodes.clone()).unwrap_or_default();
@@ -661,8 +690,9 @@ impl LbfState {
     }
 
     /// A host starts transmitting `pkt` on `port`: the host's share of the per-hop update.
-    pub fn host_transmit(&self, now: Time, port: usize, pkt: &mut Packet) {
-        let Some(Some(f)) = self.net.flows.get(pkt.meta.flow as usize) else { return };
+    pub fn host_transmit(&mut self, now: Time, port: usize, pkt: &mut Packet) {
+        let flow = pkt.meta.flow as usize;
+        let Some(Some(f)) = self.net.flows.get(flow) else { return };
         let cost = self.net.hop_cost(now, port, pkt).as_nanos();
         let mode = match f.slo.carry {
             Carry::LatencySoFar => LbfMode::LatencySoFar,
@@ -670,8 +700,22 @@ impl LbfState {
             Carry::RestSlo => LbfMode::RestSlo,
             Carry::Damper => LbfMode::Damper,
         };
-        if let Some(mut b) = wire::block_mut(&mut pkt.data, f.offset) {
-            update_block(&mut b, mode, cost, 0);
+        let offset = f.offset;
+        let mut residue = Duration::ZERO;
+        let bound = self.net.ports.get(port).map_or(Duration::ZERO, |p| p.host_damper);
+        if mode == LbfMode::Damper && !bound.is_zero() {
+            let queued = now.saturating_duration_since(pkt.meta.arrival);
+            match self.net.damper_residue(port, pkt, queued, bound) {
+                Some(r) => residue = r,
+                None => {
+                    if let Some(i) = self.slo_index(flow) {
+                        self.flows[i].sender_damper_violations += 1;
+                    }
+                }
+            }
+        }
+        if let Some(mut b) = wire::block_mut(&mut pkt.data, offset) {
+            update_block(&mut b, mode, cost, residue.as_nanos());
         }
     }
 

@@ -318,6 +318,8 @@ pub struct HopRecord {
     pub port: u32,
     /// When it joined the queue (ns).
     pub enqueue_ns: u64,
+    /// When it became eligible to leave (ns): after an LBF or damper hold, else `enqueue_ns`.
+    pub eligible_ns: u64,
     /// When its transmission started (ns).
     pub start_tx_ns: u64,
 }
@@ -395,17 +397,18 @@ impl Results {
     /// The per-hop table as CSV, if recorded.
     pub fn hops_csv(&self) -> Option<String> {
         let log = self.log.as_ref()?;
-        let mut s = String::from("id,flow,hop,node,port,enqueue_ns,start_tx_ns\n");
+        let mut s = String::from("id,flow,hop,node,port,enqueue_ns,eligible_ns,start_tx_ns\n");
         for r in &log.hops {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{}",
                 r.id,
                 self.flow_name(r.flow),
                 r.hop,
                 self.nodes.get(r.node as usize).map_or("", |n| n.name.as_str()),
                 r.port,
                 r.enqueue_ns,
+                r.eligible_ns,
                 r.start_tx_ns,
             );
         }

@@ -549,6 +549,7 @@ impl Simulator {
                 node: topo.node as u32,
                 port: port as u32,
                 enqueue_ns: pkt.meta.arrival.as_nanos(),
+                eligible_ns: pkt.meta.eligible.max(pkt.meta.arrival).as_nanos(),
                 start_tx_ns: self.now.as_nanos(),
             });
         }
@@ -569,7 +570,7 @@ impl Simulator {
         let node = self.topo.ports[port].node;
         if let Some(fwd) = self.forwarders[node].as_mut() {
             fwd.on_transmit(self.now, port, &mut pkt);
-        } else if let Some(l) = &self.lbf {
+        } else if let Some(l) = &mut self.lbf {
             l.host_transmit(self.now, port, &mut pkt);
         }
         if let Some(c) = &mut self.pcap {

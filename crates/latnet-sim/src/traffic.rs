@@ -56,6 +56,11 @@ pub enum TrafficSpec {
         burst: Bytes,
         /// Peak rate while the bucket has tokens (default: unlimited, the NIC paces).
         peak: Option<Rate>,
+        /// When frames leave: as soon as the bucket holds one (default), or only once it holds
+        /// as many whole frames as `burst` can, all of them then (the most bursty sender the
+        /// envelope allows; gLBF's validation model).
+        #[serde(default)]
+        release: Release,
     },
     /// A TCP bulk transfer.
     TcpBulk(TcpSpec),
@@ -91,7 +96,7 @@ impl TrafficSpec {
                     return Err("the pattern sends nothing: set `base_rate` or a burst".into());
                 }
             }
-            TrafficSpec::TokenBucket { rate, burst, peak } => {
+            TrafficSpec::TokenBucket { rate, burst, peak, .. } => {
                 if rate.is_zero() {
                     return Err("expected `rate` above zero".into());
                 }
@@ -146,6 +151,17 @@ pub struct Source {
     // sender jitter (see `with_jitter`) and the last instant returned
     jitter: u64,
     out: Time,
+}
+
+/// When a token-bucket sender releases its frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Release {
+    /// Each frame as soon as the bucket holds its tokens.
+    #[default]
+    Frame,
+    /// Wait until the bucket holds as many whole frames as fit in its depth, then send them.
+    Burst,
 }
 
 impl Source {
@@ -233,9 +249,14 @@ impl Source {
                 self.last = t;
                 Some(t)
             }
-            TrafficSpec::TokenBucket { rate, burst, peak } => {
+            TrafficSpec::TokenBucket { rate, burst, peak, release } => {
                 let cap = burst.bits() * 1_000_000_000;
                 let need = u128::from(size) * 8 * 1_000_000_000;
+                // the tokens to wait for once the bucket cannot pay for a frame
+                let want = match release {
+                    Release::Frame => need,
+                    Release::Burst => cap / need * need,
+                };
                 let gap = match peak {
                     Some(p) if self.k > 0 => grid(1, size, p),
                     _ => Duration::ZERO,
@@ -243,7 +264,7 @@ impl Source {
                 let mut t = self.last + gap;
                 let mut tokens = (self.tokens + rate.bit_nanos(t - self.last)).min(cap);
                 if tokens < need {
-                    let wait = (need - tokens).div_ceil(u128::from(rate.bps()));
+                    let wait = (want - tokens).div_ceil(u128::from(rate.bps()));
                     let wait = Duration::from_nanos(u64::try_from(wait).ok()?);
                     t += wait;
                     tokens = (tokens + rate.bit_nanos(wait)).min(cap);
@@ -332,6 +353,7 @@ mod tests {
             rate: Rate::from_mbps(8),
             burst: Bytes::new(3000),
             peak: None,
+            release: Release::Frame,
         };
         // 1000 B frames: 3 back to back at t=0, then one per ms (8 Mbps).
         assert_eq!(times(spec, 1000, 5), vec![0, 0, 0, 1_000_000, 2_000_000]);
@@ -339,8 +361,31 @@ mod tests {
             rate: Rate::from_mbps(8),
             burst: Bytes::new(2000),
             peak: Some(Rate::from_mbps(80)),
+            release: Release::Frame,
         };
         assert_eq!(times(spec, 1000, 4), vec![0, 100_000, 1_000_000, 2_000_000]);
+    }
+
+    #[test]
+    fn a_burst_releasing_bucket_waits_for_whole_bursts() {
+        // 3,500 B holds three 1000 B frames: three at once, then three more as soon as the
+        // bucket holds 3,000 B again (the first burst left 500 B: 2.5 ms), then every 3 ms.
+        let spec = TrafficSpec::TokenBucket {
+            rate: Rate::from_mbps(8),
+            burst: Bytes::new(3500),
+            peak: None,
+            release: Release::Burst,
+        };
+        let t = times(spec, 1000, 7);
+        assert_eq!(t, vec![0, 0, 0, 2_500_000, 2_500_000, 2_500_000, 5_500_000]);
+        // with a peak rate the burst's frames are spaced by it
+        let spec = TrafficSpec::TokenBucket {
+            rate: Rate::from_mbps(8),
+            burst: Bytes::new(2000),
+            peak: Some(Rate::from_mbps(80)),
+            release: Release::Burst,
+        };
+        assert_eq!(times(spec, 1000, 4), vec![0, 100_000, 2_000_000, 2_100_000]);
     }
 
     #[test]
@@ -366,6 +411,7 @@ mod tests {
             rate: Rate::from_mbps(1),
             burst: Bytes::new(10),
             peak: None,
+            release: Release::Frame,
         };
         assert!(bad.validate(100).unwrap_err().contains("at least one frame"));
         assert!(TrafficSpec::Cbr { rate: Rate::ZERO }.validate(100).is_err());

@@ -275,6 +275,53 @@ fn the_damper_makes_every_hop_cost_its_bound() {
     assert!(v > 0);
 }
 
+/// For each of `flows` (names), how long after its creation each of its frames became
+/// eligible at `node` (ns): the shortest and the longest.
+fn creation_to_eligible(r: &Results, node: &str, flows: &[&str]) -> Vec<(u64, u64)> {
+    let log = r.log.as_ref().unwrap();
+    let created: std::collections::HashMap<u64, u64> =
+        log.packets.iter().map(|p| (p.id, p.created_ns)).collect();
+    let n = r.nodes.iter().position(|x| x.name == node).unwrap() as u32;
+    flows
+        .iter()
+        .map(|name| {
+            let f = r.flows.iter().position(|x| x.name == *name).unwrap() as u32;
+            let d: Vec<u64> = log
+                .hops
+                .iter()
+                .filter(|h| h.node == n && h.flow == f)
+                .map(|h| h.eligible_ns - created[&h.id])
+                .collect();
+            assert!(d.len() > 1000, "{name}: {} frames at {node}", d.len());
+            (*d.iter().min().unwrap(), *d.iter().max().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_senders_damper_holds_every_frame_to_its_bound_serialization_included() {
+    // The gLBF validation model: routers 1-3 are senders whose own FIFO is the first hop, with
+    // the physical convention and store-and-forward links, so the residue subtracts the
+    // serialization too and each router's frames enter router 4's FIFO exactly B_n after they
+    // entered router n's, however long they queued (up to 2.1 ms) and whatever their size.
+    let src = experiment("glbf-validation.toml") + "\n[output]\npackets = true\n";
+    let r = run_text(&src);
+    let got = creation_to_eligible(&r, "Rtr4", &["F3", "F6", "F7"]);
+    let want = [2_693_334, 2_765_334, 3_101_334];
+    assert_eq!(got, want.map(|b| (b, b)).to_vec());
+    let l = r.lbf.as_ref().unwrap();
+    assert!(l.switches.iter().all(|s| s.counters.damper_violations == 0));
+    assert!(l.flows.iter().all(|f| f.sender_damper_violations == 0));
+    // A sender's bound below its FIFO's worst case is violated, counted per flow, and those
+    // frames arrive later than the bound says.
+    let tight = run_text(&src.replace("\"2693334ns\"", "\"2000000ns\""));
+    let l = tight.lbf.as_ref().unwrap();
+    let v: Vec<u64> = l.flows.iter().map(|f| f.sender_damper_violations).collect();
+    assert!(v[..3].iter().all(|&n| n > 0) && v[3..].iter().all(|&n| n == 0), "{v:?}");
+    let (lo, hi) = creation_to_eligible(&tight, "Rtr4", &["F3"])[0];
+    assert!(lo == 2_000_000 && hi > 2_000_000, "{lo} .. {hi}");
+}
+
 #[test]
 fn fib_is_computed_from_link_delays_and_can_be_overridden() {
     let src = short(&experiment("test2.toml"));
@@ -359,6 +406,7 @@ fn scenario_errors_name_the_key() {
         ("[lbf]\nbudget = \"equal\"\n", "[lbf]\nbudget = \"equal\"\n[[lbf.fib]]\nnode = \"S1\"\ndst = \"R1\"\nhops = 1\nmin_latency = 0\n", "lbf.fib[0].node"),
         ("[lbf]\nbudget = \"equal\"\n", "[lbf]\nbudget = \"equal\"\n[[lbf.fib]]\nnode = \"FWD1\"\ndst = \"R1\"\nhops = 0\nmin_latency = 0\n", "lbf.fib[0].hops"),
         ("name = \"S1\"\nkind = \"host\"\n", "name = \"S1\"\nkind = \"host\"\nlbf = { budget = \"skew\" }\n", "nodes[0].lbf"),
+        ("name = \"S1\"\nkind = \"host\"\n", "name = \"S1\"\nkind = \"host\"\nlbf = { damper_bound = \"1ms\", udp_shim = false }\n", "a host takes only `damper_bound`"),
         ("name = \"FWD1\"\nkind = \"switch\"\n", "name = \"FWD1\"\nkind = \"switch\"\nlbf = { skew = 2000.0 }\n", "nodes[1].lbf.skew"),
         ("[lbf]\nbudget = \"equal\"\n", "[lbf]\nbudget = \"equal\"\nswitches = \"some\"\n", "lbf.switches"),
     ];

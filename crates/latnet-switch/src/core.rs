@@ -710,7 +710,7 @@ impl SwitchCore {
             }
             // The host's share of the per-hop LBF update, as the simulator's host does it.
             Role::FromHost { .. } => {
-                if let Some(l) = &self.lbf {
+                if let Some(l) = &mut self.lbf {
                     l.host_transmit(t, global, &mut pkt);
                 }
             }

@@ -105,6 +105,10 @@ pub struct LbfScenario {
     pub nodes: Vec<Option<LbfSettings>>,
     /// FIB overrides.
     pub fib: Vec<LbfFibOverride>,
+    /// Damper bound of each host's own egress queue (`nodes[i].lbf.damper_bound` of a host;
+    /// zero for switches and hosts without one): a damper-mode packet spends it there
+    /// (queueing plus hold at the next hop) instead of leaving with a residue of 0.
+    pub host_damper: Vec<Duration>,
 }
 
 /// How a flow's packets tell the latency so far (seed section IV.A, plus the gLBF damper).
@@ -254,16 +258,27 @@ pub(crate) fn validate(
         },
     };
     let mut out = Vec::with_capacity(nodes.len());
+    let mut host_damper = vec![Duration::ZERO; nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
         let o = node_raw.get(i).copied().flatten();
-        if let Some(o) = o {
-            if n.kind != NodeKind::Switch {
+        if let Some(o) = o.filter(|_| n.kind != NodeKind::Switch) {
+            let h = o.get_ref();
+            let only_damper = h.enabled.is_none()
+                && h.budget.is_none()
+                && h.skew.is_none()
+                && h.upper.is_none()
+                && h.expire.is_none()
+                && h.best_effort_upper.is_none()
+                && h.udp_shim.is_none();
+            if !only_damper {
                 return Err(cx.at(
                     Some(o.span()),
                     format!("nodes[{i}].lbf"),
-                    "LBF settings apply to switches only (hosts stamp the block of their flows)",
+                    "a host takes only `damper_bound` (the damper of its own egress queue); the \
+                     other LBF settings apply to switches (hosts stamp the block of their flows)",
                 ));
             }
+            host_damper[i] = h.damper_bound.unwrap_or_default();
         }
         let enabled = n.kind == NodeKind::Switch
             && o.and_then(|o| o.get_ref().enabled).unwrap_or(all || o.is_some());
@@ -327,7 +342,7 @@ pub(crate) fn validate(
         }
         fib.push(LbfFibOverride { node, dst, hops, min_latency: f.min_latency });
     }
-    Ok(Some(LbfScenario { nodes: out, fib }))
+    Ok(Some(LbfScenario { nodes: out, fib, host_damper }))
 }
 
 /// Validate a flow's `slo`; `size` is its frame length.
