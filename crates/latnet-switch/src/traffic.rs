@@ -117,6 +117,17 @@ pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<(Vec<u8>, Optio
     Ok((t.get(HEADERS..).unwrap_or_default().to_vec(), stamp))
 }
 
+/// Where in a damper-mode flow's UDP payload the LBF block sits, whose residue the receiver
+/// holds each packet before handing it on (gLBF's final damper, as the simulator's receiver
+/// does). `None` for other flows, and for IPv6 carriers, whose block a UDP socket cannot see.
+fn final_hold_at(sc: &Scenario, f: &FlowSpec) -> io::Result<Option<usize>> {
+    if !f.slo.as_ref().is_some_and(|s| s.carry == Carry::Damper && s.encap == Encap::UdpShim) {
+        return Ok(None);
+    }
+    let (_, block) = template(sc, f)?;
+    Ok(block.checked_sub(HEADERS))
+}
+
 /// For a flow whose SLO rides in an IPv6 hop-by-hop option: the extension header of the
 /// simulator's template (the kernel sends it as given) and where in it the LBF block sits.
 pub fn hop_options(sc: &Scenario, f: &FlowSpec) -> io::Result<Option<(Vec<u8>, usize)>> {
@@ -278,6 +289,8 @@ struct RxFlow {
     skip: usize,
     /// Octets of the frame in front of the UDP payload.
     headers: usize,
+    /// Offset of the LBF block of a damper-mode flow (see [`final_hold_at`]).
+    hold_at: Option<usize>,
     sock: UdpSocket,
     stats: FlowRecv,
     seen: Vec<u64>,
@@ -287,6 +300,7 @@ struct RxFlow {
 
 /// Receive every flow addressed to host `host` until `until_ns` (`CLOCK_MONOTONIC`) or a
 /// signal; writes `packets-<flow>.csv` (`seq,send_ns,recv_ns`, arrival order) into `dir`.
+/// A damper-mode flow's `recv_ns` includes the final hold (the residue its packet carries).
 pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<RecvReport> {
     let h = sc
         .node_index(host)
@@ -307,6 +321,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
             index: i,
             skip: payload_prefix(sc, f)?.0.len(),
             headers: header_len(f),
+            hold_at: final_hold_at(sc, f)?,
             sock,
             stats: FlowRecv { flow: f.name.clone(), ..FlowRecv::default() },
             seen: Vec::new(),
@@ -374,6 +389,13 @@ fn record(fl: &mut RxFlow, payload: &[u8], recv_ns: u64) -> io::Result<()> {
     if !s.intact {
         fl.stats.corrupted += 1;
     }
+    // a damper-mode packet reaches the application when the last hop's residue has passed
+    let hold = fl
+        .hold_at
+        .and_then(|o| payload.get(o..))
+        .and_then(|b| latnet_wire::lbf::LbfBlock::new_checked(b).ok())
+        .map_or(0, |b| b.value_ns());
+    let recv_ns = recv_ns.saturating_add(hold);
     writeln!(fl.log, "{},{},{},{}", s.seq, s.send_ns, recv_ns, u8::from(s.intact))
 }
 
