@@ -20,7 +20,8 @@ class Results:
 
     Attributes: ``summary`` (the dict of ``results.json``), and DataFrames ``flows`` (one row per
     flow), ``ports`` (one row per egress port), ``packets`` and ``hops`` (one row per packet / per
-    transmission, when recorded; otherwise ``None``), ``tcp`` (one row per TCP flow) and
+    transmission, when recorded; otherwise ``None``; ``hops`` has ``enqueue_ns``, ``eligible_ns``,
+    when an LBF or damper hold ended, and ``start_tx_ns``), ``tcp`` (one row per TCP flow) and
     ``timeseries`` (one row per TCP flow and interval; both ``None`` without TCP flows), and
     ``queues`` (one row per egress port and interval, with ``[output] queues``).
     """

@@ -36,8 +36,8 @@
 //! `rest-slo` subtracts it from both bounds (saturating at 0), `damper` writes the new residue
 //! `B - (now - eligible) - serialization where counted` (`B` = `damper_bound` of the switch, or
 //! of the sending host's own queue; 0 at hosts without one), so that every hop costs exactly
-//! `B` plus the link delay; a hop that took longer counts a damper violation. With `upper = "mark"`, a packet past its
-//! `late_at` is marked late here.
+//! `B` plus the link delay; a hop that took longer counts a damper violation. With
+//! `upper = "mark"`, a packet past its `late_at` is marked late here.
 //!
 //! # Latency conventions
 //!

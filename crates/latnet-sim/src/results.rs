@@ -318,7 +318,8 @@ pub struct HopRecord {
     pub port: u32,
     /// When it joined the queue (ns).
     pub enqueue_ns: u64,
-    /// When it became eligible to leave (ns): after an LBF or damper hold, else `enqueue_ns`.
+    /// When the forwarder's LBF or damper hold ended (ns; `enqueue_ns` without one). Only
+    /// `lbf` queues honour the hold: behind another queue kind the packet may leave earlier.
     pub eligible_ns: u64,
     /// When its transmission started (ns).
     pub start_tx_ns: u64,

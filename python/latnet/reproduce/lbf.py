@@ -354,10 +354,8 @@ def _compare_table(quick: bool, runs: dict[str, latnet.Results]) -> dict:
     }
 
 
-# The gLBF validation model's flows (frame bytes) and where the numbers come from: the model
-# prints them (network2030/glbf-validation, tests 1, 2 and 4; the reference notes quote them).
-GLBF_SIZE = {"F1": 900, "F2": 1000, "F3": 1100, "F4": 930, "F5": 1030, "F6": 1130}
-GLBF_SIZE |= {"F7": 970, "F8": 1370, "F9": 1170}
+# The gLBF validation model's numbers: it prints them (network2030/glbf-validation, tests 1, 2
+# and 4; the reference notes quote them). Its flows' frame sizes come from the run's summary.
 GLBF_OUT = ("F3", "F6", "F7")
 GLBF_RATE = 10_000_000
 GLBF_MODEL = {
@@ -384,16 +382,21 @@ GLBF_NOTE = (
 )
 
 
-def _fifo_at(hops, node: str, flows) -> tuple[int, int, int, Any]:
+def _sizes(res: latnet.Results) -> dict[str, int]:
+    return {f["name"]: f["size"] for f in res.summary["flows"]}
+
+
+def _fifo_at(res: latnet.Results, node: str, flows) -> tuple[int, int, int, Any]:
     """Frames, largest backlog (bytes waiting, the frame in transmission not counted, as the
     model counts) and longest wait of the FIFO of ``node`` toward ``flows``: a frame enters when
     it becomes eligible (after a damper's hold) and leaves when its transmission starts."""
     import numpy as np
 
+    hops = res.hops
     x = hops[(hops.node == node) & hops.flow.isin(flows)]
     enter = x.eligible_ns.to_numpy().astype(np.int64)
     leave = x.start_tx_ns.to_numpy().astype(np.int64)
-    size = x.flow.map(GLBF_SIZE).to_numpy().astype(np.int64)
+    size = x.flow.map(_sizes(res)).to_numpy().astype(np.int64)
     by_enter, by_leave = np.argsort(enter, kind="stable"), np.argsort(leave, kind="stable")
     entered = np.cumsum(size[by_enter])
     left = np.concatenate([[0], np.cumsum(size[by_leave])])
@@ -423,19 +426,20 @@ def _glbf_table() -> dict:
     fifo_text = _sub(fifo_text, "[lbf]\n", '[lbf]\nswitches = "listed"\n')
     fifo = latnet.run(text=fifo_text, packets=True)
     ours: dict[str, int | None] = {}
-    n, q, w, _ = _fifo_at(fifo.hops, "Rtr1", ("F1", "F2", "F3"))
+    n, q, w, _ = _fifo_at(fifo, "Rtr1", ("F1", "F2", "F3"))
     ours |= {"router 1 FIFO: frames": n, "router 1 FIFO: largest backlog (B)": q}
     ours["router 1 FIFO: longest wait (ns)"] = w
-    n, q, w, x = _fifo_at(fifo.hops, "Rtr4", GLBF_OUT)
+    n, q, w, x = _fifo_at(fifo, "Rtr4", GLBF_OUT)
     ours |= {"router 4 FIFO: frames": n, "router 4 FIFO: largest backlog (B; bound 9,600)": q}
     ours["router 4 FIFO: longest wait (ns; bound 2,560,000)"] = w
-    out = [_envelope(x[x.flow == f].start_tx_ns, GLBF_SIZE[f]) for f in GLBF_OUT]
+    size = _sizes(fifo)
+    out = [_envelope(x[x.flow == f].start_tx_ns, size[f]) for f in GLBF_OUT]
     ours["router 4 FIFO: lowest bucket level leaving (bits)"] = min(lo for _, lo in out)
-    into = [_envelope(x[x.flow == f].eligible_ns, GLBF_SIZE[f]) for f in GLBF_OUT]
+    into = [_envelope(x[x.flow == f].eligible_ns, size[f]) for f in GLBF_OUT]
     ours["router 4 FIFO: frames outside their envelope entering"] = sum(b for b, _ in into)
-    _, q, w, x = _fifo_at(damper.hops, "Rtr4", GLBF_OUT)
+    _, q, w, x = _fifo_at(damper, "Rtr4", GLBF_OUT)
     ours |= {"damper: largest backlog (B)": q, "damper: longest wait (ns)": w}
-    into = [_envelope(x[x.flow == f].eligible_ns, GLBF_SIZE[f]) for f in GLBF_OUT]
+    into = [_envelope(x[x.flow == f].eligible_ns, size[f]) for f in GLBF_OUT]
     ours["damper: frames outside their envelope entering"] = sum(b for b, _ in into)
     h = damper.hops
     born = h[h.hop == 0].set_index("id").enqueue_ns

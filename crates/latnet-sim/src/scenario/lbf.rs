@@ -262,14 +262,24 @@ pub(crate) fn validate(
     for (i, n) in nodes.iter().enumerate() {
         let o = node_raw.get(i).copied().flatten();
         if let Some(o) = o.filter(|_| n.kind != NodeKind::Switch) {
-            let h = o.get_ref();
-            let only_damper = h.enabled.is_none()
-                && h.budget.is_none()
-                && h.skew.is_none()
-                && h.upper.is_none()
-                && h.expire.is_none()
-                && h.best_effort_upper.is_none()
-                && h.udp_shim.is_none();
+            // exhaustive: a setting added later must be sorted into hosts' or switches' here
+            let RawLbfNode {
+                enabled,
+                budget,
+                skew,
+                upper,
+                expire,
+                best_effort_upper,
+                udp_shim,
+                damper_bound,
+            } = o.get_ref();
+            let only_damper = enabled.is_none()
+                && budget.is_none()
+                && skew.is_none()
+                && upper.is_none()
+                && expire.is_none()
+                && best_effort_upper.is_none()
+                && udp_shim.is_none();
             if !only_damper {
                 return Err(cx.at(
                     Some(o.span()),
@@ -278,7 +288,7 @@ pub(crate) fn validate(
                      other LBF settings apply to switches (hosts stamp the block of their flows)",
                 ));
             }
-            host_damper[i] = h.damper_bound.unwrap_or_default();
+            host_damper[i] = damper_bound.unwrap_or_default();
         }
         let enabled = n.kind == NodeKind::Switch
             && o.and_then(|o| o.get_ref().enabled).unwrap_or(all || o.is_some());
