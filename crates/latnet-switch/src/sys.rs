@@ -677,6 +677,45 @@ pub fn send_with_hop_options(
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// Deliver the hop-by-hop options of received IPv6 packets to [`recv_with_hop_options`]
+/// (`IPV6_RECVHOPOPTS`).
+pub fn set_recv_hop_options(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPOPTS, 1)
+}
+
+/// Receive one datagram into `buf` and the packet's hop-by-hop extension header (as it
+/// arrived, next-header octet first) into `hbh`, which is left empty when the packet had none
+/// or the socket does not ask for them ([`set_recv_hop_options`]). Returns the payload bytes.
+pub fn recv_with_hop_options(fd: RawFd, buf: &mut [u8], hbh: &mut Vec<u8>) -> io::Result<usize> {
+    hbh.clear();
+    // a hop-by-hop header is at most 2048 octets; aligned for cmsghdr
+    let mut control = [0u64; 264];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: `buf` and `control` live for the call and their lengths are passed.
+    let n = unsafe { libc::recvmsg(fd, &raw mut msg, 0) };
+    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    // SAFETY: the kernel filled `msg_controllen` bytes of `control` with whole control
+    // messages; CMSG_FIRSTHDR / CMSG_NXTHDR stay within them and return null at the end, and
+    // each message's data is `cmsg_len - CMSG_LEN(0)` bytes inside the buffer.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_HOPOPTS {
+                let len = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                hbh.extend_from_slice(std::slice::from_raw_parts(libc::CMSG_DATA(c), len));
+            }
+            c = libc::CMSG_NXTHDR(&raw const msg, c);
+        }
+    }
+    Ok(n)
+}
+
 /// Send UDP over IPv4 without a checksum (checksum 0), so switches may rewrite payload
 /// fields without fixing it.
 pub fn set_udp_no_checksum(fd: RawFd) -> io::Result<()> {

@@ -117,15 +117,26 @@ pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<(Vec<u8>, Optio
     Ok((t.get(HEADERS..).unwrap_or_default().to_vec(), stamp))
 }
 
-/// Where in a damper-mode flow's UDP payload the LBF block sits, whose residue the receiver
-/// holds each packet before handing it on (gLBF's final damper, as the simulator's receiver
-/// does). `None` for other flows, and for IPv6 carriers, whose block a UDP socket cannot see.
-fn final_hold_at(sc: &Scenario, f: &FlowSpec) -> io::Result<Option<usize>> {
-    if !f.slo.as_ref().is_some_and(|s| s.carry == Carry::Damper && s.encap == Encap::UdpShim) {
+/// Where a damper-mode flow's packets carry the LBF block whose residue the receiver holds
+/// each packet before handing it on (gLBF's final damper, as the simulator's receiver does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FinalHold {
+    /// At this offset of the UDP payload (the shim).
+    Payload(usize),
+    /// At this offset of the hop-by-hop header, which the kernel hands over beside the payload.
+    HopOptions(usize),
+}
+
+/// `None` for flows that are not in damper mode.
+fn final_hold_at(sc: &Scenario, f: &FlowSpec) -> io::Result<Option<FinalHold>> {
+    if !f.slo.as_ref().is_some_and(|s| s.carry == Carry::Damper) {
         return Ok(None);
     }
+    if let Some((_, at)) = hop_options(sc, f)? {
+        return Ok(Some(FinalHold::HopOptions(at)));
+    }
     let (_, block) = template(sc, f)?;
-    Ok(block.checked_sub(HEADERS))
+    Ok(block.checked_sub(HEADERS).map(FinalHold::Payload))
 }
 
 /// For a flow whose SLO rides in an IPv6 hop-by-hop option: the extension header of the
@@ -289,8 +300,8 @@ struct RxFlow {
     skip: usize,
     /// Octets of the frame in front of the UDP payload.
     headers: usize,
-    /// Offset of the LBF block of a damper-mode flow (see [`final_hold_at`]).
-    hold_at: Option<usize>,
+    /// Where a damper-mode flow's packets carry their residue.
+    hold_at: Option<FinalHold>,
     sock: UdpSocket,
     stats: FlowRecv,
     seen: Vec<u64>,
@@ -313,6 +324,12 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
             io::Error::new(e.kind(), format!("bind {addr} for flow {:?}: {e}", f.name))
         })?;
         sock.set_nonblocking(true)?;
+        let hold_at = final_hold_at(sc, f)?;
+        if matches!(hold_at, Some(FinalHold::HopOptions(_))) {
+            sys::set_recv_hop_options(sock.as_raw_fd()).map_err(|e| {
+                io::Error::new(e.kind(), format!("IPV6_RECVHOPOPTS for flow {:?}: {e}", f.name))
+            })?;
+        }
         sys::set_rcvbuf(sock.as_raw_fd(), 16 << 20);
         let file = std::fs::File::create(dir.join(format!("packets-{}.csv", f.name)))?;
         let mut log = io::BufWriter::new(file);
@@ -321,7 +338,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
             index: i,
             skip: payload_prefix(sc, f)?.0.len(),
             headers: header_len(f),
-            hold_at: final_hold_at(sc, f)?,
+            hold_at,
             sock,
             stats: FlowRecv { flow: f.name.clone(), ..FlowRecv::default() },
             seen: Vec::new(),
@@ -333,6 +350,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
     let fds: Vec<_> = flows.iter().map(|f| f.sock.as_raw_fd()).collect();
     let mut ready = Vec::new();
     let mut buf = vec![0u8; 65_536];
+    let mut hbh = Vec::new();
     loop {
         let now = sys::mono_ns();
         if now >= until_ns || sys::stop_requested() || flows.is_empty() {
@@ -344,14 +362,14 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
                 continue;
             }
             loop {
-                let n = match fl.sock.recv(&mut buf) {
+                let n = match sys::recv_with_hop_options(fl.sock.as_raw_fd(), &mut buf, &mut hbh) {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 };
                 let t = sys::mono_ns();
-                record(fl, &buf[..n], t)?;
+                record(fl, &buf[..n], &hbh, t)?;
             }
         }
     }
@@ -363,7 +381,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
     Ok(rep)
 }
 
-fn record(fl: &mut RxFlow, payload: &[u8], recv_ns: u64) -> io::Result<()> {
+fn record(fl: &mut RxFlow, payload: &[u8], hbh: &[u8], recv_ns: u64) -> io::Result<()> {
     let Some(s) = parse_payload(payload.get(fl.skip..).unwrap_or_default())
         .filter(|s| usize::from(s.flow) == fl.index)
     else {
@@ -392,7 +410,10 @@ fn record(fl: &mut RxFlow, payload: &[u8], recv_ns: u64) -> io::Result<()> {
     // a damper-mode packet reaches the application when the last hop's residue has passed
     let hold = fl
         .hold_at
-        .and_then(|o| payload.get(o..))
+        .and_then(|h| match h {
+            FinalHold::Payload(o) => payload.get(o..),
+            FinalHold::HopOptions(o) => hbh.get(o..),
+        })
         .and_then(|b| latnet_wire::lbf::LbfBlock::new_checked(b).ok())
         .map_or(0, |b| b.value_ns());
     let recv_ns = recv_ns.saturating_add(hold);
@@ -462,5 +483,19 @@ mod tests {
         assert_eq!(&t[IPV6_HEADERS + 2..IPV6_HEADERS + 4], &hbh[2..4], "option type and length");
         assert_eq!(header_len(f), 14 + 40 + HBH_LEN + 8);
         assert_eq!(flow_address(&sc, f, f.src).to_string(), "2001:db8::a00:1");
+        assert_eq!(final_hold_at(&sc, f).unwrap(), None, "not a damper flow");
+        // a damper flow's receiver finds the residue where the block sits, in either carrier:
+        // past the shim header in the payload, or where the sender puts it in the option
+        for (encap, want) in [
+            ("ipv6", FinalHold::HopOptions(at)),
+            ("udp-shim", FinalHold::Payload(latnet_wire::lbf::SHIM_HEADER_LEN)),
+        ] {
+            let text = text.replace(
+                "lower = \"1ms\", encap = \"ipv6\", carry = \"timestamp\"",
+                &format!("carry = \"damper\", encap = \"{encap}\""),
+            );
+            let sc = Scenario::from_str_named("t.toml", &text).unwrap();
+            assert_eq!(final_hold_at(&sc, &sc.flows[0]).unwrap(), Some(want), "{encap}");
+        }
     }
 }
