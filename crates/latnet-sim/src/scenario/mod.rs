@@ -772,6 +772,14 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 "tag stacks apply to packet sources (cbr, onoff, poisson, token-bucket), not TCP",
             ));
         }
+        if let (Some(_), Some(s)) = (f.traffic.get_ref().tcp(), &f.slo) {
+            return Err(cx.at(
+                Some(s.span()),
+                key("slo"),
+                "an LBF `slo` rides on packet sources (cbr, onoff, poisson, token-bucket); \
+                 TCP segments carry no LBF block",
+            ));
+        }
         if let (Some(_), Some(j)) = (f.traffic.get_ref().tcp(), &f.jitter) {
             return Err(cx.at(
                 Some(j.span()),

@@ -127,6 +127,15 @@ fn semantic_errors() {
             "flows[0].jitter",
             "not TCP",
         ),
+        (
+            edit(
+                "traffic = { kind = \"cbr\", rate = \"1Mbps\" }",
+                "traffic = { kind = \"tcp-bulk\", cc = \"cubic\", bytes = 1000 }\n\
+                 slo = { lower = \"1ms\" }",
+            ),
+            "flows[0].slo",
+            "TCP segments carry no LBF block",
+        ),
     ];
     for (src, key, msg) in cases {
         let e = err(&src);
