@@ -427,10 +427,15 @@ fn lbf_runs_are_deterministic_and_labelled() {
     assert!(a.contains("\"switching\": \"cut-through\""));
     assert!(a.contains("\"latency_convention\": \"exclude-serialization\""));
     assert!(a.contains("\"lbf\": {"));
-    // A run without LBF switches or SLO flows has no lbf section.
+    // Without LBF switches, LBF queues would be FIFOs: refused by name.
     let plain = src
         .replace("[lbf]\nbudget = \"equal\"\nupper = \"mark\"\n", "")
         .replace("slo = { lower = \"700us\", upper = \"750us\" }", "");
+    let e = Scenario::from_str_named("lbf.toml", &plain).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("links[0].queue_b"), "{e}");
+    assert!(e.message.contains("switch \"FWD1\" has an LBF queue toward \"S1\""), "{e}");
+    // A run without LBF switches or SLO flows has no lbf section.
+    let plain = plain.replace("kind = \"lbf\"", "kind = \"fifo\"");
     let p = run_text(&plain);
     assert!(p.lbf.is_none());
     assert!(!p.to_json().contains("\"lbf\""));

@@ -3,7 +3,8 @@
 //! Documented in `docs/scenario.md` (section "Latency-Based Forwarding").
 
 use super::error::ErrCtx;
-use super::{NodeKind, NodeSpec, ScenarioError};
+use super::{LinkSpec, NodeKind, NodeSpec, ScenarioError};
+use latnet_dataplane::QueueSpec;
 use latnet_units::Duration;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -353,6 +354,41 @@ pub(crate) fn validate(
         fib.push(LbfFibOverride { node, dst, hops, min_latency: f.min_latency });
     }
     Ok(Some(LbfScenario { nodes: out, fib, host_damper }))
+}
+
+/// Refuse LBF queues at a switch that does not run the LBF forwarder: nothing there gives a
+/// packet an eligible time or a deadline, so the queue would silently be a FIFO.
+pub(crate) fn check_queues(
+    cx: ErrCtx<'_>,
+    links: &[LinkSpec],
+    nodes: &[NodeSpec],
+    lbf: Option<&LbfScenario>,
+) -> Result<(), ScenarioError> {
+    let runs_lbf = |n: usize| lbf.is_some_and(|l| l.nodes.get(n).is_some_and(Option::is_some));
+    for (i, l) in links.iter().enumerate() {
+        for (node, peer, q, key) in
+            [(l.a, l.b, &l.queue_ab, "queue_a"), (l.b, l.a, &l.queue_ba, "queue_b")]
+        {
+            let lbf_queue = matches!(
+                q,
+                QueueSpec::Lbf { .. } | QueueSpec::LbfSlack { .. } | QueueSpec::LbfDynamic { .. }
+            );
+            if lbf_queue && nodes[node].kind == NodeKind::Switch && !runs_lbf(node) {
+                return Err(cx.at(
+                    None,
+                    format!("links[{i}].{key}"),
+                    format!(
+                        "switch {:?} has an LBF queue toward {:?} but does not run the LBF \
+                         forwarder, so the queue would be a FIFO: add an [lbf] table (or \
+                         `lbf = {{ ... }}` on the node with `lbf.switches = \"listed\"`), or \
+                         give the port another queue kind",
+                        nodes[node].name, nodes[peer].name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Validate a flow's `slo`; `size` is its frame length.

@@ -828,6 +828,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     }
     let node_lbf: Vec<_> = raw.nodes.iter().map(|n| n.lbf.as_ref()).collect();
     let lbf = lbf::validate(cx, raw.lbf.as_ref(), &node_lbf, &nodes, &index)?;
+    lbf::check_queues(cx, &links, &nodes, lbf.as_ref())?;
     if raw.output.queues.is_some_and(|q| q.is_zero()) {
         return Err(cx.at(
             None,
