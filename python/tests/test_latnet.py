@@ -72,6 +72,30 @@ def test_run_returns_dataframes(demo):
     assert demo.latency_convention == "physical"
 
 
+def test_lbf_outcomes_are_dataframes_that_agree_with_the_flow_table(demo):
+    """The LBF tables as DataFrames: with ``upper = "drop"`` every packet F1 lost is one the
+    switches dropped for its upper bound (``lbf_drops``, summed into ``lbf_flows``); with
+    ``upper = "mark"`` every late packet was marked by one switch, and each notification
+    projects past the upper bound. A run without LBF has none of them."""
+    drop = latnet.run(EXPERIMENTS / "lbf" / "upper-drop.toml", packets=False)
+    f1 = drop.flows.set_index("flow").loc["F1"]
+    lf = drop.lbf_flows.set_index("flow").loc["F1"]
+    assert f1.dropped > 0 and lf.early_drops + lf.expired == f1.dropped
+    assert drop.lbf_drops.packets.sum() == f1.dropped
+    assert set(drop.lbf_drops.reason) <= {"early", "expired"}
+    assert lf.received == f1.received == lf.early + lf.on_time + lf.late_marked + lf.late_unmarked
+    mark = latnet.run(EXPERIMENTS / "lbf" / "upper-mark.toml", packets=False)
+    lf = mark.lbf_flows.set_index("flow").loc["F1"]
+    assert lf.late_marked > 0 and lf.late_unmarked == 0
+    assert mark.lbf_switches.marked_late.sum() == lf.late_marked
+    assert mark.summary["lbf"]["notifications_total"] == lf.late_marked
+    n = mark.lbf_notifications
+    assert len(n) == min(lf.late_marked, 10_000) and n.time_ns.is_monotonic_increasing
+    assert (n.projected_ns > n.upper_ns).all() and (n.upper_ns == lf.upper_ns).all()
+    assert demo.lbf_flows is None and demo.lbf_switches is None
+    assert demo.lbf_drops is None and demo.lbf_notifications is None
+
+
 def test_latency_cdf_writes_a_png(demo, tmp_path):
     out = latnet.plot.latency_cdf(demo, tmp_path / "cdf.png")
     assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
