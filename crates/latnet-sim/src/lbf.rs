@@ -244,6 +244,16 @@ pub fn ipv6_of(v4: Ipv4Addr) -> Ipv6Addr {
     )
 }
 
+/// The block mode that carries the latency so far as `carry` says.
+fn wire_mode(carry: Carry) -> LbfMode {
+    match carry {
+        Carry::LatencySoFar => LbfMode::LatencySoFar,
+        Carry::Timestamp => LbfMode::SenderTimestamp,
+        Carry::RestSlo => LbfMode::RestSlo,
+        Carry::Damper => LbfMode::Damper,
+    }
+}
+
 /// The header bytes of a flow carrying an LBF block, with the block's offset in them.
 #[allow(clippy::too_many_arguments)]
 pub fn template(
@@ -258,12 +268,7 @@ pub fn template(
     slo: &SloSpec,
 ) -> Result<(Vec<u8>, usize), WireError> {
     let repr = LbfRepr {
-        mode: match slo.carry {
-            Carry::LatencySoFar => LbfMode::LatencySoFar,
-            Carry::Timestamp => LbfMode::SenderTimestamp,
-            Carry::RestSlo => LbfMode::RestSlo,
-            Carry::Damper => LbfMode::Damper,
-        },
+        mode: wire_mode(slo.carry),
         late: false,
         lower_ns: slo.lower.as_nanos(),
         upper_ns: slo.upper.map(Duration::as_nanos),
@@ -591,8 +596,7 @@ impl LbfState {
                 rate: p.rate,
                 overhead: p.overhead,
                 ser_counted: sc.sim.latency == LatencyConvention::Physical
-                    && (sc.sim.switching == Switching::StoreAndForward
-                        || sc.nodes[p.peer].kind == NodeKind::Host),
+                    && sc.receives_whole_frames(p.peer),
                 host_damper: sc
                     .lbf
                     .as_ref()
@@ -694,12 +698,7 @@ impl LbfState {
         let flow = pkt.meta.flow as usize;
         let Some(Some(f)) = self.net.flows.get(flow) else { return };
         let cost = self.net.hop_cost(now, port, pkt).as_nanos();
-        let mode = match f.slo.carry {
-            Carry::LatencySoFar => LbfMode::LatencySoFar,
-            Carry::Timestamp => LbfMode::SenderTimestamp,
-            Carry::RestSlo => LbfMode::RestSlo,
-            Carry::Damper => LbfMode::Damper,
-        };
+        let mode = wire_mode(f.slo.carry);
         let offset = f.offset;
         let mut residue = Duration::ZERO;
         let bound = self.net.ports.get(port).map_or(Duration::ZERO, |p| p.host_damper);

@@ -31,7 +31,7 @@ use crate::net::{Topology, NO_PORT};
 use crate::results::{
     FlowResult, HopRecord, HopResult, NodeResult, PacketLog, PacketRecord, PortResult, Results,
 };
-use crate::scenario::{LatencyConvention, NodeKind, Scenario, Switching, TieBreak};
+use crate::scenario::{LatencyConvention, NodeKind, Scenario, TieBreak};
 use crate::stats::{Jitter, LatencyStats};
 use crate::switch::{Forward, Forwarder, SwitchCtx};
 use crate::traffic::Source;
@@ -578,8 +578,7 @@ impl Simulator {
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
         // Cut-through: a switch acts on the first bit; hosts always receive whole frames.
-        let whole = self.sc.sim.switching == Switching::StoreAndForward
-            || self.sc.nodes[self.topo.ports[port].peer].kind == NodeKind::Host;
+        let whole = self.sc.receives_whole_frames(self.topo.ports[port].peer);
         let ser = if whole { tx } else { Duration::ZERO };
         pkt.meta.ser_so_far += ser;
         let tie = self.tie(pkt.meta.flow);

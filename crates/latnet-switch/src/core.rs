@@ -35,7 +35,7 @@ use latnet_dataplane::{AnyQueue, DropCounters, DropReason, FlowId, Meta, Packet,
 use latnet_sim::lbf::{flow_address, LbfState};
 use latnet_sim::net::Topology;
 use latnet_sim::results::QueueRow;
-use latnet_sim::scenario::{NodeKind, Switching};
+use latnet_sim::scenario::NodeKind;
 use latnet_sim::switch::{Forward, Forwarder, SwitchCtx};
 use latnet_sim::Scenario;
 use latnet_units::{Bytes, Duration, Time};
@@ -297,8 +297,7 @@ impl SwitchCore {
                 busy_until: Time::ZERO,
                 stalled_until: Time::ZERO,
                 delay_line: VecDeque::new(),
-                whole: sc.sim.switching == Switching::StoreAndForward
-                    || sc.nodes[t.peer].kind == NodeKind::Host,
+                whole: sc.receives_whole_frames(t.peer),
                 loss_threshold: (l.loss * 2f64.powi(64)) as u64,
                 rng: rng_for(STREAM_PORT + global as u64),
                 tx_memo: (Bytes::new(u64::MAX), Duration::ZERO),

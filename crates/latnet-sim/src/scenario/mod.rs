@@ -419,6 +419,13 @@ impl Scenario {
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
     }
+
+    /// Whether node `peer` acts on a frame only once it has all of it (one serialization after
+    /// its first bit): under store-and-forward always, under cut-through when it is a host.
+    pub fn receives_whole_frames(&self, peer: usize) -> bool {
+        self.sim.switching == Switching::StoreAndForward
+            || self.nodes.get(peer).is_some_and(|n| n.kind == NodeKind::Host)
+    }
 }
 
 fn build_check(

@@ -1,4 +1,5 @@
 use super::*;
+use latnet_sim::scenario::Switching;
 use latnet_units::Rate;
 
 const SC: &str = r#"
