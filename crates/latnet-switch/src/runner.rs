@@ -285,9 +285,7 @@ impl Station {
         if let Some(path) = &self.stats {
             if now_ns >= self.next_stats {
                 self.next_stats = now_ns + stats_every_ns;
-                rc.uptime_ns = now_ns;
-                rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
-                rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
+                sync_counters(rc, socks, now_ns);
                 SwitchStats::collect(sc, core, *rc, false).write(path)?;
             }
         }
@@ -305,9 +303,7 @@ impl Station {
         for s in socks.iter_mut() {
             rc.tx_refused += s.flush() as u64;
         }
-        rc.uptime_ns = now_ns;
-        rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
-        rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
+        sync_counters(rc, socks, now_ns);
         let mut st = SwitchStats::collect(sc, core, *rc, true);
         st.queue_series = core.take_queue_series();
         if let Some(path) = &self.stats {
@@ -319,6 +315,13 @@ impl Station {
         }
         Ok(st)
     }
+}
+
+/// Bring the counters the sockets keep into `rc` (ring drops are counted since the last call).
+fn sync_counters(rc: &mut RunnerCounters, socks: &[PacketSocket], now_ns: u64) {
+    rc.uptime_ns = now_ns;
+    rc.ring_drops += socks.iter().map(PacketSocket::ring_drops).sum::<u64>();
+    rc.tx_calls = socks.iter().map(PacketSocket::tx_calls).sum();
 }
 
 /// The ring whose next frame is the oldest, with that frame's timestamp, given each ring's

@@ -362,7 +362,14 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
                 continue;
             }
             loop {
-                let n = match sys::recv_with_hop_options(fl.sock.as_raw_fd(), &mut buf, &mut hbh) {
+                // (the hop-by-hop header only where the final hold reads it)
+                let got = match fl.hold_at {
+                    Some(FinalHold::HopOptions(_)) => {
+                        sys::recv_with_hop_options(fl.sock.as_raw_fd(), &mut buf, &mut hbh)
+                    }
+                    _ => fl.sock.recv(&mut buf),
+                };
+                let n = match got {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
