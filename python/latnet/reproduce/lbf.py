@@ -447,9 +447,9 @@ def _glbf_table() -> dict:
     hop = f3.eligible_ns.to_numpy().astype("int64") - born.loc[f3.id].to_numpy().astype("int64")
     ours["damper: router 1 to router 4's FIFO, shortest (ns)"] = int(hop.min())
     ours["damper: router 1 to router 4's FIFO, longest (ns)"] = int(hop.max())
-    lbf = damper.summary["lbf"]
-    ours["damper: violations"] = sum(s["damper_violations"] for s in lbf["switches"]) + sum(
-        f["sender_damper_violations"] for f in lbf["flows"]
+    ours["damper: violations"] = int(
+        damper.lbf_switches.damper_violations.sum()
+        + damper.lbf_flows.sender_damper_violations.sum()
     )
     rows = []
     for label, model in GLBF_MODEL.items():
