@@ -15,7 +15,66 @@ _NONE32 = np.iinfo(np.uint32).max
 _LAT = ("min", "mean", "p50", "p90", "p99", "p999", "max")
 
 
-class Results:
+class LbfFrames:
+    """The LBF outcomes of a run's ``summary`` as DataFrames (simulated or emulated runs)."""
+
+    summary: dict
+
+    @cached_property
+    def lbf_flows(self) -> pd.DataFrame | None:
+        """One row per flow with an SLO: its bounds (``upper_ns`` NaN without one), carry and
+        carrier, and how its packets fared: ``early``, ``on_time``, ``late_marked``,
+        ``late_unmarked``, ``marked_but_on_time``, and ``early_drops`` / ``expired`` summed over
+        the switches (per switch in :attr:`lbf_drops`). ``None`` for a run without LBF."""
+        lbf = self.summary.get("lbf")
+        if lbf is None:
+            return None
+        rows = []
+        for f in lbf["flows"]:
+            row = {k: v for k, v in f.items() if k not in ("early_drops", "expired")}
+            row["upper_ns"] = np.nan if f["upper_ns"] is None else f["upper_ns"]
+            row["early_drops"] = sum(f["early_drops"].values())
+            row["expired"] = sum(f["expired"].values())
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @cached_property
+    def lbf_drops(self) -> pd.DataFrame | None:
+        """SLO packets the switches dropped, one row per flow, switch and reason: ``early`` (at
+        arrival, when the upper bound could no longer be met) or ``expired`` (in the queue, at
+        dequeue); columns ``flow``, ``node``, ``reason``, ``packets``. ``None`` without LBF."""
+        lbf = self.summary.get("lbf")
+        if lbf is None:
+            return None
+        rows = [
+            {"flow": f["flow"], "node": node, "reason": reason, "packets": n}
+            for f in lbf["flows"]
+            for reason, key in (("early", "early_drops"), ("expired", "expired"))
+            for node, n in sorted(f[key].items())
+        ]
+        return pd.DataFrame(rows, columns=["flow", "node", "reason", "packets"])
+
+    @cached_property
+    def lbf_switches(self) -> pd.DataFrame | None:
+        """One row per LBF switch: SLO and best-effort packets forwarded, malformed blocks
+        dropped, early drops, packets marked late and damper violations. ``None`` without LBF."""
+        lbf = self.summary.get("lbf")
+        return None if lbf is None else pd.DataFrame(lbf["switches"])
+
+    @cached_property
+    def lbf_notifications(self) -> pd.DataFrame | None:
+        """Late notifications (``upper = "mark"``), in time order: when, at which switch, for
+        which flow and sequence number, the projected latency and the upper bound. Only the
+        first 10,000 are kept; ``summary["lbf"]["notifications_total"]`` counts them all.
+        ``None`` without LBF."""
+        lbf = self.summary.get("lbf")
+        if lbf is None:
+            return None
+        cols = ["time_ns", "node", "flow", "seq", "projected_ns", "upper_ns"]
+        return pd.DataFrame(lbf["notifications"], columns=cols)
+
+
+class Results(LbfFrames):
     """What one run produced.
 
     Attributes: ``summary`` (the dict of ``results.json``), and DataFrames ``flows`` (one row per
@@ -144,59 +203,6 @@ class Results:
         if text is None:
             return None
         return pd.read_csv(io.StringIO(text))
-
-    @cached_property
-    def lbf_flows(self) -> pd.DataFrame | None:
-        """One row per flow with an SLO: its bounds (``upper_ns`` NaN without one), carry and
-        carrier, and how its packets fared: ``early``, ``on_time``, ``late_marked``,
-        ``late_unmarked``, ``marked_but_on_time``, and ``early_drops`` / ``expired`` summed over
-        the switches (per switch in :attr:`lbf_drops`). ``None`` for a run without LBF."""
-        lbf = self.summary.get("lbf")
-        if lbf is None:
-            return None
-        rows = []
-        for f in lbf["flows"]:
-            row = {k: v for k, v in f.items() if k not in ("early_drops", "expired")}
-            row["upper_ns"] = np.nan if f["upper_ns"] is None else f["upper_ns"]
-            row["early_drops"] = sum(f["early_drops"].values())
-            row["expired"] = sum(f["expired"].values())
-            rows.append(row)
-        return pd.DataFrame(rows)
-
-    @cached_property
-    def lbf_drops(self) -> pd.DataFrame | None:
-        """SLO packets the switches dropped, one row per flow, switch and reason: ``early`` (at
-        arrival, when the upper bound could no longer be met) or ``expired`` (in the queue, at
-        dequeue); columns ``flow``, ``node``, ``reason``, ``packets``. ``None`` without LBF."""
-        lbf = self.summary.get("lbf")
-        if lbf is None:
-            return None
-        rows = [
-            {"flow": f["flow"], "node": node, "reason": reason, "packets": n}
-            for f in lbf["flows"]
-            for reason, key in (("early", "early_drops"), ("expired", "expired"))
-            for node, n in sorted(f[key].items())
-        ]
-        return pd.DataFrame(rows, columns=["flow", "node", "reason", "packets"])
-
-    @cached_property
-    def lbf_switches(self) -> pd.DataFrame | None:
-        """One row per LBF switch: SLO and best-effort packets forwarded, malformed blocks
-        dropped, early drops, packets marked late and damper violations. ``None`` without LBF."""
-        lbf = self.summary.get("lbf")
-        return None if lbf is None else pd.DataFrame(lbf["switches"])
-
-    @cached_property
-    def lbf_notifications(self) -> pd.DataFrame | None:
-        """Late notifications (``upper = "mark"``), in time order: when, at which switch, for
-        which flow and sequence number, the projected latency and the upper bound. Only the
-        first 10,000 are kept; ``summary["lbf"]["notifications_total"]`` counts them all.
-        ``None`` without LBF."""
-        lbf = self.summary.get("lbf")
-        if lbf is None:
-            return None
-        cols = ["time_ns", "node", "flow", "seq", "projected_ns", "upper_ns"]
-        return pd.DataFrame(lbf["notifications"], columns=cols)
 
     def hop_latency(self, flow: str) -> pd.DataFrame:
         """Latency at the start of transmission from each hop of ``flow`` (ns)."""

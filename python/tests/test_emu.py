@@ -107,13 +107,14 @@ def iperf(tb: Testbed, src: str, dst: str, seconds: int) -> tuple[subprocess.Pop
 
 
 def run_flows(tb: Testbed, out: Path, bulk: tuple[str, str] | None = None):
-    """Run the scenario's UDP flows, optionally beside an iperf3 cubic bulk flow."""
+    """Run the scenario's UDP flows, optionally beside an iperf3 cubic bulk flow; from the
+    testbed's time zero if it has one (``time_zero_after_ns``), else shortly after now."""
     length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
     client = srv = None
     if bulk:
         srv, cmd = iperf(tb, *bulk, seconds=max(1, tb.plan["duration_ns"] // 1_000_000_000))
         client = tb.popen(bulk[0], cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    t0 = now_ns() + MARGIN
+    t0 = now_ns() + MARGIN if tb.time_zero_ns is None else tb.time_zero_ns
     procs = start_flows(tb, t0, t0 + length)
     wait_all(procs, (t0 + length - now_ns()) / 1e9 + 30)
     report = None
@@ -448,6 +449,61 @@ def test_the_damper_on_real_packets(tmp_path, encap):
     assert min(slo) >= want_us - LBF_GRANULARITY_US, f"{min(slo)} us, the bound gives {want_us}"
     median = statistics.median(slo)
     assert median <= want_us + LBF_TYPICAL_EXCESS_US, f"median {median} us, bound {want_us}"
+
+
+def slo_flow(name: str, slo: str) -> str:
+    """A `[[flows]]` entry h1 -> h2, 300-byte frames at 1 Mbit/s, with SLO ``slo``."""
+    return f"""[[flows]]
+name = "{name}"
+src = "h1"
+dst = "h2"
+size = 300
+traffic = {{ kind = "cbr", rate = "1Mbps" }}
+slo = {{ {slo} }}
+"""
+
+
+@pytest.mark.parametrize(
+    ("upper", "encap"), [("drop", "udp-shim"), ("mark", "udp-shim"), ("mark", "ipv6")]
+)
+def test_lbf_outcomes_of_an_emulated_run_are_the_simulators(tmp_path, upper, encap):
+    """The LBF section of an emulated run (results.json ``lbf``, ``EmuResults.lbf_*``): a flow
+    whose 150 us upper bound is below its path's 300 us of link delay is hopeless at s1 on
+    real packets as in the simulator (every packet dropped early there, or marked there and
+    received late with the flag, one notification record per packet with its sequence
+    number); a flow with a loose bound arrives on time. The switches' forwarder counters, the
+    drops by reason and the receivers' count, late flag read from the shim or from the IPv6
+    hop-by-hop option, equal the simulator's."""
+    text = LBF.split("[[flows]]")[0].replace('budget = "equal"\n', f'upper = "{upper}"\n', 1)
+    text += slo_flow("tight", f'upper = "150us", encap = "{encap}"')
+    text += slo_flow("loose", f'upper = "50ms", encap = "{encap}"')
+    sim = latnet.run(text=text, packets=False)
+    sc = scenario(tmp_path, text)
+    with Testbed(sc, run_dir=tmp_path / "run", time_zero_after_ns=1_000_000_000) as tb:
+        emu, _ = run_flows(tb, tmp_path / "out")
+    on_disk = json.loads((tmp_path / "out" / "results.json").read_text())["lbf"]
+    assert on_disk == emu.summary["lbf"] and emu.lbf_flows is not None
+    sent = {f["name"]: f["sent"] for f in emu.summary["flows"]}
+    assert sent == {f["name"]: f["sent"] for f in sim.summary["flows"]}
+    cols = ["flow", "received", "early", "on_time", "late_marked", "late_unmarked"]
+    cols += ["marked_but_on_time", "early_drops", "expired"]
+    assert emu.lbf_flows[cols].equals(sim.lbf_flows[cols]), (emu.lbf_flows, sim.lbf_flows)
+    assert emu.lbf_switches.equals(sim.lbf_switches), (emu.lbf_switches, sim.lbf_switches)
+    flows = emu.lbf_flows.set_index("flow")
+    assert flows.loc["loose", "on_time"] == sent["loose"] > 500
+    if upper == "drop":
+        assert flows.loc["tight", "received"] == 0
+        assert emu.lbf_drops.to_dict("records") == [
+            {"flow": "tight", "node": "s1", "reason": "early", "packets": sent["tight"]}
+        ]
+    else:
+        assert flows.loc["tight", "late_marked"] == sent["tight"] > 500
+        notes = emu.lbf_notifications
+        assert emu.summary["lbf"]["notifications_total"] == len(notes) == sent["tight"]
+        assert sorted(notes["seq"]) == list(range(sent["tight"])) and set(notes["node"]) == {"s1"}
+        assert notes["time_ns"].is_monotonic_increasing
+        first = notes["time_ns"].iloc[0]
+        assert 0 < first < 10_000_000, f"first mark {first} ns after the run's time zero"
 
 
 def test_one_process_runs_every_switch(tmp_path):

@@ -61,7 +61,7 @@ use latnet_dataplane::{DropReason, Packet};
 use latnet_units::{Bytes, Duration, Rate, Time};
 use latnet_wire::lbf::{self as wire, LbfMode, LbfRepr};
 use latnet_wire::{parse_headers, WireError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -305,7 +305,7 @@ pub fn template(
 }
 
 /// A record of a packet marked late (`upper = "mark"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notification {
     /// When (ns).
     pub time_ns: u64,
@@ -323,7 +323,7 @@ pub struct Notification {
 }
 
 /// Counters of one LBF switch.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LbfCounters {
     /// Packets with a valid LBF block.
     pub lbf_packets: u64,
@@ -385,6 +385,11 @@ impl LbfSwitch {
                 upper_ns: upper,
             });
         }
+    }
+
+    /// The notification records kept (the first [`MAX_NOTIFICATIONS`]) and how many there were.
+    pub fn notifications(&self) -> (&[Notification], u64) {
+        (&self.notifications, self.notified)
     }
 
     /// Decide where `pkt` goes and when it may leave (see the module documentation).
@@ -546,6 +551,47 @@ pub struct LbfFlowResult {
     pub sender_damper_violations: u64,
 }
 
+impl LbfFlowResult {
+    /// The (empty) results of `f`, if it has an SLO.
+    pub fn new(f: &FlowSpec) -> Option<LbfFlowResult> {
+        let s = f.slo?;
+        Some(LbfFlowResult {
+            flow: f.name.clone(),
+            lower_ns: s.lower.as_nanos(),
+            upper_ns: s.upper.map(Duration::as_nanos),
+            carry: carry_name(s.carry).to_owned(),
+            encap: match s.encap {
+                Encap::UdpShim => "udp-shim",
+                Encap::Ipv6 => "ipv6",
+            }
+            .to_owned(),
+            ..LbfFlowResult::default()
+        })
+    }
+
+    /// A packet arrived with latency `lat` (ns) and the late flag `late_flag`: count it as
+    /// early, on time or late against the flow's bounds.
+    pub fn record(&mut self, lat: u64, late_flag: bool) {
+        self.received += 1;
+        match self.upper_ns {
+            Some(u) if lat > u => {
+                if late_flag {
+                    self.late_marked += 1;
+                } else {
+                    self.late_unmarked += 1;
+                }
+            }
+            _ if lat < self.lower_ns => self.early += 1,
+            _ => {
+                self.on_time += 1;
+                if late_flag {
+                    self.marked_but_on_time += 1;
+                }
+            }
+        }
+    }
+}
+
 /// Per-switch LBF results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LbfSwitchResult {
@@ -622,25 +668,7 @@ impl LbfState {
             flow_names: sc.flows.iter().map(|f| f.name.clone()).collect(),
             clock_origin_ns: 0,
         });
-        let flows = sc
-            .flows
-            .iter()
-            .filter_map(|f| {
-                let s = f.slo?;
-                Some(LbfFlowResult {
-                    flow: f.name.clone(),
-                    lower_ns: s.lower.as_nanos(),
-                    upper_ns: s.upper.map(Duration::as_nanos),
-                    carry: carry_name(s.carry).to_owned(),
-                    encap: match s.encap {
-                        Encap::UdpShim => "udp-shim",
-                        Encap::Ipv6 => "ipv6",
-                    }
-                    .to_owned(),
-                    ..LbfFlowResult::default()
-                })
-            })
-            .collect();
+        let flows = sc.flows.iter().filter_map(LbfFlowResult::new).collect();
         let mut k = 0;
         let slo_idx = sc
             .flows
@@ -677,6 +705,11 @@ impl LbfState {
             notifications: Vec::new(),
             notified: 0,
         })
+    }
+
+    /// The per-flow results so far (of the flows with an SLO, in scenario order).
+    pub fn flow_results(&self) -> &[LbfFlowResult] {
+        &self.flows
     }
 
     fn slo_index(&self, flow: usize) -> Option<usize> {
@@ -739,25 +772,8 @@ impl LbfState {
             .get(f.offset..f.offset + wire::BLOCK_LEN)
             .map(wire::LbfBlock::new_unchecked)
             .is_some_and(|b| b.late());
-        let (lower, upper) = (f.slo.lower.as_nanos(), f.slo.upper.map(Duration::as_nanos));
-        let Some(i) = self.slo_index(flow) else { return };
-        let r = &mut self.flows[i];
-        r.received += 1;
-        match upper {
-            Some(u) if lat > u => {
-                if late_flag {
-                    r.late_marked += 1;
-                } else {
-                    r.late_unmarked += 1;
-                }
-            }
-            _ if lat < lower => r.early += 1,
-            _ => {
-                r.on_time += 1;
-                if late_flag {
-                    r.marked_but_on_time += 1;
-                }
-            }
+        if let Some(i) = self.slo_index(flow) {
+            self.flows[i].record(lat, late_flag);
         }
     }
 
@@ -788,19 +804,24 @@ impl LbfState {
             notes.extend(s.notifications.iter().cloned());
             total += s.notified;
         }
-        notes.sort_by(|a, b| {
-            (a.time_ns, &a.node, &a.flow, a.seq).cmp(&(b.time_ns, &b.node, &b.flow, b.seq))
-        });
-        notes.truncate(MAX_NOTIFICATIONS);
         LbfResults {
             latency_convention: self.net.convention.as_str().to_owned(),
             switching: self.net.switching.as_str().to_owned(),
             switches: out,
             flows: self.flows,
-            notifications: notes,
+            notifications: first_notifications(notes),
             notifications_total: total,
         }
     }
+}
+
+/// The first [`MAX_NOTIFICATIONS`] of `notes` (several switches' records), in time order.
+pub fn first_notifications(mut notes: Vec<Notification>) -> Vec<Notification> {
+    notes.sort_by(|a, b| {
+        (a.time_ns, &a.node, &a.flow, a.seq).cmp(&(b.time_ns, &b.node, &b.flow, b.seq))
+    });
+    notes.truncate(MAX_NOTIFICATIONS);
+    notes
 }
 
 /// Scenario name of a carry mode.

@@ -184,6 +184,9 @@ pub struct SwitchCore {
     flows: HashMap<FlowKey, FlowId>,
     /// Per flow, the 802.1Q tag stack its source pushes (the host tagger of source routing).
     flow_tags: Vec<Vec<u16>>,
+    /// Per flow, the octets in front of its latnet payload after the UDP header (the LBF shim):
+    /// where the switch reads a packet's sequence number (for LBF notification records).
+    flow_payload_at: Vec<usize>,
     /// Drops per scenario flow (by flow index).
     pub flow_drops: Vec<DropCounters>,
     /// Packets forwarded per scenario flow.
@@ -371,6 +374,11 @@ impl SwitchCore {
             port_of_global,
             flows,
             flow_tags: sc.flows.iter().map(|f| f.tags.clone()).collect(),
+            flow_payload_at: sc
+                .flows
+                .iter()
+                .map(|f| crate::traffic::payload_prefix(sc, f).map_or(0, |(p, _)| p.len()))
+                .collect(),
             flow_drops: vec![DropCounters::default(); sc.flows.len()],
             flow_forwarded: vec![0; sc.flows.len()],
             counters: Counters::default(),
@@ -487,6 +495,41 @@ impl SwitchCore {
         self.large_flows.as_ref().map(|c| *c.stats())
     }
 
+    /// What Latency-Based Forwarding did here, if the scenario uses it: the forwarder's
+    /// counters (a switch running it) and notification records (only `with_notifications`,
+    /// timed from the experiment's time zero), and the damper violations of the senders whose
+    /// queues this switch emulates.
+    pub fn lbf_stats(&self, with_notifications: bool) -> Option<crate::stats::LbfStats> {
+        let state = self.lbf.as_ref()?;
+        let fwd = match &self.fwd {
+            Forwarder::Lbf(l) => Some(l),
+            _ => None,
+        };
+        let (notes, total) = fwd.map_or((&[][..], 0), |l| l.notifications());
+        let shift = self.run_start.as_nanos();
+        Some(crate::stats::LbfStats {
+            counters: fwd.map(|l| l.counters.clone()),
+            notifications: if with_notifications {
+                notes
+                    .iter()
+                    .map(|n| latnet_sim::lbf::Notification {
+                        time_ns: n.time_ns.saturating_sub(shift),
+                        ..n.clone()
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            notifications_total: total,
+            sender_damper_violations: state
+                .flow_results()
+                .iter()
+                .filter(|f| f.sender_damper_violations > 0)
+                .map(|f| (f.flow.clone(), f.sender_damper_violations))
+                .collect(),
+        })
+    }
+
     /// The scenario topology.
     pub fn topology(&self) -> &Topology {
         &self.topo
@@ -575,6 +618,11 @@ impl SwitchCore {
         if key.proto == latnet_wire::protocol::UDP {
             if let Some(&f) = self.flows.get(&fk) {
                 meta.flow = f;
+                let skip = self.flow_payload_at.get(f as usize).copied().unwrap_or(0);
+                let at = headers.l4_offset().map(|o| o + 8 + skip);
+                if let Some(seq) = at.and_then(|o| crate::traffic::payload_seq(data.get(o..)?)) {
+                    meta.seq = u64::from(seq);
+                }
             }
         }
         meta.priority = priority_from_dscp(key.dscp);

@@ -10,9 +10,18 @@
 //! are the switches' own, with epochs counted from the run's time zero when the switches were
 //! given it (`latnet-switch run --t0`, as `latnet run --mode emu` does); so is the queue
 //! series (`queues.csv`) of switches run with `--queues`.
+//!
+//! Latency-Based Forwarding (`lbf`): the switches' forwarder counters and late notifications
+//! (timed from the run's time zero), the senders' damper violations counted where their queues
+//! are emulated, drops by reason per flow, and the receivers' count of early / on-time / late
+//! packets. That count compares the measured latency (physical, application to application)
+//! with the flow's bounds, whatever convention the switches computed their budgets under, and
+//! reads the late flag from each packet's block as it arrived (`packets-<flow>.csv`, `late`).
 
 use crate::stats::SwitchStats;
 use crate::traffic::{RecvReport, SendReport};
+use latnet_dataplane::DropReason;
+use latnet_sim::lbf::{LbfFlowResult, LbfResults, LbfSwitchResult};
 use latnet_sim::results::{FlowResult, NodeResult, PortResult, QueueResult, Results};
 use latnet_sim::stats::{Jitter, LatencyStats};
 use latnet_sim::Scenario;
@@ -55,7 +64,9 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         }
     }
     let mut flows = Vec::with_capacity(sc.flows.len());
+    let mut lbf_flows = Vec::new();
     for f in &sc.flows {
+        let mut slo = LbfFlowResult::new(f);
         let sent = read_json::<SendReport>(&dir.join(format!("send-{}.json", f.name)))?
             .map_or(0, |s| s.sent);
         let mut drops = BTreeMap::new();
@@ -73,14 +84,36 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         let log = dir.join(format!("packets-{}.csv", f.name));
         if let Ok(text) = std::fs::read_to_string(&log) {
             for line in text.lines().skip(1) {
+                // seq,send_ns,recv_ns,intact,late
                 let mut it = line.split(',').map(|x| x.parse::<u64>().unwrap_or(0));
                 let (_seq, s, rcv) = (it.next(), it.next().unwrap_or(0), it.next().unwrap_or(0));
+                let late = it.nth(1) == Some(1);
                 let l = rcv.saturating_sub(s);
+                if let Some(out) = &mut slo {
+                    out.record(l, late);
+                }
                 lat.record(l);
                 jitter.record(l);
                 last_rx = last_rx.max(rcv);
                 first_send = first_send.min(s);
             }
+        }
+        if let Some(mut out) = slo {
+            for s in &switches {
+                let Some(fs) = s.flows.iter().find(|x| x.flow == f.name) else { continue };
+                for (reason, into) in [
+                    (DropReason::HopelessEarlyDrop, &mut out.early_drops),
+                    (DropReason::DeadlineExpired, &mut out.expired),
+                ] {
+                    if let Some(&n) = fs.drops.get(reason.as_str()).filter(|&&n| n > 0) {
+                        *into.entry(s.node.clone()).or_default() += n;
+                    }
+                }
+                let lbf = s.lbf.as_ref();
+                out.sender_damper_violations +=
+                    lbf.and_then(|l| l.sender_damper_violations.get(&f.name)).copied().unwrap_or(0);
+            }
+            lbf_flows.push(out);
         }
         let in_flight = sent.saturating_sub(r.received).saturating_sub(dropped);
         if in_flight > 0 {
@@ -181,7 +214,30 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         latency_convention: "physical".to_owned(),
         // (a switch hands a frame to a switch before its serialization ends under cut-through)
         switching: sc.sim.switching.as_str().to_owned(),
-        lbf: None,
+        lbf: (sc.lbf.is_some() || !lbf_flows.is_empty()).then(|| {
+            let mut notes = Vec::new();
+            let mut lbf_switches = Vec::new();
+            let mut total = 0;
+            // in node order, as the simulator lists them
+            for n in &sc.nodes {
+                let Some(s) = switches.iter().find(|s| s.node == n.name) else { continue };
+                let Some(l) = &s.lbf else { continue };
+                if let Some(c) = &l.counters {
+                    lbf_switches
+                        .push(LbfSwitchResult { node: s.node.clone(), counters: c.clone() });
+                }
+                notes.extend(l.notifications.iter().cloned());
+                total += l.notifications_total;
+            }
+            LbfResults {
+                latency_convention: "physical".to_owned(),
+                switching: sc.sim.switching.as_str().to_owned(),
+                switches: lbf_switches,
+                flows: lbf_flows,
+                notifications: latnet_sim::lbf::first_notifications(notes),
+                notifications_total: total,
+            }
+        }),
         tie_break: sc.sim.tie_break.as_str().to_owned(),
         events: switches.iter().map(|s| s.forwarded).sum(),
         flows,
@@ -200,4 +256,72 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         timeseries: Vec::new(),
         aux_flow_names: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{lbf_template, SwitchCore};
+    use crate::stats::RunnerCounters;
+    use latnet_units::Time;
+
+    const SC: &str = "[sim]\nduration = \"1s\"\n[defaults.link]\nrate = \"100Mbps\"\n\
+        [defaults]\nqueue = { kind = \"lbf\" }\n[lbf]\nupper = \"mark\"\n\
+        [[nodes]]\nname = \"h1\"\nkind = \"host\"\n[[nodes]]\nname = \"s1\"\nkind = \"switch\"\n\
+        [[nodes]]\nname = \"h2\"\nkind = \"host\"\n\
+        [[links]]\na = \"h1\"\nb = \"s1\"\n[[links]]\na = \"s1\"\nb = \"h2\"\ndelay = \"1ms\"\n\
+        [[flows]]\nname = \"f\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 1250\n\
+        traffic = { kind = \"cbr\", rate = \"1Mbps\" }\n\
+        slo = { lower = \"100us\", upper = \"500us\" }\n";
+
+    /// The LBF section of an emulated run: the receiver's log classified against the flow's
+    /// bounds with the late flag each packet arrived with, the switch's forwarder counters and
+    /// notification records (a 500 us upper bound behind a 1 ms link: s1 marks what it sees),
+    /// and drops by LBF reason per switch from the switch's flow counters.
+    #[test]
+    fn an_emulated_run_reports_lbf_as_the_simulator_does() {
+        let sc = Scenario::from_str_named("t.toml", SC).unwrap();
+        let dir = std::env::temp_dir().join(format!("latnet-emu-lbf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut core = SwitchCore::new(&sc, "s1").unwrap();
+        let (mut frame, _) = lbf_template(&sc, &sc.flows[0]).unwrap();
+        frame.resize(1250, 0);
+        frame[0..6].copy_from_slice(&crate::plan::port_mac(1));
+        frame[6..12].copy_from_slice(&crate::plan::port_mac(0));
+        let skip = crate::traffic::payload_prefix(&sc, &sc.flows[0]).unwrap().0.len();
+        for seq in 0..3 {
+            crate::traffic::fill_payload(&mut frame[42 + skip..], 0, seq, 0);
+            let t = Time::from_nanos(u64::from(seq) * 1_000_000);
+            core.receive(t, 0, &frame, crate::core::Offload::default());
+            core.advance(t + latnet_units::Duration::from_micros(500), &mut |_, _, _| {});
+        }
+        let mut st = SwitchStats::collect(&sc, &core, RunnerCounters::default(), true);
+        st.flows[0].drops.insert("hopeless-early-drop".to_owned(), 2);
+        st.write(&dir.join("switch-s1.json")).unwrap();
+        std::fs::write(
+            dir.join("send-f.json"),
+            r#"{"flow":"f","sent":7,"send_errors":0,"late_max_ns":0}"#,
+        )
+        .unwrap();
+        // early, on time, late (marked), late (unmarked), on time but marked
+        let log = "seq,send_ns,recv_ns,intact,late\n0,1000,51000,1,0\n1,1000,301000,1,0\n\
+                   2,1000,2001000,1,1\n3,1000,2001000,1,0\n4,1000,301000,1,1\n";
+        std::fs::write(dir.join("packets-f.csv"), log).unwrap();
+        let res = collect(&sc, &dir, 1_000_000_000);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let lbf = res.unwrap().lbf.expect("an LBF section");
+        let f = &lbf.flows[0];
+        assert_eq!((f.flow.as_str(), f.lower_ns, f.upper_ns), ("f", 100_000, Some(500_000)));
+        assert_eq!((f.received, f.early, f.on_time), (5, 1, 2));
+        assert_eq!((f.late_marked, f.late_unmarked, f.marked_but_on_time), (1, 1, 1));
+        assert_eq!(f.early_drops, BTreeMap::from([("s1".to_owned(), 2)]));
+        assert!(f.expired.is_empty());
+        assert_eq!(lbf.latency_convention, "physical");
+        assert_eq!(lbf.switches.len(), 1);
+        let c = &lbf.switches[0].counters;
+        assert_eq!((lbf.switches[0].node.as_str(), c.lbf_packets, c.marked_late), ("s1", 3, 3));
+        assert_eq!(lbf.notifications_total, 3);
+        let seqs: Vec<_> = lbf.notifications.iter().map(|n| (n.flow.as_str(), n.seq)).collect();
+        assert_eq!(seqs, [("f", 0), ("f", 1), ("f", 2)]);
+    }
 }

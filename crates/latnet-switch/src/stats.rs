@@ -69,6 +69,9 @@ pub struct SwitchStats {
     /// Large-flow counter of a switch with `large_flows` (switch-assisted pacing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub large_flows: Option<latnet_dataplane::flow_counter::CounterStats>,
+    /// Latency-Based Forwarding, in a scenario that uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lbf: Option<LbfStats>,
     /// Interfaces.
     pub ifaces: Vec<IfaceStats>,
     /// Emulated ports.
@@ -78,6 +81,24 @@ pub struct SwitchStats {
     /// The queue series (`latnet-switch run --queues`), in the final write only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue_series: Vec<latnet_sim::results::QueueRow>,
+}
+
+/// What Latency-Based Forwarding did at one switch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LbfStats {
+    /// The LBF forwarder's counters (`None` at a switch that does not run it).
+    pub counters: Option<latnet_sim::lbf::LbfCounters>,
+    /// The forwarder's late notification records (the first
+    /// [`latnet_sim::lbf::MAX_NOTIFICATIONS`], timed from the experiment's time zero), in the
+    /// final write only.
+    #[serde(default)]
+    pub notifications: Vec<latnet_sim::lbf::Notification>,
+    /// All late notifications.
+    pub notifications_total: u64,
+    /// Per flow, damper-mode packets that waited longer than their sender's damper bound in the
+    /// sender's own queue (emulated at this switch's port from the host).
+    #[serde(default)]
+    pub sender_damper_violations: BTreeMap<String, u64>,
 }
 
 /// One interface.
@@ -269,6 +290,7 @@ impl SwitchStats {
             tx_calls: r.tx_calls,
             node_drops: drops(&c.node_drops),
             large_flows: core.large_flow_stats(),
+            lbf: core.lbf_stats(final_),
             ifaces: core
                 .ifaces
                 .iter()

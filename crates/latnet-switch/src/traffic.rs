@@ -70,6 +70,14 @@ pub struct Stamp {
     pub intact: bool,
 }
 
+/// The sequence number of a payload written by [`fill_payload`] (without checking the rest of
+/// it); `None` if it is not one.
+pub fn payload_seq(buf: &[u8]) -> Option<u32> {
+    let b = buf.get(..HEADER_LEN)?;
+    (u16::from_be_bytes([b[0], b[1]]) == MAGIC)
+        .then(|| u32::from_be_bytes([b[4], b[5], b[6], b[7]]))
+}
+
 /// Parse a payload written by [`fill_payload`]; `None` if it is not one.
 pub fn parse_payload(buf: &[u8]) -> Option<Stamp> {
     if buf.len() < HEADER_LEN || u16::from_be_bytes([buf[0], buf[1]]) != MAGIC {
@@ -117,26 +125,27 @@ pub fn payload_prefix(sc: &Scenario, f: &FlowSpec) -> io::Result<(Vec<u8>, Optio
     Ok((t.get(HEADERS..).unwrap_or_default().to_vec(), stamp))
 }
 
-/// Where a damper-mode flow's packets carry the LBF block whose residue the receiver holds
-/// each packet before handing it on (gLBF's final damper, as the simulator's receiver does).
+/// Where the receiver of a flow with an SLO reads the LBF block of its packets: for the late
+/// flag, and in damper mode for the residue it holds each packet by before handing it on
+/// (gLBF's final damper, as the simulator's receiver does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FinalHold {
+enum BlockAt {
     /// At this offset of the UDP payload (the shim).
     Payload(usize),
     /// At this offset of the hop-by-hop header, which the kernel hands over beside the payload.
     HopOptions(usize),
 }
 
-/// `None` for flows that are not in damper mode.
-fn final_hold_at(sc: &Scenario, f: &FlowSpec) -> io::Result<Option<FinalHold>> {
-    if !f.slo.as_ref().is_some_and(|s| s.carry == Carry::Damper) {
+/// `None` for flows without an SLO.
+fn block_at(sc: &Scenario, f: &FlowSpec) -> io::Result<Option<BlockAt>> {
+    if f.slo.is_none() {
         return Ok(None);
     }
     if let Some((_, at)) = hop_options(sc, f)? {
-        return Ok(Some(FinalHold::HopOptions(at)));
+        return Ok(Some(BlockAt::HopOptions(at)));
     }
     let (_, block) = template(sc, f)?;
-    Ok(block.checked_sub(HEADERS).map(FinalHold::Payload))
+    Ok(block.checked_sub(HEADERS).map(BlockAt::Payload))
 }
 
 /// For a flow whose SLO rides in an IPv6 hop-by-hop option: the extension header of the
@@ -300,8 +309,10 @@ struct RxFlow {
     skip: usize,
     /// Octets of the frame in front of the UDP payload.
     headers: usize,
-    /// Where a damper-mode flow's packets carry their residue.
-    hold_at: Option<FinalHold>,
+    /// Where the flow's packets carry their LBF block.
+    block_at: Option<BlockAt>,
+    /// Damper mode: hold each packet by the residue in its block.
+    hold: bool,
     sock: UdpSocket,
     stats: FlowRecv,
     seen: Vec<u64>,
@@ -310,8 +321,9 @@ struct RxFlow {
 }
 
 /// Receive every flow addressed to host `host` until `until_ns` (`CLOCK_MONOTONIC`) or a
-/// signal; writes `packets-<flow>.csv` (`seq,send_ns,recv_ns`, arrival order) into `dir`.
-/// A damper-mode flow's `recv_ns` includes the final hold (the residue its packet carries).
+/// signal; writes `packets-<flow>.csv` (`seq,send_ns,recv_ns,intact,late`, arrival order; `late`
+/// is the LBF block's late flag, 0 for flows without an SLO) into `dir`. A damper-mode flow's
+/// `recv_ns` includes the final hold (the residue its packet carries).
 pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<RecvReport> {
     let h = sc
         .node_index(host)
@@ -324,8 +336,8 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
             io::Error::new(e.kind(), format!("bind {addr} for flow {:?}: {e}", f.name))
         })?;
         sock.set_nonblocking(true)?;
-        let hold_at = final_hold_at(sc, f)?;
-        if matches!(hold_at, Some(FinalHold::HopOptions(_))) {
+        let block_at = block_at(sc, f)?;
+        if matches!(block_at, Some(BlockAt::HopOptions(_))) {
             sys::set_recv_hop_options(sock.as_raw_fd()).map_err(|e| {
                 io::Error::new(e.kind(), format!("IPV6_RECVHOPOPTS for flow {:?}: {e}", f.name))
             })?;
@@ -333,12 +345,13 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
         sys::set_rcvbuf(sock.as_raw_fd(), 16 << 20);
         let file = std::fs::File::create(dir.join(format!("packets-{}.csv", f.name)))?;
         let mut log = io::BufWriter::new(file);
-        writeln!(log, "seq,send_ns,recv_ns,intact")?;
+        writeln!(log, "seq,send_ns,recv_ns,intact,late")?;
         flows.push(RxFlow {
             index: i,
             skip: payload_prefix(sc, f)?.0.len(),
             headers: header_len(f),
-            hold_at,
+            block_at,
+            hold: f.slo.is_some_and(|s| s.carry == Carry::Damper),
             sock,
             stats: FlowRecv { flow: f.name.clone(), ..FlowRecv::default() },
             seen: Vec::new(),
@@ -362,9 +375,9 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
                 continue;
             }
             loop {
-                // (the hop-by-hop header only where the final hold reads it)
-                let got = match fl.hold_at {
-                    Some(FinalHold::HopOptions(_)) => {
+                // (the hop-by-hop header only where the flow's block rides in it)
+                let got = match fl.block_at {
+                    Some(BlockAt::HopOptions(_)) => {
                         sys::recv_with_hop_options(fl.sock.as_raw_fd(), &mut buf, &mut hbh)
                     }
                     _ => fl.sock.recv(&mut buf),
@@ -414,17 +427,19 @@ fn record(fl: &mut RxFlow, payload: &[u8], hbh: &[u8], recv_ns: u64) -> io::Resu
     if !s.intact {
         fl.stats.corrupted += 1;
     }
-    // a damper-mode packet reaches the application when the last hop's residue has passed
-    let hold = fl
-        .hold_at
+    let block = fl
+        .block_at
         .and_then(|h| match h {
-            FinalHold::Payload(o) => payload.get(o..),
-            FinalHold::HopOptions(o) => hbh.get(o..),
+            BlockAt::Payload(o) => payload.get(o..),
+            BlockAt::HopOptions(o) => hbh.get(o..),
         })
-        .and_then(|b| latnet_wire::lbf::LbfBlock::new_checked(b).ok())
-        .map_or(0, |b| b.value_ns());
+        .and_then(|b| latnet_wire::lbf::LbfBlock::new_checked(b).ok());
+    // a damper-mode packet reaches the application when the last hop's residue has passed
+    let hold = block.as_ref().filter(|_| fl.hold).map_or(0, |b| b.value_ns());
+    let late = block.is_some_and(|b| b.late());
     let recv_ns = recv_ns.saturating_add(hold);
-    writeln!(fl.log, "{},{},{},{}", s.seq, s.send_ns, recv_ns, u8::from(s.intact))
+    let (intact, late) = (u8::from(s.intact), u8::from(late));
+    writeln!(fl.log, "{},{},{},{intact},{late}", s.seq, s.send_ns, recv_ns)
 }
 
 #[cfg(test)]
@@ -490,19 +505,19 @@ mod tests {
         assert_eq!(&t[IPV6_HEADERS + 2..IPV6_HEADERS + 4], &hbh[2..4], "option type and length");
         assert_eq!(header_len(f), 14 + 40 + HBH_LEN + 8);
         assert_eq!(flow_address(&sc, f, f.src).to_string(), "2001:db8::a00:1");
-        assert_eq!(final_hold_at(&sc, f).unwrap(), None, "not a damper flow");
-        // a damper flow's receiver finds the residue where the block sits, in either carrier:
-        // past the shim header in the payload, or where the sender puts it in the option
+        assert_eq!(block_at(&sc, f).unwrap(), Some(BlockAt::HopOptions(at)));
+        // the receiver finds the block (late flag, a damper's residue) where it sits, in either
+        // carrier: past the shim header in the payload, or where the sender puts it in the option
         for (encap, want) in [
-            ("ipv6", FinalHold::HopOptions(at)),
-            ("udp-shim", FinalHold::Payload(latnet_wire::lbf::SHIM_HEADER_LEN)),
+            ("ipv6", BlockAt::HopOptions(at)),
+            ("udp-shim", BlockAt::Payload(latnet_wire::lbf::SHIM_HEADER_LEN)),
         ] {
             let text = text.replace(
                 "lower = \"1ms\", encap = \"ipv6\", carry = \"timestamp\"",
                 &format!("carry = \"damper\", encap = \"{encap}\""),
             );
             let sc = Scenario::from_str_named("t.toml", &text).unwrap();
-            assert_eq!(final_hold_at(&sc, &sc.flows[0]).unwrap(), Some(want), "{encap}");
+            assert_eq!(block_at(&sc, &sc.flows[0]).unwrap(), Some(want), "{encap}");
         }
     }
 }

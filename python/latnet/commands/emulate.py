@@ -49,6 +49,41 @@ def side_by_side(sim: dict, emu: dict) -> str:
     return render(headers, rows, title)
 
 
+def lbf_side_by_side(sim: dict, emu: dict) -> str | None:
+    """One row per flow with an SLO and mode: how its packets fared against the bounds (the
+    emulated count against the measured, physical latency); ``None`` without LBF."""
+    if not sim.get("lbf") or not emu.get("lbf"):
+        return None
+    by_name = {f["flow"]: f for f in emu["lbf"]["flows"]}
+    rows = []
+    for f in sim["lbf"]["flows"]:
+        for label, x in (("sim", f), ("emu", by_name.get(f["flow"]))):
+            if x is None:
+                continue
+            rows.append(
+                [
+                    f["flow"] if label == "sim" else "",
+                    label,
+                    x["received"],
+                    x["early"],
+                    x["on_time"],
+                    x["late_marked"],
+                    x["late_unmarked"],
+                    sum(x["early_drops"].values()),
+                    sum(x["expired"].values()),
+                ]
+            )
+    if not rows:
+        return None
+    headers = ["flow", "mode", "recv", "early", "on-time", "late(marked)", "late(unmarked)"]
+    headers += ["dropped early", "expired"]
+    title = (
+        f"LBF flows: simulated (latency {sim['lbf']['latency_convention']}) vs emulated "
+        f"(latency {emu['lbf']['latency_convention']})"
+    )
+    return render(headers, rows, title)
+
+
 def cmd_run_emu(args: argparse.Namespace) -> int:
     from .. import run as run_sim
     from ..emu import run_emu
@@ -83,6 +118,9 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     sim_out = base / "sim"
     sim.write(sim_out)
     print(side_by_side(sim.summary, emu.summary))
+    lbf = lbf_side_by_side(sim.summary, emu.summary)
+    if lbf is not None:
+        print("\n" + lbf)
     if not args.quiet:
         print(f"\nwrote {sim_out}/ and {emu_out}/")
     return 0

@@ -576,3 +576,54 @@ fn queue_series_equals_the_simulators_for_the_same_arrivals() {
         panic!("row {k}: emulated {:?}, simulated {:?}", got[k], want[k]);
     }
 }
+
+/// A frame of the scenario's first flow (its LBF template) from h1, carrying the latnet
+/// payload of packet `seq`.
+fn slo_frame(sc: &Scenario, seq: u32) -> Vec<u8> {
+    let (mut f, _) = lbf_template(sc, &sc.flows[0]).unwrap();
+    f[0..6].copy_from_slice(&port_mac(1));
+    f[6..12].copy_from_slice(&port_mac(0));
+    let skip = crate::traffic::payload_prefix(sc, &sc.flows[0]).unwrap().0.len();
+    f.resize(sc.flows[0].size as usize, 0);
+    crate::traffic::fill_payload(&mut f[42 + skip..], 0, seq, 0);
+    f
+}
+
+/// `upper = "mark"` with an upper bound below the path's delay: s1 marks every packet and
+/// reports it as the simulator's forwarder does, with the packet's sequence number read from
+/// its payload and the instant counted from the experiment's time zero (the switch started
+/// `run_start` before it). The counters are the forwarder's; notification records come only
+/// with the final statistics.
+#[test]
+fn lbf_marks_are_reported_with_sequence_numbers_from_the_experiments_time_zero() {
+    let with = |extra: &str| {
+        let slo = format!(
+            "traffic = {{ kind = \"cbr\", rate = \"1Mbps\" }}\n\
+             slo = {{ lower = \"0us\", upper = \"500us\" }}\n{extra}"
+        );
+        let text = SC.replace("traffic = { kind = \"cbr\", rate = \"1Mbps\" }\n", &slo);
+        Scenario::from_str_named("t.toml", &text).unwrap()
+    };
+    let sc = with("[defaults]\nqueue = { kind = \"lbf\" }\n[lbf]\nupper = \"mark\"\n");
+    let marks = |run_start: Duration| {
+        let mut core = SwitchCore::new_timed(&sc, "s1", 0, run_start).unwrap();
+        let input = [(0, slo_frame(&sc, 7)), (500_000, slo_frame(&sc, 8))];
+        let out = drive(&mut core, &input, &[]);
+        assert_eq!(out.len(), 2, "marked packets are forwarded");
+        assert!(core.lbf_stats(false).unwrap().notifications.is_empty());
+        core.lbf_stats(true).unwrap()
+    };
+    let (late, early) = (marks(Duration::ZERO), marks(Duration::from_micros(50)));
+    let c = late.counters.clone().unwrap();
+    assert_eq!((c.lbf_packets, c.marked_late, c.early_drops), (2, 2, 0));
+    assert_eq!(late.notifications_total, 2);
+    let seqs: Vec<_> = late.notifications.iter().map(|n| n.seq).collect();
+    assert_eq!(seqs, [7, 8]);
+    assert!(late.notifications.iter().all(|n| n.node == "s1" && n.upper_ns == 500_000));
+    for (a, b) in late.notifications.iter().zip(&early.notifications) {
+        assert_eq!(a.time_ns, b.time_ns + 50_000);
+    }
+    // a switch that only forwards by FIB reports no forwarder counters
+    let core = SwitchCore::new(&with(""), "s1").unwrap();
+    assert!(core.lbf_stats(true).unwrap().counters.is_none());
+}
