@@ -74,28 +74,34 @@ def flow_table(results) -> str:
     return out
 
 
+#: Columns of :func:`lbf_outcomes`.
+LBF_OUTCOMES = ["recv", "early", "on-time", "late(marked)", "late(unmarked)", "dropped early"]
+LBF_OUTCOMES += ["expired"]
+
+
+def lbf_outcomes(f: dict) -> list:
+    """How the packets of one flow with an SLO fared (a ``summary["lbf"]["flows"]`` entry)."""
+    return [
+        f["received"],
+        f["early"],
+        f["on_time"],
+        f["late_marked"],
+        f["late_unmarked"],
+        sum(f["early_drops"].values()),
+        sum(f["expired"].values()),
+    ]
+
+
 def lbf_table(lbf: dict) -> str:
     """Latency-Based Forwarding: outcomes of the flows with an SLO and the switches' counters."""
     rows = []
     for f in lbf["flows"]:
         upper = "-" if f["upper_ns"] is None else fmt_us(f["upper_ns"])
         rows.append(
-            [
-                f["flow"],
-                f"{f['carry']}/{f['encap']}",
-                fmt_us(f["lower_ns"]),
-                upper,
-                f["received"],
-                f["early"],
-                f["on_time"],
-                f["late_marked"],
-                f["late_unmarked"],
-                sum(f["early_drops"].values()),
-                sum(f["expired"].values()),
-            ]
+            [f["flow"], f"{f['carry']}/{f['encap']}", fmt_us(f["lower_ns"]), upper]
+            + lbf_outcomes(f)
         )
-    headers = ["flow", "carry", "lb", "ub", "recv", "early", "on-time", "late(marked)"]
-    headers += ["late(unmarked)", "dropped early", "expired"]
+    headers = ["flow", "carry", "lb", "ub", *LBF_OUTCOMES]
     title = f"LBF flows (us; latency {lbf['latency_convention']}, {lbf['switching']})"
     out = render(headers, rows, title) if rows else title + ": none"
     srows = [

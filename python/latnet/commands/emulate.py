@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..table import flow_table, fmt_us, render
+from ..table import LBF_OUTCOMES, flow_table, fmt_us, lbf_outcomes, render
 
 
 def register(subparsers) -> None:  # noqa: ARG001 (the `run` subcommand carries --mode)
@@ -60,23 +60,10 @@ def lbf_side_by_side(sim: dict, emu: dict) -> str | None:
         for label, x in (("sim", f), ("emu", by_name.get(f["flow"]))):
             if x is None:
                 continue
-            rows.append(
-                [
-                    f["flow"] if label == "sim" else "",
-                    label,
-                    x["received"],
-                    x["early"],
-                    x["on_time"],
-                    x["late_marked"],
-                    x["late_unmarked"],
-                    sum(x["early_drops"].values()),
-                    sum(x["expired"].values()),
-                ]
-            )
+            rows.append([f["flow"] if label == "sim" else "", label, *lbf_outcomes(x)])
     if not rows:
         return None
-    headers = ["flow", "mode", "recv", "early", "on-time", "late(marked)", "late(unmarked)"]
-    headers += ["dropped early", "expired"]
+    headers = ["flow", "mode", *LBF_OUTCOMES]
     title = (
         f"LBF flows: simulated (latency {sim['lbf']['latency_convention']}) vs emulated "
         f"(latency {emu['lbf']['latency_convention']})"
