@@ -497,8 +497,8 @@ impl SwitchCore {
 
     /// What Latency-Based Forwarding did here, if the scenario uses it: the forwarder's
     /// counters (a switch running it) and notification records (only `with_notifications`,
-    /// timed from the experiment's time zero), and the damper violations of the senders whose
-    /// queues this switch emulates.
+    /// timed from the experiment's time zero, see [`SwitchCore::new_timed`]), and the damper
+    /// violations of the senders whose queues this switch emulates.
     pub fn lbf_stats(&self, with_notifications: bool) -> Option<crate::stats::LbfStats> {
         let state = self.lbf.as_ref()?;
         let fwd = match &self.fwd {

@@ -89,8 +89,8 @@ pub struct LbfStats {
     /// The LBF forwarder's counters (`None` at a switch that does not run it).
     pub counters: Option<latnet_sim::lbf::LbfCounters>,
     /// The forwarder's late notification records (the first
-    /// [`latnet_sim::lbf::MAX_NOTIFICATIONS`], timed from the experiment's time zero), in the
-    /// final write only.
+    /// [`latnet_sim::lbf::MAX_NOTIFICATIONS`], timed from the experiment's time zero when the
+    /// switch was given one, `run --t0`, else from its start), in the final write only.
     #[serde(default)]
     pub notifications: Vec<latnet_sim::lbf::Notification>,
     /// All late notifications.
