@@ -438,14 +438,27 @@ def test_the_damper_on_real_packets(tmp_path, encap):
         'name = "h1"\nkind = "host"\nlbf = { damper_bound = "100us" }\n',
         1,
     )
-    sim = latnet.run(text=text, packets=False).summary["flows"][0]
+    sim_run = latnet.run(text=text, packets=False)
+    sim = sim_run.summary["flows"][0]
     assert sim["name"] == "slo" and sim["latency_ns"]["min"] == sim["latency_ns"]["max"]
     want_us = sim["latency_ns"]["min"] / 1e3
     sc = scenario(tmp_path, text)
     with Testbed(sc, run_dir=tmp_path / "run") as tb:
-        run_flows(tb, tmp_path / "out")
+        emu, _ = run_flows(tb, tmp_path / "out")
         slo = latencies_us(tb, "slo")
     assert len(slo) > 1000
+    # The switches forwarded what the simulator's did; every hop, the sender's own queue
+    # included, kept (nearly) every frame within its bound. The simulator counts no violation;
+    # on real packets arrival instants carry real-time noise (a frame read from a ring after
+    # the switch has emulated past its kernel timestamp arrives, for the emulation, when it
+    # was read), which can push a frame's queueing past the bound now and then (1 frame in
+    # 4,200 seen).
+    cols = ["node", "lbf_packets", "best_effort", "malformed", "early_drops", "marked_late"]
+    assert emu.lbf_switches[cols].equals(sim_run.lbf_switches[cols]), emu.lbf_switches
+    assert (sim_run.lbf_switches["damper_violations"] == 0).all()
+    frames = emu.lbf_switches["lbf_packets"].sum()
+    assert emu.lbf_switches["damper_violations"].sum() <= frames / 100, emu.lbf_switches
+    assert emu.lbf_flows["sender_damper_violations"].sum() <= len(slo) / 100
     assert min(slo) >= want_us - LBF_GRANULARITY_US, f"{min(slo)} us, the bound gives {want_us}"
     median = statistics.median(slo)
     assert median <= want_us + LBF_TYPICAL_EXCESS_US, f"median {median} us, bound {want_us}"
