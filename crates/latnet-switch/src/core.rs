@@ -184,9 +184,10 @@ pub struct SwitchCore {
     flows: HashMap<FlowKey, FlowId>,
     /// Per flow, the 802.1Q tag stack its source pushes (the host tagger of source routing).
     flow_tags: Vec<Vec<u16>>,
-    /// Per flow, the octets in front of its latnet payload after the UDP header (the LBF shim):
-    /// where the switch reads a packet's sequence number (for LBF notification records).
-    flow_payload_at: Vec<usize>,
+    /// At a switch running the LBF forwarder, per flow with an SLO, the octets in front of its
+    /// latnet payload after the UDP header (the LBF shim): where the switch reads a packet's
+    /// sequence number, for its notification records. Empty elsewhere.
+    flow_payload_at: Vec<Option<usize>>,
     /// Drops per scenario flow (by flow index).
     pub flow_drops: Vec<DropCounters>,
     /// Packets forwarded per scenario flow.
@@ -364,21 +365,24 @@ impl SwitchCore {
                 (key, i as FlowId)
             })
             .collect();
+        let fwd = forwarder_for(sc, n, lbf.as_ref());
+        let flow_payload_at = if matches!(fwd, Forwarder::Lbf(_)) {
+            let at = |f| crate::traffic::payload_prefix(sc, f).ok().map(|(p, _)| p.len());
+            sc.flows.iter().map(|f| f.slo.and_then(|_| at(f))).collect()
+        } else {
+            Vec::new()
+        };
         Ok(SwitchCore {
             node: n,
             topo,
             hosts,
-            fwd: forwarder_for(sc, n, lbf.as_ref()),
+            fwd,
             ifaces,
             ports,
             port_of_global,
             flows,
             flow_tags: sc.flows.iter().map(|f| f.tags.clone()).collect(),
-            flow_payload_at: sc
-                .flows
-                .iter()
-                .map(|f| crate::traffic::payload_prefix(sc, f).map_or(0, |(p, _)| p.len()))
-                .collect(),
+            flow_payload_at,
             flow_drops: vec![DropCounters::default(); sc.flows.len()],
             flow_forwarded: vec![0; sc.flows.len()],
             counters: Counters::default(),
@@ -618,10 +622,12 @@ impl SwitchCore {
         if key.proto == latnet_wire::protocol::UDP {
             if let Some(&f) = self.flows.get(&fk) {
                 meta.flow = f;
-                let skip = self.flow_payload_at.get(f as usize).copied().unwrap_or(0);
-                let at = headers.l4_offset().map(|o| o + 8 + skip);
-                if let Some(seq) = at.and_then(|o| crate::traffic::payload_seq(data.get(o..)?)) {
-                    meta.seq = u64::from(seq);
+                if let Some(&Some(skip)) = self.flow_payload_at.get(f as usize) {
+                    let at = headers.l4_offset().map(|o| o + 8 + skip);
+                    if let Some(seq) = at.and_then(|o| crate::traffic::payload_seq(data.get(o..)?))
+                    {
+                        meta.seq = u64::from(seq);
+                    }
                 }
             }
         }
