@@ -275,6 +275,37 @@ fn the_damper_makes_every_hop_cost_its_bound() {
     assert!(v > 0);
 }
 
+#[test]
+fn a_damper_flow_through_a_switch_without_a_damper_bound_is_refused() {
+    let base = short(&experiment("damper.toml"));
+    let unbound = "name = \"FWD3\"\nkind = \"switch\"\n";
+    let cases = [
+        (
+            format!("{unbound}lbf = {{ damper_bound = \"0us\" }}\n"),
+            "switch \"FWD3\" on its path has no damper bound (0): set `lbf.damper_bound` or \
+             `nodes[3].lbf.damper_bound`",
+        ),
+        (
+            format!("{unbound}lbf = {{ enabled = false }}\n"),
+            "switch \"FWD3\" on its path does not run the LBF forwarder",
+        ),
+    ];
+    for (node, want) in &cases {
+        assert!(base.contains(unbound));
+        // FWD3 keeps its LBF queues out of the way of the queue check: FIFO toward FWD4.
+        let text = base.replacen(unbound, node, 1);
+        let text = text.replace("queue = { kind = \"lbf\"", "queue = { kind = \"fifo\"");
+        let e = Scenario::from_str_named("damper.toml", &text).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("flows[0].slo"), "{e}");
+        assert!(e.message.contains("flow \"F1\" carries a damper residue"), "{e}");
+        assert!(e.message.contains(*want), "{e}");
+        assert!(e.line_col.is_some(), "{e}");
+    }
+    // A best-effort flow may cross it: only damper-mode flows need the bound.
+    let text = base.replacen(unbound, &cases[0].0, 1).replace(", carry = \"damper\"", "");
+    Scenario::from_str_named("damper.toml", &text).unwrap();
+}
+
 /// For each of `flows` (names), how long after its creation each of its frames became
 /// eligible at `node` (ns): the shortest and the longest.
 fn creation_to_eligible(r: &Results, node: &str, flows: &[&str]) -> Vec<(u64, u64)> {

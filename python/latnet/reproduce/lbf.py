@@ -424,6 +424,8 @@ def _glbf_table() -> dict:
     damper = latnet.run(text=text, packets=True)
     fifo_text = _sub(text, 'queue_a = { kind = "lbf"', 'queue_a = { kind = "fifo"')
     fifo_text = _sub(fifo_text, "[lbf]\n", '[lbf]\nswitches = "listed"\n')
+    # plain FIFO: the flows carry no damper residue (no switch would keep it)
+    fifo_text = _sub(fifo_text, 'carry = "damper"', 'carry = "latency-so-far"')
     fifo = latnet.run(text=fifo_text, packets=True)
     ours: dict[str, int | None] = {}
     n, q, w, _ = _fifo_at(fifo, "Rtr1", ("F1", "F2", "F3"))

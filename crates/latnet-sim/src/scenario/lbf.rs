@@ -432,3 +432,46 @@ pub const fn min_frame(e: Encap) -> u32 {
         Encap::Ipv6 => 62 + latnet_wire::lbf::HBH_LEN as u32,
     }
 }
+
+/// Refuse a damper-mode flow (`carry = "damper"`) whose path crosses a switch that cannot keep
+/// the damper: one that does not run the LBF forwarder (it would neither hold the packet nor
+/// rewrite its residue, so the next hop would apply a stale one) or whose `damper_bound` is
+/// zero (the default: every packet that queues there would count a violation). `slo_spans[i]`
+/// is where flow `i`'s `slo` is written. Flows without a route are left to the simulator's
+/// `no-route` drop.
+pub(crate) fn check_damper_paths(
+    cx: ErrCtx<'_>,
+    sc: &super::Scenario,
+    slo_spans: &[Option<std::ops::Range<usize>>],
+) -> Result<(), ScenarioError> {
+    let damper = |f: &super::FlowSpec| f.slo.is_some_and(|s| s.carry == Carry::Damper);
+    if !sc.flows.iter().any(damper) {
+        return Ok(());
+    }
+    let topo = crate::net::Topology::build(sc);
+    let settings = |n: usize| sc.lbf.as_ref().and_then(|l| l.nodes.get(n)).and_then(Option::as_ref);
+    for (i, f) in sc.flows.iter().enumerate().filter(|(_, f)| damper(f)) {
+        let Some(path) = topo.path(f.src, f.dst) else { continue };
+        for &n in &path[1..path.len() - 1] {
+            let name = &sc.nodes[n].name;
+            let problem = match settings(n) {
+                None => format!("switch {name:?} on its path does not run the LBF forwarder"),
+                Some(s) if s.damper_bound.is_zero() => format!(
+                    "switch {name:?} on its path has no damper bound (0): set \
+                     `lbf.damper_bound` or `nodes[{n}].lbf.damper_bound`"
+                ),
+                Some(_) => continue,
+            };
+            return Err(cx.at(
+                slo_spans.get(i).cloned().flatten(),
+                format!("flows[{i}].slo"),
+                format!(
+                    "flow {:?} carries a damper residue (`carry = \"damper\"`), which needs every \
+                     switch it crosses to hold it to a damper bound above zero; {problem}",
+                    f.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -844,7 +844,8 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         ));
     }
 
-    Ok(Scenario {
+    let slo_spans: Vec<_> = raw.flows.iter().map(|f| f.slo.as_ref().map(Spanned::span)).collect();
+    let sc = Scenario {
         name: raw.name.or(stem).unwrap_or_else(|| "scenario".to_owned()),
         description: raw.description,
         sim,
@@ -855,7 +856,9 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         output: raw.output,
         pipelines,
         lbf,
-    })
+    };
+    lbf::check_damper_paths(cx, &sc, &slo_spans)?;
+    Ok(sc)
 }
 
 /// The default address of node `i`: 10.0.0.0 + i + 1.
