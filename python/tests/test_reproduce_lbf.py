@@ -147,10 +147,27 @@ def test_the_glbf_validation_model(doc):
         allowed = 1 if label.startswith("router 4 FIFO: longest wait") else 0
         assert abs(r["diff"]) <= allowed, (label, r)
     ours = {k: r["ours"]["value"] for k, r in rows.items()}
-    assert ours["router 4 FIFO: frames outside their envelope entering"] > 0
+    model, exact = (ours[f"router 4 FIFO: {k}"] for k in ENVELOPE_ROWS)
+    assert 0 < exact <= model
     assert ours["damper: frames outside their envelope entering"] == 0
     assert ours["damper: largest backlog (B)"] <= 9600
     assert round(ours["damper: longest wait (ns)"] / 1e3) == 2253
+
+
+ENVELOPE_ROWS = ("frames outside their envelope entering", "same, exact arithmetic")
+
+
+def test_the_envelope_count_keeps_fractional_bits_only_when_exact():
+    """At 10 Mbit/s a bucket earns a bit per 100 ns. Byte frames every 799 ns earn 7.99 bits:
+    exactly, a 24-bit bucket loses 0.01 bit a frame and lasts; earning whole bits (the model), it
+    loses 1 and runs dry after 16 frames. Every 800 ns neither way breaks the envelope."""
+    from latnet.reproduce.lbf import _envelope
+
+    every = [799 * i for i in range(200)]
+    assert _envelope(every, 1)[0] == 200 - 17
+    assert _envelope(every, 1, exact=True) == (0, 14)
+    steady = [800 * i for i in range(200)]
+    assert _envelope(steady, 1) == _envelope(steady, 1, exact=True) == (0, 16)
 
 
 def test_scenario_edits_refuse_to_do_nothing():

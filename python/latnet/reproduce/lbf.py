@@ -367,6 +367,7 @@ GLBF_MODEL = {
     "router 4 FIFO: longest wait (ns; bound 2,560,000)": 2824607,
     "router 4 FIFO: lowest bucket level leaving (bits)": -14743,
     "router 4 FIFO: frames outside their envelope entering": None,
+    "router 4 FIFO: same, exact arithmetic": None,
     "damper: largest backlog (B)": 8630,
     "damper: longest wait (ns)": None,
     "damper: frames outside their envelope entering": 0,
@@ -406,17 +407,20 @@ def _fifo_at(res: latnet.Results, node: str, flows) -> tuple[int, int, int, Any]
     return len(x), int(backlog.max()), int((leave - enter).max()), x
 
 
-def _envelope(instants, size: int) -> tuple[int, int]:
+def _envelope(instants, size: int, exact: bool = False) -> tuple[int, int]:
     """Frames of a flow outside its (10 Mbit/s, three frames) token bucket at ``instants``,
-    and the bucket's lowest level (bits; as the model: whole bits earned between frames)."""
-    depth = 3 * size * 8
+    and the bucket's lowest level (bits). As the model counts, the bucket earns whole bits
+    between frames (the fractions are lost, so it drains faster); ``exact`` keeps them (the level
+    in bit-nanoseconds, integer arithmetic)."""
+    scale = 1_000_000_000 if exact else 1
+    depth, frame = 3 * size * 8 * scale, size * 8 * scale
     level, last, bad, low = depth, 0, 0, depth
     for t in sorted(int(v) for v in instants):
-        level = min(depth, level + (t - last) * GLBF_RATE // 1_000_000_000) - size * 8
+        level = min(depth, level + (t - last) * GLBF_RATE * scale // 1_000_000_000) - frame
         last = t
         bad += level < 0
         low = min(low, level)
-    return bad, low
+    return bad, low // scale
 
 
 def _glbf_table() -> dict:
@@ -439,6 +443,8 @@ def _glbf_table() -> dict:
     ours["router 4 FIFO: lowest bucket level leaving (bits)"] = min(lo for _, lo in out)
     into = [_envelope(x[x.flow == f].eligible_ns, size[f]) for f in GLBF_OUT]
     ours["router 4 FIFO: frames outside their envelope entering"] = sum(b for b, _ in into)
+    exact = [_envelope(x[x.flow == f].eligible_ns, size[f], exact=True) for f in GLBF_OUT]
+    ours["router 4 FIFO: same, exact arithmetic"] = sum(b for b, _ in exact)
     _, q, w, x = _fifo_at(damper, "Rtr4", GLBF_OUT)
     ours |= {"damper: largest backlog (B)": q, "damper: longest wait (ns)": w}
     into = [_envelope(x[x.flow == f].eligible_ns, size[f]) for f in GLBF_OUT]
