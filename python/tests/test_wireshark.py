@@ -454,3 +454,60 @@ def test_duplicate_and_doubly_malformed_options(tmp_path):
     read = ours.loc[[n for n in way if way[n] == 2]]
     assert (read["lf_type"] == "register").all() and read["lbf_carrier"].notna().all()
     assert ours.loc[[n for n in way if way[n] == 1], "lbf_carrier"].notna().all()
+
+
+def test_only_the_frames_own_ip_header_counts(tmp_path):
+    """latnet reads the options of the frame's IP header only (for IPv6, of the hop-by-hop
+    header right after it), not those of a packet inside it (IP in IP, or the packet an ICMP
+    error quotes); neither does the dissector. Frames holding an option are wrapped in an outer
+    header of their own version, by turns without options (nothing for either reader) and with a
+    copy of the inner options (the outer copy read once, no duplicate)."""
+    way = {}
+
+    def wrap_v6(n, fr):
+        if fr[56:58] != b"\x3e\x1c":  # F1's LBF block
+            return
+        way[n] = len(way) % 2
+        inner = bytes(fr[14:])
+        outer = bytearray(inner[:40])
+        if way[n] == 0:
+            outer[6], ext = 41, b""
+        else:
+            ext = bytes([41]) + inner[41 : 40 + 8 * (inner[41] + 1)]
+        outer[4:6] = (len(ext) + len(inner)).to_bytes(2, "big")
+        fr[14:] = bytes(outer) + ext + inner
+
+    pcaps = captures(tmp_path / "lbf", "ipv6", "latency-so-far", "timestamp")
+    bad = tmp_path / "ipv6-in-ipv6.pcap"
+    bad.write_bytes(rewrite((pcaps / "FWD1-FWD2.pcap").read_bytes(), wrap_v6))
+    ours = compare(bad)
+    bare, copied = ([n for n in way if way[n] == k] for k in range(2))
+    assert len(bare) > 20 and len(copied) > 20
+    assert ours.loc[bare, "lbf_carrier"].isna().all(), ours.loc[bare]
+    assert (ours.loc[copied, "lbf_carrier"] == "ipv6").all()
+    assert (ours.loc[bare + copied, "error"] == "").all(), ours.loc[bare + copied, "error"]
+
+    way.clear()
+
+    def wrap_v4(n, fr):
+        if fr[34] != 0x5E or fr[14] & 0x0F == 5:  # a large-flow option
+            return
+        way[n] = len(way) % 2
+        inner = bytes(fr[14:])
+        hl = 20 if way[n] == 0 else (inner[0] & 0x0F) * 4
+        outer = bytearray(inner[:hl])
+        outer[0] = 0x40 | hl // 4
+        outer[9] = 4  # IPv4 in IPv4
+        outer[2:4] = (hl + len(inner)).to_bytes(2, "big")
+        fr[14:] = bytes(outer) + inner
+        ipv4_checksum(fr)
+
+    pcaps = pacing_captures(tmp_path / "pacing")
+    bad = tmp_path / "ipv4-in-ipv4.pcap"
+    bad.write_bytes(rewrite((pcaps / "left-right.pcap").read_bytes(), wrap_v4))
+    ours = compare_large_flow(bad)
+    bare, copied = ([n for n in way if way[n] == k] for k in range(2))
+    assert len(bare) >= 2 and len(copied) >= 2, way
+    assert ours.loc[bare, "lf_type"].isna().all(), ours.loc[bare]
+    assert ours.loc[copied, "lf_type"].notna().all()
+    assert (ours.loc[bare + copied, "error"] == "").all(), ours.loc[bare + copied, "error"]

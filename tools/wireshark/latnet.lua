@@ -249,56 +249,48 @@ end
 -- post-dissector finds them from the option-type fields and decodes their data.
 local v6_opt_type = Field.new("ipv6.opt.type")
 local hbh = Field.new("ipv6.hopopts")
+local ipv6 = Field.new("ipv6")
+local ipv4 = Field.new("ip")
 local v4_hdr_len = Field.new("ip.hdr_len")
 
-local post = Proto("latnet_options", "latnet options in IP headers")
-function post.dissector(_, pinfo, tree)
+-- The options of an IPv4 header (`hdr_len`: its field) holding the large-flow option.
+local function ipv4_options(hdr_len, tree, pinfo)
   -- (Wireshark gives an unknown IPv4 option no type field: walk the options area.)
-  for _, fi in ipairs({ v4_hdr_len() }) do
-    local tvb, pos, seen_v4 = fi.source, fi.offset + 20, false
-    local stop = math.min(fi.offset + fi.value, tvb:len())
-    while pos < stop do
-      local kind = tvb(pos, 1):uint()
-      if kind == 0 then
+  local tvb, pos, seen = hdr_len.source, hdr_len.offset + 20, false
+  local stop = math.min(hdr_len.offset + hdr_len.value, tvb:len())
+  while pos < stop do
+    local kind = tvb(pos, 1):uint()
+    if kind == 0 then
+      break
+    elseif kind == 1 then
+      pos = pos + 1
+    else
+      if pos + 1 >= stop then
         break
-      elseif kind == 1 then
-        pos = pos + 1
-      else
-        if pos + 1 >= stop then
-          break
-        end
-        local len = tvb(pos + 1, 1):uint()
-        if kind == LF_KIND_V4 and len >= 2 then
-          add_large_flow(tvb, pos, tree, pinfo, "IPv4 option", "ipv4", seen_v4)
-          seen_v4 = true
-        end
-        if len < 2 then
-          break
-        end
-        pos = pos + len
       end
+      local len = tvb(pos + 1, 1):uint()
+      if kind == LF_KIND_V4 and len >= 2 then
+        add_large_flow(tvb, pos, tree, pinfo, "IPv4 option", "ipv4", seen)
+        seen = true
+      end
+      if len < 2 then
+        break
+      end
+      pos = pos + len
     end
   end
-  -- Only hop-by-hop options count (as for latnet), not those of a destination-options header.
-  local headers = { hbh() }
-  -- The hop-by-hop header (its index) holding offset `off`, if any.
-  local function in_hbh(off)
-    for i, h in ipairs(headers) do
-      if off >= h.offset and off < h.offset + h.len then
-        return i
-      end
-    end
-    return nil
-  end
-  local found, seen_v6 = 0, {}
+end
+
+-- The options of the hop-by-hop header `first` (its field): the LBF block, the large-flow option.
+local function ipv6_options(first, tree, pinfo)
+  local found, seen = 0, false
   for _, fi in ipairs({ v6_opt_type() }) do
     local tvb, off = fi.source, fi.offset
-    local h = in_hbh(off)
-    if not h then
-      -- not ours to read
+    if off < first.offset or off >= first.offset + first.len then
+      -- another header's (destination options, a packet inside): not ours to read
     elseif fi.value == LF_KIND_V6 then
-      add_large_flow(tvb, off, tree, pinfo, "IPv6 option", "ipv6", seen_v6[h])
-      seen_v6[h] = true
+      add_large_flow(tvb, off, tree, pinfo, "IPv6 option", "ipv6", seen)
+      seen = true
     elseif fi.value == OPTION_TYPE then
       found = found + 1
       pinfo.cols.protocol:append("/LBF")
@@ -317,6 +309,32 @@ function post.dissector(_, pinfo, tree)
       else
         add_block(tree, pinfo, tvb(off + 2, BLOCK_LEN), "ipv6")
       end
+    end
+  end
+end
+
+local post = Proto("latnet_options", "latnet options in IP headers")
+function post.dissector(_, pinfo, tree)
+  -- As for latnet, only the frame's own network header counts (the first IP header, and for
+  -- IPv6 the hop-by-hop header right after it), not an IP header inside it (IP in IP, the
+  -- packet an ICMP error quotes), which Wireshark dissects too.
+  local ip4, ip6 = ipv4(), ipv6()
+  if ip4 and ip6 then
+    if ip4.offset < ip6.offset then
+      ip6 = nil
+    else
+      ip4 = nil
+    end
+  end
+  if ip4 then
+    local hdr_len = v4_hdr_len()
+    if hdr_len and hdr_len.offset == ip4.offset then
+      ipv4_options(hdr_len, tree, pinfo)
+    end
+  elseif ip6 then
+    local first = hbh()
+    if first and first.offset == ip6.offset + 40 then
+      ipv6_options(first, tree, pinfo)
     end
   end
 end
