@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from . import LatnetError
-from .results import LbfFrames
+from .results import SummaryFrames
 from .testbed import Testbed
 
 #: Time between starting the switches and the scenario's time zero (the switches start, then
@@ -30,10 +30,11 @@ START_MARGIN_NS = 1_000_000_000
 SENDERS_MARGIN_NS = 200_000_000
 
 
-class EmuResults(LbfFrames):
+class EmuResults(SummaryFrames):
     """Results of an emulated run: ``summary`` is the dict of ``results.json``; ``pcaps`` the
     link captures (``out/pcap/<node>-<peer>.pcap``) and ``queues`` the queue series
-    (``queues.csv`` as a DataFrame) when the run was asked for them; with LBF, ``lbf_flows``,
+    (``queues.csv`` as a DataFrame) when the run was asked for them; ``hop_latency(flow)``
+    (from the sender's stamp to each emulated start of transmission); with LBF, ``lbf_flows``,
     ``lbf_switches``, ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the
     receivers' early / on-time / late count uses the measured, physical latency)."""
 

@@ -15,10 +15,24 @@ _NONE32 = np.iinfo(np.uint32).max
 _LAT = ("min", "mean", "p50", "p90", "p99", "p999", "max")
 
 
-class LbfFrames:
-    """The LBF outcomes of a run's ``summary`` as DataFrames (simulated or emulated runs)."""
+class SummaryFrames:
+    """Tables of a run's ``summary`` as DataFrames (simulated or emulated runs): per-hop
+    latency and the LBF outcomes."""
 
     summary: dict
+
+    def hop_latency(self, flow: str) -> pd.DataFrame:
+        """Latency at the start of transmission from each hop of ``flow`` (ns)."""
+        for f in self.summary["flows"]:
+            if f["name"] == flow:
+                rows = []
+                for h in f["hops"]:
+                    lat = h["latency_ns"] or {}
+                    row = {"hop": h["hop"], "node": h["node"], "toward": h["toward"]}
+                    row.update({k: lat.get(k, np.nan) for k in _LAT})
+                    rows.append(row)
+                return pd.DataFrame(rows)
+        raise KeyError(f"no flow named {flow!r}")
 
     @cached_property
     def lbf_flows(self) -> pd.DataFrame | None:
@@ -74,7 +88,7 @@ class LbfFrames:
         return pd.DataFrame(lbf["notifications"], columns=cols)
 
 
-class Results(LbfFrames):
+class Results(SummaryFrames):
     """What one run produced.
 
     Attributes: ``summary`` (the dict of ``results.json``), and DataFrames ``flows`` (one row per
@@ -203,19 +217,6 @@ class Results(LbfFrames):
         if text is None:
             return None
         return pd.read_csv(io.StringIO(text))
-
-    def hop_latency(self, flow: str) -> pd.DataFrame:
-        """Latency at the start of transmission from each hop of ``flow`` (ns)."""
-        for f in self.summary["flows"]:
-            if f["name"] == flow:
-                rows = []
-                for h in f["hops"]:
-                    lat = h["latency_ns"] or {}
-                    row = {"hop": h["hop"], "node": h["node"], "toward": h["toward"]}
-                    row.update({k: lat.get(k, np.nan) for k in _LAT})
-                    rows.append(row)
-                return pd.DataFrame(rows)
-        raise KeyError(f"no flow named {flow!r}")
 
     @cached_property
     def packets(self) -> pd.DataFrame | None:

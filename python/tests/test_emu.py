@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import latnet
@@ -462,6 +463,14 @@ def test_the_damper_on_real_packets(tmp_path, encap):
     assert min(slo) >= want_us - LBF_GRANULARITY_US, f"{min(slo)} us, the bound gives {want_us}"
     median = statistics.median(slo)
     assert median <= want_us + LBF_TYPICAL_EXCESS_US, f"median {median} us, bound {want_us}"
+    # Per hop, from the sender's stamp to each start of transmission (h1's queue, emulated by
+    # s1, then s1's and s2's): what the simulator measures plus the sender's stack and the
+    # real-time noise; never earlier.
+    sim_hops, emu_hops = sim_run.hop_latency("slo"), emu.hop_latency("slo")
+    print(pd.concat({"sim": sim_hops, "emu": emu_hops}, axis=1).to_string())
+    assert list(emu_hops["node"]) == list(sim_hops["node"]) == ["h1", "s1", "s2"]
+    assert (emu_hops["min"] >= sim_hops["min"] - LBF_GRANULARITY_US * 1e3).all()
+    assert (emu_hops["p50"] <= sim_hops["p50"] + LBF_TYPICAL_EXCESS_US * 1e3).all()
 
 
 def slo_flow(name: str, slo: str) -> str:

@@ -1,7 +1,7 @@
 //! Measurement: latency summaries with exact min / mean / max and HDR-histogram percentiles.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Accumulates latency samples (ns). Min, max and mean are exact; percentiles come from an HDR
 /// histogram with 3 significant digits (relative error <= 0.1 %).
@@ -66,7 +66,7 @@ impl LatencyStats {
 }
 
 /// Latency summary in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Samples.
     pub count: u64,

@@ -36,6 +36,7 @@ use latnet_sim::lbf::{flow_address, LbfState};
 use latnet_sim::net::Topology;
 use latnet_sim::results::QueueRow;
 use latnet_sim::scenario::NodeKind;
+use latnet_sim::stats::LatencyStats;
 use latnet_sim::switch::{Forward, Forwarder, SwitchCtx};
 use latnet_sim::Scenario;
 use latnet_units::{Bytes, Duration, Time};
@@ -184,10 +185,16 @@ pub struct SwitchCore {
     flows: HashMap<FlowKey, FlowId>,
     /// Per flow, the 802.1Q tag stack its source pushes (the host tagger of source routing).
     flow_tags: Vec<Vec<u16>>,
-    /// At a switch running the LBF forwarder, per flow with an SLO, the octets in front of its
-    /// latnet payload after the UDP header (the LBF shim): where the switch reads a packet's
-    /// sequence number, for its notification records. Empty elsewhere.
+    /// Per packet-source flow (latnet's own senders), the octets in front of its latnet
+    /// payload after the UDP header (the LBF shim, if any): where the switch reads a packet's
+    /// sequence number (for LBF notification records) and send instant (for `hop_latency`).
+    /// `None` for TCP flows.
     flow_payload_at: Vec<Option<usize>>,
+    /// The senders' clock (`CLOCK_MONOTONIC`) when this switch's clock reads zero.
+    clock_origin_ns: u64,
+    /// Per emulated port (local index) and flow, the latency from the sender's stamp to the
+    /// start of each transmission (physical), as the simulator's per-hop latency.
+    pub hop_latency: Vec<Vec<Option<LatencyStats>>>,
     /// Drops per scenario flow (by flow index).
     pub flow_drops: Vec<DropCounters>,
     /// Packets forwarded per scenario flow.
@@ -366,12 +373,15 @@ impl SwitchCore {
             })
             .collect();
         let fwd = forwarder_for(sc, n, lbf.as_ref());
-        let flow_payload_at = if matches!(fwd, Forwarder::Lbf(_)) {
-            let at = |f| crate::traffic::payload_prefix(sc, f).ok().map(|(p, _)| p.len());
-            sc.flows.iter().map(|f| f.slo.and_then(|_| at(f))).collect()
-        } else {
-            Vec::new()
-        };
+        let flow_payload_at = sc
+            .flows
+            .iter()
+            .map(|f| match f.traffic.tcp() {
+                Some(_) => None,
+                None => crate::traffic::payload_prefix(sc, f).ok().map(|(p, _)| p.len()),
+            })
+            .collect();
+        let hop_latency = vec![Vec::new(); ports.len()];
         Ok(SwitchCore {
             node: n,
             topo,
@@ -383,6 +393,8 @@ impl SwitchCore {
             flows,
             flow_tags: sc.flows.iter().map(|f| f.tags.clone()).collect(),
             flow_payload_at,
+            clock_origin_ns,
+            hop_latency,
             flow_drops: vec![DropCounters::default(); sc.flows.len()],
             flow_forwarded: vec![0; sc.flows.len()],
             counters: Counters::default(),
@@ -586,7 +598,8 @@ impl SwitchCore {
         let mut meta = Meta {
             id: self.next_id,
             flow: FOREIGN,
-            created: now,
+            // the sender's stamp when the payload carries one; until then, none
+            created: Time::MAX,
             arrival: now,
             ingress_port: local,
             ..Meta::default()
@@ -624,9 +637,12 @@ impl SwitchCore {
                 meta.flow = f;
                 if let Some(&Some(skip)) = self.flow_payload_at.get(f as usize) {
                     let at = headers.l4_offset().map(|o| o + 8 + skip);
-                    if let Some(seq) = at.and_then(|o| crate::traffic::payload_seq(data.get(o..)?))
+                    if let Some((seq, send_ns)) =
+                        at.and_then(|o| crate::traffic::payload_stamp(data.get(o..)?))
                     {
                         meta.seq = u64::from(seq);
+                        meta.created =
+                            Time::from_nanos(send_ns.saturating_sub(self.clock_origin_ns));
                     }
                 }
             }
@@ -746,6 +762,20 @@ impl SwitchCore {
         p.busy_time += tx;
         p.tx_packets += 1;
         p.tx_bytes += size.get();
+        // measurement at start of transmission, as in the simulator (a frame lost on the link
+        // counts too)
+        if pkt.meta.created <= t {
+            if let Some(row) = self.hop_latency.get_mut(i) {
+                let f = pkt.meta.flow as usize;
+                if row.len() <= f {
+                    row.resize_with(f + 1, || None);
+                }
+                row[f]
+                    .get_or_insert_with(LatencyStats::new)
+                    .record((t - pkt.meta.created).as_nanos());
+            }
+        }
+        let p = &mut self.ports[i];
         let lost = p.loss_threshold > 0 && p.rng.gen::<u64>() < p.loss_threshold;
         if lost {
             p.link_drops.count(DropReason::LinkLoss);

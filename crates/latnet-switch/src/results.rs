@@ -4,7 +4,9 @@
 //!
 //! Differences from a simulated run, all stated in the output: latency is measured physically
 //! (application send to application receive, both hosts' stacks included) whatever the
-//! scenario's convention; `hops` are not measured; `in_flight_at_end` holds packets that were
+//! scenario's convention; so are `hops`, the latency at the start of transmission from each
+//! hop (from the sender's stamp to the emulated start, measured by the switch emulating the
+//! port; flows of latnet's senders only); `in_flight_at_end` holds packets that were
 //! sent but neither received nor dropped by a switch (lost in a host, or still in flight when
 //! the receiver stopped); `events` counts packets the switches forwarded. Dual-queue AQM reports
 //! are the switches' own, with epochs counted from the run's time zero when the switches were
@@ -22,7 +24,7 @@ use crate::stats::SwitchStats;
 use crate::traffic::{RecvReport, SendReport};
 use latnet_dataplane::DropReason;
 use latnet_sim::lbf::{LbfFlowResult, LbfResults, LbfSwitchResult};
-use latnet_sim::results::{FlowResult, NodeResult, PortResult, QueueResult, Results};
+use latnet_sim::results::{FlowResult, HopResult, NodeResult, PortResult, QueueResult, Results};
 use latnet_sim::stats::{Jitter, LatencyStats};
 use latnet_sim::Scenario;
 use std::collections::BTreeMap;
@@ -45,6 +47,38 @@ fn merge(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
     }
 }
 
+/// Flow `f`'s latency at the start of transmission from each hop of its path, as the
+/// switches emulating those ports measured it (empty when none did: TCP flows, or no route).
+fn hop_latency(
+    sc: &Scenario,
+    topo: &latnet_sim::net::Topology,
+    f: &latnet_sim::scenario::FlowSpec,
+    switches: &[SwitchStats],
+) -> Vec<HopResult> {
+    let Some(path) = topo.path(f.src, f.dst) else { return Vec::new() };
+    let measured = |port: usize| {
+        let mut at = switches.iter().filter_map(|s| s.flows.iter().find(|x| x.flow == f.name));
+        at.find_map(|fs| fs.hops.iter().find(|h| h.port == port)).map(|h| h.latency_ns)
+    };
+    let hops: Vec<HopResult> = path
+        .windows(2)
+        .enumerate()
+        .map(|(k, w)| {
+            let port = topo.fib[w[0]][f.dst] as usize;
+            HopResult {
+                hop: k as u32,
+                node: sc.nodes[w[0]].name.clone(),
+                toward: sc.nodes[w[1]].name.clone(),
+                latency_ns: measured(port),
+            }
+        })
+        .collect();
+    if hops.iter().all(|h| h.latency_ns.is_none()) {
+        return Vec::new();
+    }
+    hops
+}
+
 /// Build the results of the emulated run in `dir`: `send-<flow>.json`, `recv-<host>.json`,
 /// `packets-<flow>.csv` and `switch-<node>.json`. `t0_ns` is the run's time zero
 /// (`CLOCK_MONOTONIC`), `end_ns` its length.
@@ -63,6 +97,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
             }
         }
     }
+    let topo = latnet_sim::net::Topology::build(sc);
     let mut flows = Vec::with_capacity(sc.flows.len());
     let mut lbf_flows = Vec::new();
     for f in &sc.flows {
@@ -140,10 +175,9 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
             },
             latency_ns: lat.summary(),
             jitter_ns: jitter.mean(),
-            hops: Vec::new(),
+            hops: hop_latency(sc, &topo, f, &switches),
         });
     }
-    let topo = latnet_sim::net::Topology::build(sc);
     let ports = topo
         .ports
         .iter()
@@ -309,7 +343,25 @@ mod tests {
         std::fs::write(dir.join("packets-f.csv"), log).unwrap();
         let res = collect(&sc, &dir, 1_000_000_000);
         std::fs::remove_dir_all(&dir).unwrap();
-        let lbf = res.unwrap().lbf.expect("an LBF section");
+        let res = res.unwrap();
+        // per hop, from the payload's stamp (0) to each start of transmission: at h1's NIC
+        // on arrival, at s1 after the 100 us serialization on h1's link
+        let hops: Vec<_> = res.flows[0]
+            .hops
+            .iter()
+            .map(|h| {
+                let l = h.latency_ns.map(|l| (l.count, l.min, l.max));
+                (h.hop, h.node.as_str(), h.toward.as_str(), l)
+            })
+            .collect();
+        assert_eq!(
+            hops,
+            [
+                (0, "h1", "s1", Some((3, 0, 2_000_000))),
+                (1, "s1", "h2", Some((3, 100_000, 2_100_000)))
+            ]
+        );
+        let lbf = res.lbf.expect("an LBF section");
         let f = &lbf.flows[0];
         assert_eq!((f.flow.as_str(), f.lower_ns, f.upper_ns), ("f", 100_000, Some(500_000)));
         assert_eq!((f.received, f.early, f.on_time), (5, 1, 2));

@@ -3,6 +3,7 @@
 
 use crate::core::{Role, SwitchCore};
 use latnet_dataplane::{DropCounters, Queue, QueueStats};
+use latnet_sim::stats::Summary;
 use latnet_sim::Scenario;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -195,6 +196,20 @@ pub struct FlowStats {
     pub forwarded: u64,
     /// Drops by reason.
     pub drops: Drops,
+    /// Latency at the start of transmission from each emulated port of this switch the flow
+    /// left by: from the sender's stamp (`CLOCK_MONOTONIC`) to the emulated start, so physical
+    /// and including the sender's stack. Only flows of latnet's senders (not TCP).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<PortLatency>,
+}
+
+/// A flow's latency at the start of transmission from one emulated port.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PortLatency {
+    /// Global port index (as in the results' `ports`).
+    pub port: usize,
+    /// Latency (ns).
+    pub latency_ns: Summary,
 }
 
 /// What the runner counts besides the core.
@@ -312,6 +327,15 @@ impl SwitchStats {
                     flow: f.name.clone(),
                     forwarded: core.flow_forwarded[i],
                     drops: drops(&core.flow_drops[i]),
+                    hops: core
+                        .ports
+                        .iter()
+                        .zip(&core.hop_latency)
+                        .filter_map(|(p, row)| {
+                            let l = row.get(i)?.as_ref()?.summary()?;
+                            Some(PortLatency { port: p.global, latency_ns: l })
+                        })
+                        .collect(),
                 })
                 .collect(),
             queue_series: Vec::new(),

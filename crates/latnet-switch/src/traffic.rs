@@ -78,6 +78,14 @@ pub fn payload_seq(buf: &[u8]) -> Option<u32> {
         .then(|| u32::from_be_bytes([b[4], b[5], b[6], b[7]]))
 }
 
+/// The sequence number and send instant of a payload written by [`fill_payload`] (without
+/// checking the rest of it); `None` if it is not one.
+pub fn payload_stamp(buf: &[u8]) -> Option<(u32, u64)> {
+    let seq = payload_seq(buf)?;
+    let t = buf.get(8..HEADER_LEN)?;
+    Some((seq, u64::from_be_bytes(t.try_into().ok()?)))
+}
+
 /// Parse a payload written by [`fill_payload`]; `None` if it is not one.
 pub fn parse_payload(buf: &[u8]) -> Option<Stamp> {
     if buf.len() < HEADER_LEN || u16::from_be_bytes([buf[0], buf[1]]) != MAGIC {
@@ -515,7 +523,7 @@ mod tests {
             let text = text.replace(
                 "lower = \"1ms\", encap = \"ipv6\", carry = \"timestamp\"",
                 &format!("carry = \"damper\", encap = \"{encap}\""),
-            );
+            ) + "[lbf]\ndamper_bound = \"100us\"\n";
             let sc = Scenario::from_str_named("t.toml", &text).unwrap();
             assert_eq!(block_at(&sc, &sc.flows[0]).unwrap(), Some(want), "{encap}");
         }

@@ -627,3 +627,35 @@ fn lbf_marks_are_reported_with_sequence_numbers_from_the_experiments_time_zero()
     let core = SwitchCore::new(&with(""), "s1").unwrap();
     assert!(core.lbf_stats(true).unwrap().counters.is_none());
 }
+
+/// Per-hop latency on real packets: from the sender's stamp (on the senders' clock, which
+/// reads `origin` when the switch's reads zero) to the emulated start of each transmission,
+/// at the host's emulated NIC (hop 0) and at s1 (hop 1); frames without latnet's payload are
+/// not measured.
+#[test]
+fn hop_latency_runs_from_the_senders_stamp_to_each_start_of_transmission() {
+    let sc = scenario("");
+    let origin = 7_000_000_000;
+    let mut core = SwitchCore::new_at(&sc, "s1", origin).unwrap();
+    let stamped = |seq: u32, send_ns: u64| {
+        let mut f = frame(1250, 7, 10_000);
+        crate::traffic::fill_payload(&mut f[42..], 0, seq, send_ns);
+        f
+    };
+    // the senders' stacks took 30 and 50 us; the third frame is not latnet's payload
+    let input = [
+        (30_000, stamped(0, origin)),
+        (1_050_000, stamped(1, origin + 1_000_000)),
+        (2_000_000, frame(1250, 7, 10_000)),
+    ];
+    assert_eq!(drive(&mut core, &input, &[]).len(), 3);
+    let st = crate::stats::SwitchStats::collect(&sc, &core, Default::default(), true);
+    let hops: Vec<_> = st.flows[0]
+        .hops
+        .iter()
+        .map(|h| (h.port, h.latency_ns.count, h.latency_ns.min, h.latency_ns.max))
+        .collect();
+    // h1's NIC (global port 0) starts each frame on arrival; s1's port toward h2 (global 2)
+    // after its 100 us serialization on h1's link
+    assert_eq!(hops, [(0, 2, 30_000, 50_000), (2, 2, 130_000, 150_000)]);
+}
