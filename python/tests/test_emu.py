@@ -753,7 +753,15 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     argv = ["run", str(sc), "--mode", "both", "--pcap", "--queues", "50ms", "--no-packets"]
     # (the scenario's [output] pcap asks the same of both runs: checked at the end)
     assert main([*argv, "--out", str(out)]) == 0
-    capsys.readouterr()
+    printed = capsys.readouterr().out
+    # per hop, every frame is measured where it starts transmission, the sender's NIC (h1 or
+    # h2, emulated by s1) first, then s1's port toward h3
+    emu = json.loads((out / "emu" / "results.json").read_text())
+    for f in emu["flows"]:
+        hops = [(h["node"], h["toward"], h["latency_ns"]["count"]) for h in f["hops"]]
+        assert hops == [(f["src"], "s1", f["sent"]), ("s1", "h3", f["sent"])], hops
+    assert "latency at the start of transmission from each hop" in printed
+    assert "h1->s1" in printed and "s1->h3" in printed
     key = ["t_ns", "node", "peer"]
     qs, qe = (pd.read_csv(out / mode / "queues.csv") for mode in ("sim", "emu"))
     assert qe[key].equals(qs[key]) and len(qe) == 26 * 6
@@ -762,7 +770,6 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     sending = qs["t_ns"] <= 950_000_000
     assert ((qe["max_packets"] > 0) == (qs["max_packets"] > 0))[sending].all()
     assert set(qs[sending & (qs["max_packets"] == 0)]["peer"]) == {"h1", "h2", "s1"}
-    emu = json.loads((out / "emu" / "results.json").read_text())
     names = sorted(p.name for p in (out / "emu" / "pcap").iterdir())
     assert names == sorted(p.name for p in (out / "sim" / "pcap").iterdir())
     assert names == sorted(f"{p['node']}-{p['peer']}.pcap" for p in emu["ports"])

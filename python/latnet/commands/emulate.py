@@ -71,6 +71,43 @@ def lbf_side_by_side(sim: dict, emu: dict) -> str | None:
     return render(headers, rows, title)
 
 
+def hops_side_by_side(sim: dict, emu: dict) -> str | None:
+    """One row per flow and hop: the latency at the start of transmission there, simulated
+    and emulated (from the sender's stamp: the sender's stack included), and the difference of
+    the medians; ``None`` when the emulation measured no hop (TCP flows only)."""
+    by_name = {f["name"]: f for f in emu["flows"]}
+    rows = []
+    for f in sim["flows"]:
+        e = by_name.get(f["name"])
+        emu_hops = {h["hop"]: h for h in (e or {}).get("hops", [])}
+        for h in f["hops"]:
+            eh = emu_hops.get(h["hop"])
+            if eh is None or eh["latency_ns"] is None or h["latency_ns"] is None:
+                continue
+            s, m = h["latency_ns"], eh["latency_ns"]
+            rows.append(
+                [
+                    f["name"],
+                    h["hop"],
+                    f"{h['node']}->{h['toward']}",
+                    m["count"],
+                    fmt_us(s["p50"]),
+                    fmt_us(m["p50"]),
+                    fmt_us(m["p50"] - s["p50"]),
+                    fmt_us(s["p99"]),
+                    fmt_us(m["p99"]),
+                ]
+            )
+    if not rows:
+        return None
+    headers = ["flow", "hop", "port", "emu n", "sim p50", "emu p50", "diff", "sim p99", "emu p99"]
+    title = (
+        f"latency at the start of transmission from each hop: simulated (latency "
+        f"{sim['latency_convention']}) vs emulated (from the sender's stamp, us)"
+    )
+    return render(headers, rows, title)
+
+
 def cmd_run_emu(args: argparse.Namespace) -> int:
     from .. import run as run_sim
     from ..emu import run_emu
@@ -105,6 +142,9 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     sim_out = base / "sim"
     sim.write(sim_out)
     print(side_by_side(sim.summary, emu.summary))
+    hops = hops_side_by_side(sim.summary, emu.summary)
+    if hops is not None:
+        print("\n" + hops)
     lbf = lbf_side_by_side(sim.summary, emu.summary)
     if lbf is not None:
         print("\n" + lbf)
