@@ -193,7 +193,8 @@ pub struct SwitchCore {
     /// The senders' clock (`CLOCK_MONOTONIC`) when this switch's clock reads zero.
     clock_origin_ns: u64,
     /// Per emulated port (local index) and flow, the latency from the sender's stamp to the
-    /// start of each transmission (physical), as the simulator's per-hop latency.
+    /// start of each transmission (physical), as the simulator's per-hop latency. A packet
+    /// without a stamp has `meta.created == Time::MAX` and is not measured.
     pub hop_latency: Vec<Vec<Option<LatencyStats>>>,
     /// Drops per scenario flow (by flow index).
     pub flow_drops: Vec<DropCounters>,
@@ -381,7 +382,8 @@ impl SwitchCore {
                 None => crate::traffic::payload_prefix(sc, f).ok().map(|(p, _)| p.len()),
             })
             .collect();
-        let hop_latency = vec![Vec::new(); ports.len()];
+        let hop_latency =
+            (0..ports.len()).map(|_| sc.flows.iter().map(|_| None).collect()).collect();
         Ok(SwitchCore {
             node: n,
             topo,
@@ -765,14 +767,11 @@ impl SwitchCore {
         // measurement at start of transmission, as in the simulator (a frame lost on the link
         // counts too)
         if pkt.meta.created <= t {
-            if let Some(row) = self.hop_latency.get_mut(i) {
-                let f = pkt.meta.flow as usize;
-                if row.len() <= f {
-                    row.resize_with(f + 1, || None);
-                }
-                row[f]
-                    .get_or_insert_with(LatencyStats::new)
-                    .record((t - pkt.meta.created).as_nanos());
+            // (a stamp is read only for scenario flows: the slot exists)
+            if let Some(s) =
+                self.hop_latency.get_mut(i).and_then(|r| r.get_mut(pkt.meta.flow as usize))
+            {
+                s.get_or_insert_with(LatencyStats::new).record((t - pkt.meta.created).as_nanos());
             }
         }
         let p = &mut self.ports[i];

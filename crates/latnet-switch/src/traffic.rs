@@ -70,36 +70,26 @@ pub struct Stamp {
     pub intact: bool,
 }
 
-/// The sequence number of a payload written by [`fill_payload`] (without checking the rest of
-/// it); `None` if it is not one.
-pub fn payload_seq(buf: &[u8]) -> Option<u32> {
-    let b = buf.get(..HEADER_LEN)?;
-    (u16::from_be_bytes([b[0], b[1]]) == MAGIC)
-        .then(|| u32::from_be_bytes([b[4], b[5], b[6], b[7]]))
-}
-
 /// The sequence number and send instant of a payload written by [`fill_payload`] (without
-/// checking the rest of it); `None` if it is not one.
+/// checking the rest of it); `None` if it is not one. The switches read this at ingress.
 pub fn payload_stamp(buf: &[u8]) -> Option<(u32, u64)> {
-    let seq = payload_seq(buf)?;
-    let t = buf.get(8..HEADER_LEN)?;
-    Some((seq, u64::from_be_bytes(t.try_into().ok()?)))
+    let b: &[u8; HEADER_LEN] = buf.get(..HEADER_LEN)?.try_into().ok()?;
+    (u16::from_be_bytes([b[0], b[1]]) == MAGIC).then(|| {
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&b[8..16]);
+        (u32::from_be_bytes([b[4], b[5], b[6], b[7]]), u64::from_be_bytes(t))
+    })
 }
 
 /// Parse a payload written by [`fill_payload`]; `None` if it is not one.
 pub fn parse_payload(buf: &[u8]) -> Option<Stamp> {
-    if buf.len() < HEADER_LEN || u16::from_be_bytes([buf[0], buf[1]]) != MAGIC {
-        return None;
-    }
+    let (seq, send_ns) = payload_stamp(buf)?;
     let flow = u16::from_be_bytes([buf[2], buf[3]]);
-    let seq = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
-    let mut t = [0u8; 8];
-    t.copy_from_slice(&buf[8..16]);
     let intact = buf[HEADER_LEN..]
         .iter()
         .enumerate()
         .all(|(k, &b)| b == (seq as u8).wrapping_add(k as u8) ^ 0x5a);
-    Some(Stamp { flow, seq, send_ns: u64::from_be_bytes(t), intact })
+    Some(Stamp { flow, seq, send_ns, intact })
 }
 
 /// What a sender did.
