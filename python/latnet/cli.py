@@ -164,7 +164,8 @@ def parser() -> argparse.ArgumentParser:
         dest="packets",
         action="store_true",
         default=None,
-        help="record every packet and hop (packets.csv, hops.csv)",
+        help="record every packet and hop (packets.csv, hops.csv; emulated runs: hops.csv from "
+        "the switches, the receivers log every packet anyway)",
     )
     r.add_argument(
         "--no-packets",

@@ -19,6 +19,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from . import LatnetError
 from .results import SummaryFrames
 from .testbed import Testbed
@@ -33,7 +35,8 @@ SENDERS_MARGIN_NS = 200_000_000
 class EmuResults(SummaryFrames):
     """Results of an emulated run: ``summary`` is the dict of ``results.json``; ``pcaps`` the
     link captures (``out/pcap/<node>-<peer>.pcap``) and ``queues`` the queue series
-    (``queues.csv`` as a DataFrame) when the run was asked for them; ``hop_latency(flow)``
+    (``queues.csv`` as a DataFrame) and ``hops`` the per-packet hop records (``hops.csv``, the
+    simulator's columns, ``id`` empty) when the run was asked for them; ``hop_latency(flow)``
     (from the sender's stamp to each emulated start of transmission); with LBF, ``lbf_flows``,
     ``lbf_switches``, ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the
     receivers' early / on-time / late count uses the measured, physical latency)."""
@@ -44,10 +47,11 @@ class EmuResults(SummaryFrames):
         self.packets = None
         self.pcaps: list[Path] = sorted((out / "pcap").glob("*.pcap"))
         self.queues = None
+        self.hops = None
         if (out / "queues.csv").exists():
-            import pandas as pd
-
             self.queues = pd.read_csv(out / "queues.csv")
+        if (out / "hops.csv").exists():
+            self.hops = pd.read_csv(out / "hops.csv")
 
     def __repr__(self) -> str:
         s = self.summary
@@ -116,6 +120,7 @@ def run_emu(
     pcap: bool | None = None,
     queues: str | None = None,
     switch_processes: str | None = None,
+    packets: bool | None = None,
 ) -> EmuResults:
     """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``).
 
@@ -124,12 +129,16 @@ def run_emu(
     as the simulator does: each frame stamped at the start of its emulated transmission,
     counted from the scenario's time zero (see ``latnet-switch run --pcap``). With ``queues`` (an
     interval such as ``"1ms"``; else the scenario's ``[output] queues``) they sample the queues
-    they emulate as the simulator does, into ``out/queues.csv``. ``switch_processes``: see
-    ``Testbed``."""
+    they emulate as the simulator does, into ``out/queues.csv``. With ``packets`` (``None``: the
+    scenario's ``[output] packets``) they record every transmission of a packet of a flow of
+    latnet's senders into ``out/hops.csv``, the simulator's per-hop table (``id`` empty; ``flow``
+    and ``seq`` name the packet, as in the receivers' ``emu-run/packets-<flow>.csv``).
+    ``switch_processes``: see ``Testbed``."""
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
-    stale = [*run_dir.glob("*"), *(out / "pcap").glob("*.pcap"), out / "queues.csv"]
+    stale = [*run_dir.glob("*"), *(out / "pcap").glob("*.pcap")]
+    stale += [out / "queues.csv", out / "hops.csv"]
     for old in stale:
         if old.is_file():
             old.unlink()
@@ -142,6 +151,7 @@ def run_emu(
         queues=queues,
         switch_processes=switch_processes,
     )
+    tb.hop_records = packets if packets is not None else tb.plan["output_packets"]
     if pcap or (pcap is None and tb.plan["output_pcap"]):
         tb.pcap_dir = (out / "pcap").resolve()
     length = tb.plan["duration_ns"] + tb.plan["drain_ns"]

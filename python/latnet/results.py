@@ -257,6 +257,7 @@ class Results(SummaryFrames):
             {
                 "id": np.frombuffer(cols["id"], dtype="<u8"),
                 "flow": names[flow],
+                "seq": np.frombuffer(cols["seq"], dtype="<u8"),
                 "hop": np.frombuffer(cols["hop"], dtype="u1"),
                 "node": nodes[np.frombuffer(cols["node"], dtype="<u4")],
                 "port": np.frombuffer(cols["port"], dtype="<u4"),

@@ -103,6 +103,7 @@ class Testbed:
         time_zero_after_ns: int | None = None,
         pcap_dir: str | os.PathLike[str] | None = None,
         queues: str | None = None,
+        hop_records: bool = False,
         spin_us: int | None = None,
         switch_processes: str | None = None,
     ):
@@ -133,6 +134,10 @@ class Testbed:
         # With ``queues`` (an interval, e.g. "1ms"; else the scenario's ``[output] queues``),
         # every switch samples the queues of the ports it emulates into its final statistics.
         self.queues = queues
+        # With ``hop_records``, every switch writes a row per transmission of a packet of a
+        # scenario flow into ``run_dir/hops-<node>.csv`` (``latnet-switch run --hops``), which
+        # ``latnet-switch results`` merges into the simulator's ``hops.csv``.
+        self.hop_records = hop_records
         # "per-node": a latnet-switch process per switch; "one": one process runs every switch
         # in one loop (``latnet-switch run --node A,B --netns ...``). By default one process
         # when the switches outnumber the CPUs: their busy-waits would delay each other's
@@ -356,6 +361,8 @@ class Testbed:
             argv += ["--pcap", str(self.pcap_dir)]
         if self.queues is not None:
             argv += ["--queues", self.queues]
+        if self.hop_records:
+            argv += ["--hops", str(self.run_dir.resolve())]
         argv += ["--spin-us", str(self.spin_us)]
         return argv
 

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -742,7 +743,8 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     per link direction, named as the simulator's, holding every frame the port sent (its count
     in results.json), stamped from the scenario's time zero; a CBR flow's frames appear on every
     link as often and about when they do in the simulation. The queue series has the
-    simulator's rows (instants and ports)."""
+    simulator's rows (instants and ports). With --packets the switches' hop records have the
+    simulator's rows: every frame of both flows at each hop, about when it was simulated."""
     import pandas as pd
 
     from latnet.cli import main
@@ -750,7 +752,7 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     flows = cbr("a", "h1", "8Mbps", 1000) + cbr("b", "h2", "4Mbps", 500)
     sc = scenario(tmp_path, two_hosts("100Mbps", "200us", FIFO, flows, "1s"))
     out = tmp_path / "out"
-    argv = ["run", str(sc), "--mode", "both", "--pcap", "--queues", "50ms", "--no-packets"]
+    argv = ["run", str(sc), "--mode", "both", "--pcap", "--queues", "50ms", "--packets"]
     # (the scenario's [output] pcap asks the same of both runs: checked at the end)
     assert main([*argv, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -762,6 +764,17 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
         assert hops == [(f["src"], "s1", f["sent"]), ("s1", "h3", f["sent"])], hops
     assert "latency at the start of transmission from each hop" in printed
     assert "h1->s1" in printed and "s1->h3" in printed
+    hs, he = (pd.read_csv(out / mode / "hops.csv") for mode in ("sim", "emu"))
+    key = ["flow", "seq", "hop", "node", "port"]
+    assert he["id"].isna().all() and list(he.columns) == list(hs.columns)
+    hs, he = hs.sort_values(key), he.sort_values(key)
+    assert len(he) == 2 * sum(f["sent"] for f in emu["flows"])
+    assert he[key].reset_index(drop=True).equals(hs[key].reset_index(drop=True))
+    assert (he["start_tx_ns"] >= he["eligible_ns"]).all()
+    assert (he["eligible_ns"] >= he["enqueue_ns"]).all()
+    lag = he["start_tx_ns"].to_numpy() - hs["start_tx_ns"].to_numpy()
+    # stamped from the scenario's time zero, as the simulator's: typically tens of us later
+    assert abs(np.median(lag)) < 1_000_000, np.percentile(lag, [0, 50, 100])
     key = ["t_ns", "node", "peer"]
     qs, qe = (pd.read_csv(out / mode / "queues.csv") for mode in ("sim", "emu"))
     assert qe[key].equals(qs[key]) and len(qe) == 26 * 6
@@ -793,10 +806,13 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     for col in ("src", "dst", "sport", "dport", "wire_len"):
         count = lambda df, c: df[c].value_counts().sort_index()  # noqa: E731
         assert count(e, col).equals(count(frames["sim"], col)), col
-    # `[output] pcap = true` in the scenario captures an emulated run without --pcap
-    sc.write_text(sc.read_text() + "\n[output]\npcap = true\n")
+    # `[output] pcap = true` in the scenario captures an emulated run without --pcap, and
+    # `packets = true` records its hops
+    sc.write_text(sc.read_text() + "\n[output]\npcap = true\npackets = true\n")
     res = run_emu(sc, tmp_path / "by-scenario")
     assert sorted(p.name for p in res.pcaps) == names
+    assert res.hops is not None
+    assert len(res.hops) == 2 * sum(f["sent"] for f in res.summary["flows"])
 
 
 def test_testbed_up_with_pcap_captures_traffic_sent_by_hand(tmp_path):

@@ -68,6 +68,10 @@ def test_run_returns_dataframes(demo):
     assert (hops["start_tx_ns"] >= hops["enqueue_ns"]).all()
     # no hop of the demo holds a packet: each is eligible when it joins the queue
     assert (hops["eligible_ns"] == hops["enqueue_ns"]).all()
+    # each hop row carries its packet's flow and sequence number, as packets.csv has them
+    joined = hops.merge(pk, on="id", suffixes=("", "_pk"))
+    assert len(joined) == len(hops) and (joined["seq"] == joined["seq_pk"]).all()
+    assert (joined["flow"] == joined["flow_pk"]).all() and hops["seq"].max() > 0
     assert list(demo.hop_latency("control")["node"]) == ["sensor", "sw1", "sw2"]
     assert demo.latency_convention == "physical"
 

@@ -123,6 +123,7 @@ impl SimResults {
         let d = PyDict::new(py);
         d.set_item("id", le_bytes(py, h, |r| r.id.to_le_bytes()))?;
         d.set_item("flow", le_bytes(py, h, |r| r.flow.to_le_bytes()))?;
+        d.set_item("seq", le_bytes(py, h, |r| r.seq.to_le_bytes()))?;
         d.set_item("hop", le_bytes(py, h, |r| [r.hop]))?;
         d.set_item("node", le_bytes(py, h, |r| r.node.to_le_bytes()))?;
         d.set_item("port", le_bytes(py, h, |r| r.port.to_le_bytes()))?;

@@ -303,6 +303,9 @@ impl PacketRecord {
     }
 }
 
+/// The header of `hops.csv` (simulated and emulated runs).
+pub const HOPS_CSV_HEADER: &str = "id,flow,seq,hop,node,port,enqueue_ns,eligible_ns,start_tx_ns\n";
+
 /// One transmission of one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HopRecord {
@@ -310,6 +313,8 @@ pub struct HopRecord {
     pub id: u64,
     /// Flow index.
     pub flow: u32,
+    /// Sequence number within the flow (as in [`PacketRecord`]).
+    pub seq: u64,
     /// Hop index (0: source host).
     pub hop: u8,
     /// Transmitting node.
@@ -398,13 +403,14 @@ impl Results {
     /// The per-hop table as CSV, if recorded.
     pub fn hops_csv(&self) -> Option<String> {
         let log = self.log.as_ref()?;
-        let mut s = String::from("id,flow,hop,node,port,enqueue_ns,eligible_ns,start_tx_ns\n");
+        let mut s = String::from(HOPS_CSV_HEADER);
         for r in &log.hops {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{}",
                 r.id,
                 self.flow_name(r.flow),
+                r.seq,
                 r.hop,
                 self.nodes.get(r.node as usize).map_or("", |n| n.name.as_str()),
                 r.port,

@@ -545,6 +545,7 @@ impl Simulator {
             log.hops.push(HopRecord {
                 id: pkt.meta.id,
                 flow: pkt.meta.flow,
+                seq: pkt.meta.seq,
                 hop: pkt.meta.hops,
                 node: topo.node as u32,
                 port: port as u32,

@@ -6,7 +6,13 @@
 //! `cargo bench -p latnet-switch --bench core` — groups:
 //! * `core/<size>B/spaced`: one frame every 2 us (each leaves before the next arrives);
 //! * `core/<size>B/burst64`: bursts of 64 frames at one instant, then the clock moves 200 us
-//!   (what a wake-up that drains a ring sees).
+//!   (what a wake-up that drains a ring sees);
+//! * `core/<size>B/spaced-flow`: as `spaced`, but the frames are a scenario flow's, with the
+//!   sender's stamp in the payload: the switch reads it and measures per-hop latency at both
+//!   ports it emulates (the host's NIC and its own egress);
+//! * `core/<size>B/spaced-flow-hops`: the same with per-packet hop records
+//!   (`latnet-switch run --hops`), the records taken after each iteration as the runner hands
+//!   them to its writer thread (which turns them into CSV: not measured here).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use latnet_sim::Scenario;
@@ -37,6 +43,15 @@ b = "sw"
 [[links]]
 a = "sw"
 b = "h2"
+"#;
+
+/// [`SC`] with a flow whose frames are [`frame`]'s (same addresses and ports).
+const FLOW: &str = r#"
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 1514
+traffic = { kind = "cbr", rate = "1Gbps" }
 "#;
 
 fn frame(len: usize) -> Vec<u8> {
@@ -97,6 +112,32 @@ fn bench(c: &mut Criterion) {
             assert_eq!(feed(&mut core, &f, &mut t0, N, burst, gap), N);
             g.bench_function(BenchmarkId::new(format!("{size}B"), name), |b| {
                 b.iter(|| feed(&mut core, &f, &mut t0, N, burst, gap))
+            });
+        }
+        let sc = Scenario::from_str_named("flow.toml", &format!("{SC}{FLOW}")).expect("valid");
+        let mut f = f.clone();
+        // sent at the switch's time zero: every transmission is measured
+        latnet_switch::traffic::fill_payload(&mut f[42..], 0, 1, 0);
+        for (name, records) in [("spaced-flow", false), ("spaced-flow-hops", true)] {
+            let mut core = SwitchCore::new(&sc, "sw").expect("switch sw");
+            if records {
+                core.enable_hop_records(0);
+            }
+            let mut t0 = 0u64;
+            let mut rows = Vec::new();
+            assert_eq!(feed(&mut core, &f, &mut t0, N, 1, 2_000), N);
+            let measured = |core: &SwitchCore| {
+                core.hop_latency.iter().flatten().flatten().map(|s| s.count()).sum::<u64>()
+            };
+            assert_eq!(measured(&core), 2 * N as u64, "both ports measure every frame");
+            assert_eq!(core.swap_hop_records(1, &mut rows), records);
+            g.bench_function(BenchmarkId::new(format!("{size}B"), name), |b| {
+                b.iter(|| {
+                    let n = feed(&mut core, &f, &mut t0, N, 1, 2_000);
+                    rows.clear();
+                    core.swap_hop_records(0, &mut rows);
+                    n
+                })
             });
         }
     }

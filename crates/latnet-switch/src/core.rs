@@ -220,6 +220,57 @@ pub struct SwitchCore {
     capture: Option<(Vec<Vec<u8>>, i64)>,
     /// The queue series ([`SwitchCore::enable_queue_series`]).
     queue_series: Option<QueueSampler>,
+    /// Per-packet hop records ([`SwitchCore::enable_hop_records`]).
+    hop_log: Option<HopLog>,
+}
+
+/// One record per transmission of a stamped packet of a scenario flow, for the simulator's
+/// `hops.csv`: [`HOP_RECORD_BYTES`] each, turned into CSV by [`hop_records_csv`] (off the
+/// forwarding loop).
+#[derive(Debug)]
+struct HopLog {
+    /// Records not yet taken.
+    buf: Vec<u8>,
+    /// What to add to the switch's clock for the records' instants.
+    offset_ns: i64,
+}
+
+/// Bytes of one hop record as the core collects them: flow index and global port (u32), then
+/// sequence number and the three instants (u64), little-endian.
+pub const HOP_RECORD_BYTES: usize = 40;
+
+/// Append hop records `raw` (as [`SwitchCore::swap_hop_records`] hands them over) to `out` as
+/// CSV rows under [`HOP_RECORDS_HEADER`], flows named by `names` (by index). A partial record
+/// at the end is ignored.
+pub fn hop_records_csv(raw: &[u8], names: &[String], out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    for r in raw.chunks_exact(HOP_RECORD_BYTES) {
+        let u32_at = |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().unwrap_or([0; 4]));
+        let u64_at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().unwrap_or([0; 8]));
+        let flow = names.get(u32_at(0) as usize).map_or("", String::as_str);
+        // (writing into a Vec cannot fail)
+        let _ = writeln!(
+            out,
+            "{flow},{},{},{},{},{}",
+            u64_at(8),
+            u32_at(4),
+            u64_at(16),
+            u64_at(24),
+            u64_at(32)
+        );
+    }
+}
+
+/// The header of a switch's hop records (`latnet-switch run --hops`): per transmission of a
+/// stamped packet of a scenario flow, the flow's name, the packet's sequence number, the global
+/// egress port and the instants it joined the queue, its forwarder's hold ended and its
+/// transmission started (ns from the experiment's time zero).
+pub const HOP_RECORDS_HEADER: &str = "flow,seq,port,enqueue_ns,eligible_ns,start_tx_ns\n";
+
+/// Switch-clock instant `t` plus `offset_ns`, 0 if that is before zero.
+fn shifted(t: Time, offset_ns: i64) -> u64 {
+    let at = (i128::from(t.as_nanos()) + i128::from(offset_ns)).max(0);
+    u64::try_from(at).unwrap_or(u64::MAX)
 }
 
 /// Samples of every emulated port's queue at fixed instants, as the simulator's
@@ -410,6 +461,7 @@ impl SwitchCore {
             run_start,
             capture: None,
             queue_series: None,
+            hop_log: None,
         })
     }
 
@@ -440,6 +492,26 @@ impl SwitchCore {
                 format!("{}-{}.pcap", sc.nodes[t.node].name, sc.nodes[t.peer].name)
             })
             .collect()
+    }
+
+    /// Record every transmission of a stamped packet of a scenario flow from now on (the
+    /// packets [`Self::hop_latency`] measures), as the simulator's per-packet `hops.csv` does:
+    /// records of [`HOP_RECORD_BYTES`] (CSV rows under [`HOP_RECORDS_HEADER`] once passed to
+    /// [`hop_records_csv`]), instants on the switch's clock plus `offset_ns` (as
+    /// [`Self::enable_capture`] stamps them), collected with [`Self::swap_hop_records`].
+    pub fn enable_hop_records(&mut self, offset_ns: i64) {
+        self.hop_log = Some(HopLog { buf: Vec::new(), offset_ns });
+    }
+
+    /// The hop records written so far, if recording and there are at least `at_least` bytes of
+    /// them: swapped with `spare` (which should be empty), as [`Self::swap_capture`] does.
+    pub fn swap_hop_records(&mut self, at_least: usize, spare: &mut Vec<u8>) -> bool {
+        let Some(log) = self.hop_log.as_mut() else { return false };
+        if log.buf.is_empty() || log.buf.len() < at_least {
+            return false;
+        }
+        std::mem::swap(&mut log.buf, spare);
+        true
     }
 
     /// Port `i`'s captured records, if capturing and there are at least `at_least` bytes of
@@ -772,6 +844,15 @@ impl SwitchCore {
                 self.hop_latency.get_mut(i).and_then(|r| r.get_mut(pkt.meta.flow as usize))
             {
                 s.get_or_insert_with(LatencyStats::new).record((t - pkt.meta.created).as_nanos());
+                if let Some(log) = &mut self.hop_log {
+                    let (m, o, b) = (&pkt.meta, log.offset_ns, &mut log.buf);
+                    b.extend_from_slice(&m.flow.to_le_bytes());
+                    b.extend_from_slice(&(self.ports[i].global as u32).to_le_bytes());
+                    b.extend_from_slice(&m.seq.to_le_bytes());
+                    b.extend_from_slice(&shifted(m.arrival, o).to_le_bytes());
+                    b.extend_from_slice(&shifted(m.eligible.max(m.arrival), o).to_le_bytes());
+                    b.extend_from_slice(&shifted(t, o).to_le_bytes());
+                }
             }
         }
         let p = &mut self.ports[i];
@@ -798,8 +879,7 @@ impl SwitchCore {
             }
         }
         if let Some((c, offset)) = &mut self.capture {
-            let at = (i128::from(t.as_nanos()) + i128::from(*offset)).max(0);
-            let at = Time::from_nanos(u64::try_from(at).unwrap_or(u64::MAX));
+            let at = Time::from_nanos(shifted(t, *offset));
             latnet_sim::pcap::push(&mut c[i], at, &pkt.data, size.get());
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);

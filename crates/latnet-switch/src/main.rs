@@ -4,7 +4,7 @@
 //! latnet-switch run     --scenario S.toml --node NODE[,NODE...] [--netns NS[,NS...]]
 //!                       [--stats FILE[,FILE...]] [--stats-every 1s]
 //!                       [--ring-mb 8] [--duration D] [--seed N] [--t0 NS] [--pcap DIR]
-//!                       [--queues INTERVAL] [--spin-us 20]
+//!                       [--queues INTERVAL] [--hops DIR] [--spin-us 20]
 //! latnet-switch plan    --scenario S.toml
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
@@ -37,11 +37,14 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
                         samples and capture stamps count from it; default: the switch's start)
            [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap)
            [--queues INTERVAL] (each port's queue sampled into the final --stats file)
+           [--hops DIR] (a row per transmission of a packet of a scenario flow:
+                         DIR/hops-<node>.csv, merged into hops.csv by `results`)
            [--spin-us 20] (waits up to this long busy-poll instead of sleeping; 0: never)
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
   recv     --host NAME --until NS --dir DIR [--out FILE]
-  results  --dir DIR --end-ns NS --out DIR [--seed N]";
+  results  --dir DIR --end-ns NS --out DIR [--seed N]
+           (also DIR/hops-<node>.csv into OUT/hops.csv, the simulator's format)";
 
 enum Fail {
     Usage(String),
@@ -163,6 +166,7 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 duration_ns: dur(&a, "duration")?.map(|d| d.as_nanos()),
                 t0_ns: a.get("t0").map(|_| num(&a, "t0")).transpose()?,
                 pcap_dir: a.get("pcap").map(PathBuf::from),
+                hops_dir: a.get("hops").map(PathBuf::from),
                 queues: match dur(&a, "queues")? {
                     Some(d) if d.is_zero() => {
                         return Err(Fail::Usage("--queues: expected an interval above zero".into()))
@@ -223,7 +227,12 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
             let sc = scenario(&a)?;
             let res = results::collect(&sc, Path::new(need(&a, "dir")?), num(&a, "end-ns")?)
                 .map_err(io)?;
-            res.write_dir(Path::new(need(&a, "out")?)).map_err(io)?;
+            let out = Path::new(need(&a, "out")?);
+            res.write_dir(out).map_err(io)?;
+            if let Some(h) = results::hop_records(&sc, Path::new(need(&a, "dir")?)).map_err(io)? {
+                std::fs::write(out.join("hops.csv"), h)
+                    .map_err(|e| io(std::io::Error::new(e.kind(), format!("hops.csv: {e}"))))?;
+            }
             Ok(())
         }
         "tcp-send" => {

@@ -89,6 +89,9 @@ pub struct Plan {
     pub drain_ns: u64,
     /// The scenario's `[output] pcap`: a run captures its links unless told otherwise.
     pub output_pcap: bool,
+    /// The scenario's `[output] packets`: a run records every packet's hops unless told
+    /// otherwise (`latnet-switch run --hops`).
+    pub output_packets: bool,
 }
 
 /// A flow (for the launcher of senders and receivers).
@@ -272,6 +275,7 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
         duration_ns: sc.sim.duration.as_nanos(),
         drain_ns: sc.sim.drain.as_nanos(),
         output_pcap: sc.output.pcap,
+        output_packets: sc.output.packets,
     })
 }
 

@@ -79,6 +79,77 @@ fn hop_latency(
     hops
 }
 
+/// The switches' per-packet hop records in `dir` (`hops-<node>.csv`, written under
+/// `latnet-switch run --hops`) as the simulator's `hops.csv`: each row's hop index and
+/// transmitting node from the flow's path, rows in order of their start of transmission.
+/// `id` is empty (the simulator's packet id; an emulated packet is named by `flow` and `seq`,
+/// as the simulator's rows are too). `None` when no switch wrote records. A malformed row is
+/// an error naming the file and line.
+pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
+    let topo = latnet_sim::net::Topology::build(sc);
+    // per flow name: its index and, per global port on its path, the hop index
+    let mut paths = BTreeMap::new();
+    for (i, f) in sc.flows.iter().enumerate() {
+        let Some(path) = topo.path(f.src, f.dst) else { continue };
+        let hops: BTreeMap<usize, usize> =
+            path.windows(2).enumerate().map(|(k, w)| (topo.fib[w[0]][f.dst] as usize, k)).collect();
+        paths.insert(f.name.as_str(), (i, hops));
+    }
+    let header = crate::core::HOP_RECORDS_HEADER.trim_end();
+    let mut found = false;
+    // (start of transmission, hop, flow index, seq) and the row
+    let mut rows: Vec<((u64, usize, usize, u64), String)> = Vec::new();
+    for n in &sc.nodes {
+        let path = dir.join(format!("hops-{}.csv", n.name));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        };
+        found = true;
+        let bad = |line: usize, what: String| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{}:{line}: {what}", path.display()))
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(header) {
+            return Err(bad(1, format!("expected the header {header:?}")));
+        }
+        for (k, line) in lines.enumerate() {
+            let at = k + 2;
+            let v: Vec<&str> = line.split(',').collect();
+            let [flow, seq, port, enq, elig, start] = v[..] else {
+                return Err(bad(at, format!("expected 6 fields ({header}), got {}", v.len())));
+            };
+            let num = |name: &str, s: &str| {
+                s.parse::<u64>()
+                    .map_err(|_| bad(at, format!("{name}: expected an integer, got {s:?}")))
+            };
+            let (seq, port_n) = (num("seq", seq)?, num("port", port)?);
+            let (enq, elig, start) =
+                (num("enqueue_ns", enq)?, num("eligible_ns", elig)?, num("start_tx_ns", start)?);
+            let Some((fi, hops)) = paths.get(flow) else {
+                return Err(bad(at, format!("flow: no routed flow named {flow:?}")));
+            };
+            let port_i = usize::try_from(port_n).unwrap_or(usize::MAX);
+            let Some(&hop) = hops.get(&port_i) else {
+                return Err(bad(at, format!("port: {port_n} is not on flow {flow:?}'s path")));
+            };
+            let node = &sc.nodes[topo.ports[port_i].node].name;
+            rows.push((
+                (start, hop, *fi, seq),
+                format!(",{flow},{seq},{hop},{node},{port_n},{enq},{elig},{start}\n"),
+            ));
+        }
+    }
+    if !found {
+        return Ok(None);
+    }
+    rows.sort_unstable_by_key(|r| r.0);
+    let mut out = String::from(latnet_sim::results::HOPS_CSV_HEADER);
+    out.extend(rows.into_iter().map(|r| r.1));
+    Ok(Some(out))
+}
+
 /// Build the results of the emulated run in `dir`: `send-<flow>.json`, `recv-<host>.json`,
 /// `packets-<flow>.csv` and `switch-<node>.json`. `t0_ns` is the run's time zero
 /// (`CLOCK_MONOTONIC`), `end_ns` its length.
@@ -375,5 +446,48 @@ mod tests {
         assert_eq!(lbf.notifications_total, 3);
         let seqs: Vec<_> = lbf.notifications.iter().map(|n| (n.flow.as_str(), n.seq)).collect();
         assert_eq!(seqs, [("f", 0), ("f", 1), ("f", 2)]);
+    }
+
+    /// The switches' hop records become the simulator's `hops.csv`: hop index and node from
+    /// the flow's path, rows in order of their start of transmission; no file, no table; a
+    /// bad row is an error naming the file, the line and the field.
+    #[test]
+    fn hop_records_are_merged_into_the_simulators_hops_csv() {
+        let sc = Scenario::from_str_named("t.toml", SC).unwrap();
+        let dir = std::env::temp_dir().join(format!("latnet-emu-hops-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let topo = latnet_sim::net::Topology::build(&sc);
+        let out = |p: usize| topo.fib[p][2];
+        let (p0, p1) = (out(0), out(1));
+        assert_eq!(hop_records(&sc, &dir).unwrap(), None);
+        let file = dir.join("hops-s1.csv");
+        let header = crate::core::HOP_RECORDS_HEADER;
+        std::fs::write(
+            &file,
+            format!("{header}f,1,{p1},1200,1300,1400\nf,0,{p0},0,0,10\nf,1,{p0},1000,1000,1010\n"),
+        )
+        .unwrap();
+        let got = hop_records(&sc, &dir).unwrap().unwrap();
+        let want = format!(
+            "{}\
+             ,f,0,0,h1,{p0},0,0,10\n,f,1,0,h1,{p0},1000,1000,1010\n,f,1,1,s1,{p1},1200,1300,1400\n",
+            latnet_sim::results::HOPS_CSV_HEADER
+        );
+        assert_eq!(got, want);
+        let err = |text: String| {
+            std::fs::write(&file, text).unwrap();
+            hop_records(&sc, &dir).unwrap_err().to_string()
+        };
+        let e = err(format!("{header}f,0,{p0},0,0,10\nf,x,{p0},0,0,10\n"));
+        assert!(e.ends_with("hops-s1.csv:3: seq: expected an integer, got \"x\""), "{e}");
+        let e = err(format!("{header}g,0,{p0},0,0,10\n"));
+        assert!(e.ends_with(":2: flow: no routed flow named \"g\""), "{e}");
+        let e = err(format!("{header}f,0,99,0,0,10\n"));
+        assert!(e.ends_with(":2: port: 99 is not on flow \"f\"'s path"), "{e}");
+        let e = err(format!("{header}f,0,{p0},0\n"));
+        assert!(e.contains(":2: expected 6 fields"), "{e}");
+        let e = err("seq,flow\n".to_owned());
+        assert!(e.contains(":1: expected the header"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -33,6 +33,9 @@ pub struct RunConfig {
     /// Write a capture of every emulated port into this directory (`<node>-<peer>.pcap`, see
     /// [`SwitchCore::enable_capture`]); a thread writes them, not the forwarding loop.
     pub pcap_dir: Option<PathBuf>,
+    /// Write every switch's per-packet hop records into this directory (`hops-<node>.csv`,
+    /// see [`SwitchCore::enable_hop_records`]), by the same thread.
+    pub hops_dir: Option<PathBuf>,
     /// Sample every emulated port's queue at this interval (else the scenario's
     /// `[output] queues`, if set) from the experiment's time zero (`t0_ns`, else the switch's
     /// start) until the scenario's end, into the final statistics (see
@@ -53,7 +56,8 @@ const RX_BUDGET: usize = 256;
 pub const SPIN_NS: u64 = 20_000;
 /// Longest sleep (so that statistics and signals are handled).
 const MAX_SLEEP_NS: u64 = 100_000_000;
-/// Captured bytes a port collects before they go to the writer thread.
+/// Captured bytes (or hop records) a port (or switch) collects before they go to the writer
+/// thread.
 const CAPTURE_CHUNK: usize = 256 << 10;
 
 /// Run switch `cfg.node` of `sc` on its interfaces (named by [`crate::plan`]) in its network
@@ -164,7 +168,7 @@ struct Station {
     rc: RunnerCounters,
     /// How far the core has been advanced (switch clock, ns): it never goes back.
     core_ns: u64,
-    capture: Option<CaptureWriter>,
+    output: Option<OutputWriter>,
     stats: Option<PathBuf>,
     next_stats: u64,
 }
@@ -201,22 +205,26 @@ impl Station {
         if let Some(iv) = shared.queues.or(sc.output.queues) {
             core.enable_queue_series(iv, sc.sim.duration + sc.sim.drain);
         }
-        let capture = match &shared.pcap_dir {
-            // stamps count from the experiment's time zero, even one before this switch started
-            Some(dir) => {
-                let offset = shared
-                    .t0_ns
-                    .map_or(0, |z| i64::try_from(i128::from(t0) - i128::from(z)).unwrap_or(0));
-                Some(CaptureWriter::start(dir, &core.enable_capture(sc, offset))?)
-            }
-            None => None,
+        // stamps count from the experiment's time zero, even one before this switch started
+        let offset =
+            shared.t0_ns.map_or(0, |z| i64::try_from(i128::from(t0) - i128::from(z)).unwrap_or(0));
+        let pcap = shared.pcap_dir.as_deref().map(|dir| (dir, core.enable_capture(sc, offset)));
+        let hops = shared.hops_dir.as_ref().map(|dir| {
+            core.enable_hop_records(offset);
+            let names = sc.flows.iter().map(|f| f.name.clone()).collect();
+            (dir.join(format!("hops-{}.csv", c.node)), names)
+        });
+        let output = if pcap.is_some() || hops.is_some() {
+            Some(OutputWriter::start(pcap, hops)?)
+        } else {
+            None
         };
         Ok(Station {
             core,
             socks,
             rc: RunnerCounters::default(),
             core_ns: 0,
-            capture,
+            output,
             stats: c.stats.clone(),
             next_stats: 0,
         })
@@ -279,7 +287,7 @@ impl Station {
                 core.recycle_buffer(b);
             }
         }
-        if let Some(w) = &mut self.capture {
+        if let Some(w) = &mut self.output {
             w.collect(core, CAPTURE_CHUNK);
         }
         if let Some(path) = &self.stats {
@@ -309,7 +317,7 @@ impl Station {
         if let Some(path) = &self.stats {
             st.write(path)?;
         }
-        if let Some(mut w) = self.capture.take() {
+        if let Some(mut w) = self.output.take() {
             w.collect(&mut self.core, 1);
             w.finish()?;
         }
@@ -381,56 +389,99 @@ impl RingClock {
     }
 }
 
-/// Writes the ports' captures from a thread of its own, so that the forwarding loop never
-/// waits for the disk: the loop hands over a port's records once it has collected a chunk, and
-/// the thread hands the emptied buffers back for reuse (no fresh allocation per chunk).
-struct CaptureWriter {
+/// Writes the ports' captures and the hop records from a thread of its own, so that the
+/// forwarding loop never waits for the disk: the loop hands over a file's bytes once it has
+/// collected a chunk, and the thread hands the emptied buffers back for reuse (no fresh
+/// allocation per chunk). Files `0..captures` are the ports' captures; the hop records, if
+/// any, are the file after them (the thread turns them into CSV, [`crate::core::hop_records_csv`]).
+struct OutputWriter {
     tx: Option<std::sync::mpsc::Sender<(usize, Vec<u8>)>>,
     back: std::sync::mpsc::Receiver<Vec<u8>>,
     pool: Vec<Vec<u8>>,
     thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+    captures: usize,
+    hops: bool,
 }
 
-impl CaptureWriter {
-    /// Create `dir` and one capture file (header only) per name.
-    fn start(dir: &std::path::Path, names: &[String]) -> io::Result<CaptureWriter> {
-        let named = |p: &std::path::Path, e: io::Error| {
-            io::Error::new(e.kind(), format!("packet capture {}: {e}", p.display()))
-        };
-        std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
-        let mut files = Vec::with_capacity(names.len());
-        for n in names {
-            let path = dir.join(n);
-            let mut f = std::fs::File::create(&path).map_err(|e| named(&path, e))?;
-            f.write_all(&latnet_sim::pcap::new_capture()).map_err(|e| named(&path, e))?;
-            files.push((path, io::BufWriter::with_capacity(1 << 20, f)));
+impl OutputWriter {
+    /// Create one capture file (header only) per name in `pcap` (its directory created), and
+    /// the hop records file (header only) if given, with the scenario's flow names.
+    fn start(
+        pcap: Option<(&std::path::Path, Vec<String>)>,
+        hops: Option<(PathBuf, Vec<String>)>,
+    ) -> io::Result<OutputWriter> {
+        fn named(what: &str, p: &std::path::Path, e: io::Error) -> io::Error {
+            io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
+        }
+        let mut files = Vec::new();
+        let captures = pcap.as_ref().map_or(0, |(_, names)| names.len());
+        if let Some((dir, names)) = &pcap {
+            std::fs::create_dir_all(dir).map_err(|e| named("packet capture", dir, e))?;
+            for n in names {
+                files.push(("packet capture", dir.join(n), latnet_sim::pcap::new_capture()));
+            }
+        }
+        let with_hops = hops.is_some();
+        let mut names = Vec::new();
+        if let Some((path, flows)) = hops {
+            names = flows;
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| named("hop records", dir, e))?;
+            }
+            files.push(("hop records", path, crate::core::HOP_RECORDS_HEADER.as_bytes().to_vec()));
+        }
+        let mut open = Vec::with_capacity(files.len());
+        for (what, path, header) in files {
+            let mut f = std::fs::File::create(&path).map_err(|e| named(what, &path, e))?;
+            f.write_all(&header).map_err(|e| named(what, &path, e))?;
+            open.push((what, path, io::BufWriter::with_capacity(1 << 20, f)));
         }
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<u8>)>();
         let (back_tx, back) = std::sync::mpsc::channel::<Vec<u8>>();
-        let thread = std::thread::Builder::new().name("pcap-writer".into()).spawn(move || {
+        let thread = std::thread::Builder::new().name("output-writer".into()).spawn(move || {
+            let mut csv = Vec::new();
             for (i, mut chunk) in rx {
-                if let Some((path, f)) = files.get_mut(i) {
-                    f.write_all(&chunk).map_err(|e| named(path, e))?;
+                if let Some((what, path, f)) = open.get_mut(i) {
+                    let bytes = if i == captures {
+                        csv.clear();
+                        crate::core::hop_records_csv(&chunk, &names, &mut csv);
+                        &csv
+                    } else {
+                        &chunk
+                    };
+                    f.write_all(bytes).map_err(|e| named(what, path, e))?;
                 }
                 chunk.clear();
                 // the loop may be gone already (at the end): then the buffer is dropped
                 let _ = back_tx.send(chunk);
             }
-            for (path, f) in &mut files {
-                f.flush().map_err(|e| named(path, e))?;
+            for (what, path, f) in &mut open {
+                f.flush().map_err(|e| named(what, path, e))?;
             }
             Ok(())
         })?;
-        Ok(CaptureWriter { tx: Some(tx), back, pool: Vec::new(), thread: Some(thread) })
+        Ok(OutputWriter {
+            tx: Some(tx),
+            back,
+            pool: Vec::new(),
+            thread: Some(thread),
+            captures,
+            hops: with_hops,
+        })
     }
 
-    /// Hand over every port's records of at least `at_least` bytes.
+    /// Hand over every file's bytes of at least `at_least` bytes.
     fn collect(&mut self, core: &mut SwitchCore, at_least: usize) {
         let Some(tx) = &self.tx else { return };
         self.pool.extend(self.back.try_iter());
-        for i in 0..core.ports.len() {
+        for i in 0..=self.captures {
             let mut spare = self.pool.pop().unwrap_or_default();
-            if core.swap_capture(i, at_least, &mut spare) {
+            let taken = if i < self.captures {
+                core.swap_capture(i, at_least, &mut spare)
+            } else {
+                self.hops && core.swap_hop_records(at_least, &mut spare)
+            };
+            if taken {
                 // A failed writer reports its error in `finish`.
                 let _ = tx.send((i, spare));
             } else {
@@ -444,7 +495,7 @@ impl CaptureWriter {
         self.tx = None;
         match self.thread.take().map(std::thread::JoinHandle::join) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err(io::Error::other("the packet capture writer panicked")),
+            Some(Err(_)) => Err(io::Error::other("the output writer panicked")),
             None => Ok(()),
         }
     }

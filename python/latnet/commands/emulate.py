@@ -125,8 +125,10 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
         pcap=args.pcap or None,
         queues=args.queues,
         switch_processes=None if args.switch_processes == "auto" else args.switch_processes,
+        packets=args.packets,
     )
     captures = ", queues.csv" if emu.queues is not None else ""
+    captures += ", hops.csv" if emu.hops is not None else ""
     captures += f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
     if args.mode == "emu":
         print(flow_table(emu))

@@ -659,3 +659,42 @@ fn hop_latency_runs_from_the_senders_stamp_to_each_start_of_transmission() {
     // after its 100 us serialization on h1's link
     assert_eq!(hops, [(0, 2, 30_000, 50_000), (2, 2, 130_000, 150_000)]);
 }
+
+/// Per-packet hop records: one row per transmission of a stamped frame of a scenario flow, at
+/// the host's emulated NIC and at s1, instants shifted by the offset (the experiment's time
+/// zero 1 ms after the switch's); the frame without latnet's payload has none.
+#[test]
+fn hop_records_are_one_row_per_transmission_of_a_stamped_frame() {
+    let sc = scenario("");
+    let origin = 7_000_000_000;
+    let mut core = SwitchCore::new_at(&sc, "s1", origin).unwrap();
+    core.enable_hop_records(-1_000_000);
+    let stamped = |seq: u32, send_ns: u64| {
+        let mut f = frame(1250, 7, 10_000);
+        crate::traffic::fill_payload(&mut f[42..], 0, seq, send_ns);
+        f
+    };
+    let input = [
+        (1_030_000, stamped(4, origin + 1_000_000)),
+        (1_500_000, frame(1250, 7, 10_000)),
+        (2_050_000, stamped(5, origin + 2_000_000)),
+    ];
+    assert_eq!(drive(&mut core, &input, &[]).len(), 3);
+    let mut rows = Vec::new();
+    assert!(core.swap_hop_records(1, &mut rows));
+    assert_eq!(rows.len(), 4 * HOP_RECORD_BYTES);
+    let names: Vec<String> = sc.flows.iter().map(|f| f.name.clone()).collect();
+    let mut csv = Vec::new();
+    // (a partial record at the end is left out)
+    rows.push(0);
+    hop_records_csv(&rows, &names, &mut csv);
+    let name = &names[0];
+    let want = format!(
+        "{name},4,0,30000,30000,30000\n{name},4,2,130000,130000,130000\n\
+         {name},5,0,1050000,1050000,1050000\n{name},5,2,1150000,1150000,1150000\n"
+    );
+    assert_eq!(String::from_utf8(csv).unwrap(), want);
+    // taken: nothing left, and nothing below the threshold
+    let mut spare = Vec::new();
+    assert!(!core.swap_hop_records(0, &mut spare));
+}
