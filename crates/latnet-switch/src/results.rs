@@ -41,6 +41,43 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T
     }
 }
 
+/// The rows of `text`, a CSV file of the run (`path`) under `header`, split at commas into
+/// exactly as many fields as the header has, with their line numbers; a missing header or a
+/// row of another width is an error naming the file and line.
+fn csv_rows<'a>(
+    path: &Path,
+    text: &'a str,
+    header: &str,
+) -> io::Result<impl Iterator<Item = io::Result<(usize, Vec<&'a str>)>> + 'a> {
+    let header = header.trim_end();
+    let width = header.split(',').count();
+    let mut lines = text.lines();
+    if lines.next() != Some(header) {
+        return Err(bad_row(path, 1, format!("expected the header {header:?}")));
+    }
+    let path = path.to_owned();
+    let header = header.to_owned();
+    Ok(lines.enumerate().map(move |(k, line)| {
+        let v: Vec<&str> = line.split(',').collect();
+        if v.len() == width {
+            Ok((k + 2, v))
+        } else {
+            let msg = format!("expected {width} fields ({header}), got {}", v.len());
+            Err(bad_row(&path, k + 2, msg))
+        }
+    }))
+}
+
+fn bad_row(path: &Path, line: usize, what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{}:{line}: {what}", path.display()))
+}
+
+/// Field `name` of line `line` of `path`, an integer.
+fn int_field(path: &Path, line: usize, name: &str, s: &str) -> io::Result<u64> {
+    s.parse::<u64>()
+        .map_err(|_| bad_row(path, line, format!("{name}: expected an integer, got {s:?}")))
+}
+
 fn merge(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
     for (k, v) in from {
         *into.entry(k.clone()).or_default() += v;
@@ -95,7 +132,6 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
             path.windows(2).enumerate().map(|(k, w)| (topo.fib[w[0]][f.dst] as usize, k)).collect();
         paths.insert(f.name.as_str(), (i, hops));
     }
-    let header = crate::core::HOP_RECORDS_HEADER.trim_end();
     let mut found = false;
     // (start of transmission, hop, flow index, seq) and the row
     let mut rows: Vec<((u64, usize, usize, u64), String)> = Vec::new();
@@ -107,32 +143,22 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
             Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         };
         found = true;
-        let bad = |line: usize, what: String| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("{}:{line}: {what}", path.display()))
-        };
-        let mut lines = text.lines();
-        if lines.next() != Some(header) {
-            return Err(bad(1, format!("expected the header {header:?}")));
-        }
-        for (k, line) in lines.enumerate() {
-            let at = k + 2;
-            let v: Vec<&str> = line.split(',').collect();
+        for row in csv_rows(&path, &text, crate::core::HOP_RECORDS_HEADER)? {
+            let (at, v) = row?;
+            let bad = |what: String| bad_row(&path, at, what);
+            let num = |name: &str, s: &str| int_field(&path, at, name, s);
             let [flow, seq, port, enq, elig, start] = v[..] else {
-                return Err(bad(at, format!("expected 6 fields ({header}), got {}", v.len())));
-            };
-            let num = |name: &str, s: &str| {
-                s.parse::<u64>()
-                    .map_err(|_| bad(at, format!("{name}: expected an integer, got {s:?}")))
+                return Err(bad(format!("expected 6 fields, got {}", v.len())));
             };
             let (seq, port_n) = (num("seq", seq)?, num("port", port)?);
             let (enq, elig, start) =
                 (num("enqueue_ns", enq)?, num("eligible_ns", elig)?, num("start_tx_ns", start)?);
             let Some((fi, hops)) = paths.get(flow) else {
-                return Err(bad(at, format!("flow: no routed flow named {flow:?}")));
+                return Err(bad(format!("flow: no routed flow named {flow:?}")));
             };
             let port_i = usize::try_from(port_n).unwrap_or(usize::MAX);
             let Some(&hop) = hops.get(&port_i) else {
-                return Err(bad(at, format!("port: {port_n} is not on flow {flow:?}'s path")));
+                return Err(bad(format!("port: {port_n} is not on flow {flow:?}'s path")));
             };
             let node = &sc.nodes[topo.ports[port_i].node].name;
             rows.push((
@@ -188,12 +214,17 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         let mut last_rx = 0u64;
         let mut first_send = u64::MAX;
         let log = dir.join(format!("packets-{}.csv", f.name));
-        if let Ok(text) = std::fs::read_to_string(&log) {
-            for line in text.lines().skip(1) {
-                // seq,send_ns,recv_ns,intact,late
-                let mut it = line.split(',').map(|x| x.parse::<u64>().unwrap_or(0));
-                let (_seq, s, rcv) = (it.next(), it.next().unwrap_or(0), it.next().unwrap_or(0));
-                let late = it.nth(1) == Some(1);
+        let text = match std::fs::read_to_string(&log) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", log.display()))),
+        };
+        if !text.is_empty() {
+            for row in csv_rows(&log, &text, crate::traffic::PACKET_LOG_HEADER)? {
+                let (at, v) = row?;
+                let num = |i: usize, name: &str| int_field(&log, at, name, v[i]);
+                let (_seq, s, rcv) = (num(0, "seq")?, num(1, "send_ns")?, num(2, "recv_ns")?);
+                let (_intact, late) = (num(3, "intact")?, num(4, "late")? == 1);
                 let l = rcv.saturating_sub(s);
                 if let Some(out) = &mut slo {
                     out.record(l, late);
@@ -446,6 +477,37 @@ mod tests {
         assert_eq!(lbf.notifications_total, 3);
         let seqs: Vec<_> = lbf.notifications.iter().map(|n| (n.flow.as_str(), n.seq)).collect();
         assert_eq!(seqs, [("f", 0), ("f", 1), ("f", 2)]);
+    }
+
+    /// A receiver's log with a row that is not five integers is an error naming the file, the
+    /// line and the field, not a packet counted with a latency made up of zeros.
+    #[test]
+    fn a_malformed_packet_log_is_an_error_naming_the_line() {
+        let sc = Scenario::from_str_named("t.toml", SC).unwrap();
+        let dir = std::env::temp_dir().join(format!("latnet-emu-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let header = crate::traffic::PACKET_LOG_HEADER;
+        let err = |text: String| {
+            std::fs::write(dir.join("packets-f.csv"), text).unwrap();
+            collect(&sc, &dir, 1_000_000_000).unwrap_err().to_string()
+        };
+        let e = err(format!("{header}0,1000,51000,1,0\n1,1000,,1,0\n"));
+        assert!(e.ends_with("packets-f.csv:3: recv_ns: expected an integer, got \"\""), "{e}");
+        let e = err(format!("{header}0,1000,51000,1\n"));
+        assert!(
+            e.ends_with(
+                "packets-f.csv:2: expected 5 fields (seq,send_ns,recv_ns,intact,late), got 4"
+            ),
+            "{e}"
+        );
+        let e = err("seq,send\n".to_owned());
+        assert!(e.contains("packets-f.csv:1: expected the header"), "{e}");
+        // a well-formed log is read
+        std::fs::write(dir.join("packets-f.csv"), format!("{header}0,1000,51000,1,0\n")).unwrap();
+        let res = collect(&sc, &dir, 1_000_000_000);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let lat = res.unwrap().flows[0].latency_ns.expect("one packet");
+        assert_eq!((lat.count, lat.min), (1, 50_000));
     }
 
     /// The switches' hop records become the simulator's `hops.csv`: hop index and node from

@@ -318,6 +318,9 @@ struct RxFlow {
     log: io::BufWriter<std::fs::File>,
 }
 
+/// The header of a receiver's packet log, `packets-<flow>.csv` (see [`recv`]).
+pub const PACKET_LOG_HEADER: &str = "seq,send_ns,recv_ns,intact,late\n";
+
 /// Receive every flow addressed to host `host` until `until_ns` (`CLOCK_MONOTONIC`) or a
 /// signal; writes `packets-<flow>.csv` (`seq,send_ns,recv_ns,intact,late`, arrival order; `late`
 /// is the LBF block's late flag, 0 for flows without an SLO) into `dir`. A damper-mode flow's
@@ -343,7 +346,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
         sys::set_rcvbuf(sock.as_raw_fd(), 16 << 20);
         let file = std::fs::File::create(dir.join(format!("packets-{}.csv", f.name)))?;
         let mut log = io::BufWriter::new(file);
-        writeln!(log, "seq,send_ns,recv_ns,intact,late")?;
+        log.write_all(PACKET_LOG_HEADER.as_bytes())?;
         flows.push(RxFlow {
             index: i,
             skip: payload_prefix(sc, f)?.0.len(),
