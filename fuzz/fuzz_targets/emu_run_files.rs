@@ -1,5 +1,5 @@
 //! The files of an emulated run that `latnet-switch results` reads back (a receiver's packet
-//! log, a switch's hop records) with arbitrary contents: either they are read or the result is
+//! log, a switch's hop records; into results.json, hops.csv and packets.csv) with arbitrary contents: either they are read or the result is
 //! an error naming the file and line, never a panic. The first byte picks which file gets the
 //! input and whether a valid header goes in front of it (so that most inputs reach the rows).
 #![no_main]
@@ -78,5 +78,9 @@ fuzz_target!(|data: &[u8]| {
     match results::hop_records(sc, dir) {
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains("hops-s1.csv"), "{e}"),
+    }
+    match results::packet_records(sc, dir, 1 << 40) {
+        Ok(_) => {}
+        Err(e) => assert!(e.to_string().contains("packets-f.csv"), "{e}"),
     }
 });

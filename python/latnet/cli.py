@@ -164,8 +164,8 @@ def parser() -> argparse.ArgumentParser:
         dest="packets",
         action="store_true",
         default=None,
-        help="record every packet and hop (packets.csv, hops.csv; emulated runs: hops.csv from "
-        "the switches, the receivers log every packet anyway)",
+        help="record every packet and hop (packets.csv, hops.csv; emulated runs: the packets "
+        "received, from the receivers' logs, and every hop, from the switches)",
     )
     r.add_argument(
         "--no-packets",
@@ -187,7 +187,9 @@ def parser() -> argparse.ArgumentParser:
         "emulated runs)",
     )
     r.add_argument(
-        "--plot", action="store_true", help="also draw latency_cdf.png (implies per-packet records)"
+        "--plot",
+        action="store_true",
+        help="also draw latency_cdf.png (implies per-packet records; simulated and emulated runs)",
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar, table only")
     r.add_argument(

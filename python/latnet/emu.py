@@ -35,8 +35,10 @@ SENDERS_MARGIN_NS = 200_000_000
 class EmuResults(SummaryFrames):
     """Results of an emulated run: ``summary`` is the dict of ``results.json``; ``pcaps`` the
     link captures (``out/pcap/<node>-<peer>.pcap``) and ``queues`` the queue series
-    (``queues.csv`` as a DataFrame) and ``hops`` the per-packet hop records (``hops.csv``, the
-    simulator's columns, ``id`` empty) when the run was asked for them; ``hop_latency(flow)``
+    (``queues.csv`` as a DataFrame), ``hops`` and ``packets`` the per-hop and per-packet
+    records (``hops.csv`` and ``packets.csv``, the simulator's columns, ``id`` empty;
+    ``packets`` has the packets received, instants from the scenario's time zero) when the run
+    was asked for them; ``hop_latency(flow)``
     (from the sender's stamp to each emulated start of transmission); with LBF, ``lbf_flows``,
     ``lbf_switches``, ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the
     receivers' early / on-time / late count uses the measured, physical latency)."""
@@ -45,6 +47,10 @@ class EmuResults(SummaryFrames):
         self.out = out
         self.summary: dict = json.loads((out / "results.json").read_text())
         self.packets = None
+        if (out / "packets.csv").exists():
+            pk = pd.read_csv(out / "packets.csv", keep_default_na=False, na_values={"id": [""]})
+            pk.insert(5, "received", True)
+            self.packets = pk
         self.pcaps: list[Path] = sorted((out / "pcap").glob("*.pcap"))
         self.queues = None
         self.hops = None
@@ -98,7 +104,9 @@ def collect(tb: Testbed, out: Path, end_ns: int) -> EmuResults:
     seed_args = ["--seed", str(tb.seed)] if tb.seed is not None else []
     p = subprocess.run(
         [tb.binary, "results", "--scenario", str(tb.scenario), "--dir", str(tb.run_dir)]
-        + ["--end-ns", str(end_ns), "--out", str(out), *seed_args],
+        + ["--end-ns", str(end_ns), "--out", str(out), *seed_args]
+        # per-packet records asked for: the receivers' logs into packets.csv as well
+        + (["--t0", str(tb.time_zero_ns)] if tb.hop_records and tb.time_zero_ns else []),
         capture_output=True,
         text=True,
     )
@@ -132,13 +140,14 @@ def run_emu(
     they emulate as the simulator does, into ``out/queues.csv``. With ``packets`` (``None``: the
     scenario's ``[output] packets``) they record every transmission of a packet of a flow of
     latnet's senders into ``out/hops.csv``, the simulator's per-hop table (``id`` empty; ``flow``
-    and ``seq`` name the packet, as in the receivers' ``emu-run/packets-<flow>.csv``).
+    and ``seq`` name the packet), and the receivers' logs (``emu-run/packets-<flow>.csv``) go
+    into ``out/packets.csv``, the simulator's per-packet table for the packets received.
     ``switch_processes``: see ``Testbed``."""
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
     stale = [*run_dir.glob("*"), *(out / "pcap").glob("*.pcap")]
-    stale += [out / "queues.csv", out / "hops.csv"]
+    stale += [out / "queues.csv", out / "hops.csv", out / "packets.csv"]
     for old in stale:
         if old.is_file():
             old.unlink()

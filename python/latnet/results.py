@@ -21,6 +21,10 @@ class SummaryFrames:
 
     summary: dict
 
+    @property
+    def latency_convention(self) -> str:
+        return self.summary["latency_convention"]
+
     def hop_latency(self, flow: str) -> pd.DataFrame:
         """Latency at the start of transmission from each hop of ``flow`` (ns)."""
         for f in self.summary["flows"]:
@@ -110,10 +114,6 @@ class Results(SummaryFrames):
             f"<latnet.Results {s['scenario']!r} seed={s['seed']} flows={len(s['flows'])} "
             f"events={s['events']} latency={s['latency_convention']}>"
         )
-
-    @property
-    def latency_convention(self) -> str:
-        return self.summary["latency_convention"]
 
     @cached_property
     def flows(self) -> pd.DataFrame:

@@ -744,7 +744,9 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     in results.json), stamped from the scenario's time zero; a CBR flow's frames appear on every
     link as often and about when they do in the simulation. The queue series has the
     simulator's rows (instants and ports). With --packets the switches' hop records have the
-    simulator's rows: every frame of both flows at each hop, about when it was simulated."""
+    simulator's rows: every frame of both flows at each hop, about when it was simulated; and
+    the receivers' logs become packets.csv, each packet sent about when it was simulated
+    (--plot draws both runs' latency CDFs from them)."""
     import pandas as pd
 
     from latnet.cli import main
@@ -752,7 +754,7 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     flows = cbr("a", "h1", "8Mbps", 1000) + cbr("b", "h2", "4Mbps", 500)
     sc = scenario(tmp_path, two_hosts("100Mbps", "200us", FIFO, flows, "1s"))
     out = tmp_path / "out"
-    argv = ["run", str(sc), "--mode", "both", "--pcap", "--queues", "50ms", "--packets"]
+    argv = ["run", str(sc), "--mode", "both", "--pcap", "--queues", "50ms", "--packets", "--plot"]
     # (the scenario's [output] pcap asks the same of both runs: checked at the end)
     assert main([*argv, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -775,6 +777,15 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     lag = he["start_tx_ns"].to_numpy() - hs["start_tx_ns"].to_numpy()
     # stamped from the scenario's time zero, as the simulator's: typically tens of us later
     assert abs(np.median(lag)) < 1_000_000, np.percentile(lag, [0, 50, 100])
+    ps, pe = (pd.read_csv(out / mode / "packets.csv") for mode in ("sim", "emu"))
+    assert list(pe.columns) == list(ps.columns) and pe["id"].isna().all()
+    assert len(pe) == sum(f["received"] for f in emu["flows"]) == len(ps)
+    both = pe.merge(ps, on=["flow", "seq"], suffixes=("", "_sim"))
+    assert len(both) == len(pe)
+    sent_lag = both["created_ns"] - both["created_ns_sim"]
+    assert abs(sent_lag.median()) < 1_000_000, sent_lag.describe()
+    assert (both["latency_ns"] == both["end_ns"] - both["created_ns"]).all()
+    assert all((out / mode / "latency_cdf.png").stat().st_size > 0 for mode in ("sim", "emu"))
     key = ["t_ns", "node", "peer"]
     qs, qe = (pd.read_csv(out / mode / "queues.csv") for mode in ("sim", "emu"))
     assert qe[key].equals(qs[key]) and len(qe) == 26 * 6
@@ -813,6 +824,8 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     assert sorted(p.name for p in res.pcaps) == names
     assert res.hops is not None
     assert len(res.hops) == 2 * sum(f["sent"] for f in res.summary["flows"])
+    assert res.packets is not None and res.packets["received"].all()
+    assert len(res.packets) == sum(f["received"] for f in res.summary["flows"])
 
 
 def test_testbed_up_with_pcap_captures_traffic_sent_by_hand(tmp_path):

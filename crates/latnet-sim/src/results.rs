@@ -303,6 +303,10 @@ impl PacketRecord {
     }
 }
 
+/// The header of `packets.csv` (simulated and emulated runs).
+pub const PACKETS_CSV_HEADER: &str =
+    "id,flow,seq,created_ns,end_ns,latency_ns,drop_reason,drop_node\n";
+
 /// The header of `hops.csv` (simulated and emulated runs).
 pub const HOPS_CSV_HEADER: &str = "id,flow,seq,hop,node,port,enqueue_ns,eligible_ns,start_tx_ns\n";
 
@@ -379,8 +383,7 @@ impl Results {
     /// The per-packet table as CSV, if recorded.
     pub fn packets_csv(&self) -> Option<String> {
         let log = self.log.as_ref()?;
-        let mut s =
-            String::from("id,flow,seq,created_ns,end_ns,latency_ns,drop_reason,drop_node\n");
+        let mut s = String::from(PACKETS_CSV_HEADER);
         for r in &log.packets {
             let _ = writeln!(
                 s,

@@ -8,7 +8,7 @@
 //! latnet-switch plan    --scenario S.toml
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
-//! latnet-switch results --scenario S.toml --dir DIR --end-ns NS --out DIR [--seed N]
+//! latnet-switch results --scenario S.toml --dir DIR --end-ns NS --out DIR [--seed N] [--t0 NS]
 //! latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
 //!                        [--pace socket|htb:DEV] [--out FILE]
 //! latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
@@ -43,8 +43,9 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
   recv     --host NAME --until NS --dir DIR [--out FILE]
-  results  --dir DIR --end-ns NS --out DIR [--seed N]
-           (also DIR/hops-<node>.csv into OUT/hops.csv, the simulator's format)";
+  results  --dir DIR --end-ns NS --out DIR [--seed N] [--t0 NS]
+           (also DIR/hops-<node>.csv into OUT/hops.csv, and with the run's time zero --t0 the
+            receivers' DIR/packets-<flow>.csv into OUT/packets.csv: the simulator's formats)";
 
 enum Fail {
     Usage(String),
@@ -229,9 +230,18 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 .map_err(io)?;
             let out = Path::new(need(&a, "out")?);
             res.write_dir(out).map_err(io)?;
-            if let Some(h) = results::hop_records(&sc, Path::new(need(&a, "dir")?)).map_err(io)? {
-                std::fs::write(out.join("hops.csv"), h)
-                    .map_err(|e| io(std::io::Error::new(e.kind(), format!("hops.csv: {e}"))))?;
+            let dir = Path::new(need(&a, "dir")?);
+            let write = |name: &str, text: String| {
+                std::fs::write(out.join(name), text)
+                    .map_err(|e| io(std::io::Error::new(e.kind(), format!("{name}: {e}"))))
+            };
+            if let Some(h) = results::hop_records(&sc, dir).map_err(io)? {
+                write("hops.csv", h)?;
+            }
+            if a.contains_key("t0") {
+                if let Some(p) = results::packet_records(&sc, dir, num(&a, "t0")?).map_err(io)? {
+                    write("packets.csv", p)?;
+                }
             }
             Ok(())
         }

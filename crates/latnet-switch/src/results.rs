@@ -176,6 +176,43 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
     Ok(Some(out))
 }
 
+/// The receivers' packet logs in `dir` (`packets-<flow>.csv`) as the simulator's `packets.csv`:
+/// one row per packet received, instants counted from `t0_ns` (the run's time zero,
+/// `CLOCK_MONOTONIC`), rows in order of sending (then flow, sequence number). `id` is empty, as
+/// in the emulated `hops.csv`. Packets that were not received have no row: which switch
+/// dropped which packet is not recorded (the flow table counts them by reason). `None` when no
+/// receiver wrote a log. A malformed row is an error naming the file and line.
+pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Option<String>> {
+    let mut found = false;
+    // (send instant, flow index, seq) and the row
+    let mut rows: Vec<((u64, usize, u64), String)> = Vec::new();
+    for (fi, f) in sc.flows.iter().enumerate() {
+        let path = dir.join(format!("packets-{}.csv", f.name));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        };
+        found = true;
+        for row in csv_rows(&path, &text, crate::traffic::PACKET_LOG_HEADER)? {
+            let (at, v) = row?;
+            let num = |i: usize, name: &str| int_field(&path, at, name, v[i]);
+            let (seq, send, recv) = (num(0, "seq")?, num(1, "send_ns")?, num(2, "recv_ns")?);
+            let (created, end) = (send.saturating_sub(t0_ns), recv.saturating_sub(t0_ns));
+            let latency = recv.saturating_sub(send);
+            let name = &f.name;
+            rows.push(((created, fi, seq), format!(",{name},{seq},{created},{end},{latency},,\n")));
+        }
+    }
+    if !found {
+        return Ok(None);
+    }
+    rows.sort_unstable_by_key(|r| r.0);
+    let mut out = String::from(latnet_sim::results::PACKETS_CSV_HEADER);
+    out.extend(rows.into_iter().map(|r| r.1));
+    Ok(Some(out))
+}
+
 /// Build the results of the emulated run in `dir`: `send-<flow>.json`, `recv-<host>.json`,
 /// `packets-<flow>.csv` and `switch-<node>.json`. `t0_ns` is the run's time zero
 /// (`CLOCK_MONOTONIC`), `end_ns` its length.
@@ -477,6 +514,30 @@ mod tests {
         assert_eq!(lbf.notifications_total, 3);
         let seqs: Vec<_> = lbf.notifications.iter().map(|n| (n.flow.as_str(), n.seq)).collect();
         assert_eq!(seqs, [("f", 0), ("f", 1), ("f", 2)]);
+    }
+
+    /// The receivers' logs become the simulator's `packets.csv`: instants from the run's time
+    /// zero, rows in order of sending; no log, no table; a bad row names the file and line.
+    #[test]
+    fn packet_logs_become_the_simulators_packets_csv() {
+        let sc = Scenario::from_str_named("t.toml", SC).unwrap();
+        let dir = std::env::temp_dir().join(format!("latnet-emu-pk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(packet_records(&sc, &dir, 5_000).unwrap(), None);
+        let header = crate::traffic::PACKET_LOG_HEADER;
+        // arrival order: seq 1 overtook seq 0
+        let log = format!("{header}1,7000,9500,1,0\n0,6000,10000,1,1\n");
+        std::fs::write(dir.join("packets-f.csv"), log).unwrap();
+        let got = packet_records(&sc, &dir, 5_000).unwrap().unwrap();
+        let want = format!(
+            "{},f,0,1000,5000,4000,,\n,f,1,2000,4500,2500,,\n",
+            latnet_sim::results::PACKETS_CSV_HEADER
+        );
+        assert_eq!(got, want);
+        std::fs::write(dir.join("packets-f.csv"), format!("{header}1,7000,x,1,0\n")).unwrap();
+        let e = packet_records(&sc, &dir, 5_000).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.ends_with("packets-f.csv:2: recv_ns: expected an integer, got \"x\""), "{e}");
     }
 
     /// A receiver's log with a row that is not five integers is an error naming the file, the

@@ -111,6 +111,7 @@ def hops_side_by_side(sim: dict, emu: dict) -> str | None:
 def cmd_run_emu(args: argparse.Namespace) -> int:
     from .. import run as run_sim
     from ..emu import run_emu
+    from ..plot import latency_cdf
     from ..testbed import require_root
 
     require_root("latnet run --mode emu")
@@ -128,7 +129,11 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
         packets=args.packets,
     )
     captures = ", queues.csv" if emu.queues is not None else ""
+    captures += ", packets.csv" if emu.packets is not None else ""
     captures += ", hops.csv" if emu.hops is not None else ""
+    if args.plot and emu.packets is not None:
+        latency_cdf(emu, emu_out / "latency_cdf.png")
+        captures += ", latency_cdf.png"
     captures += f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
     if args.mode == "emu":
         print(flow_table(emu))
@@ -143,6 +148,8 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     )
     sim_out = base / "sim"
     sim.write(sim_out)
+    if args.plot and sim.packets is not None:
+        latency_cdf(sim, sim_out / "latency_cdf.png")
     print(side_by_side(sim.summary, emu.summary))
     hops = hops_side_by_side(sim.summary, emu.summary)
     if hops is not None:
