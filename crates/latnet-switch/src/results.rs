@@ -31,14 +31,20 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
+/// The text of a file of the run, `None` if there is none; other errors name the file.
+fn read_run_file(path: &Path) -> io::Result<Option<String>> {
     match std::fs::read_to_string(path) {
-        Ok(s) => serde_json::from_str(&s)
-            .map(Some)
-            .map_err(|e| io::Error::other(format!("{}: {e}", path.display()))),
+        Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
+    let Some(s) = read_run_file(path)? else { return Ok(None) };
+    serde_json::from_str(&s)
+        .map(Some)
+        .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
 }
 
 /// The rows of `text`, a CSV file of the run (`path`) under `header`, split at commas into
@@ -137,11 +143,7 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
     let mut rows: Vec<((u64, usize, usize, u64), String)> = Vec::new();
     for n in &sc.nodes {
         let path = dir.join(format!("hops-{}.csv", n.name));
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
-        };
+        let Some(text) = read_run_file(&path)? else { continue };
         found = true;
         for row in csv_rows(&path, &text, crate::core::HOP_RECORDS_HEADER)? {
             let (at, v) = row?;
@@ -188,11 +190,7 @@ pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Optio
     let mut rows: Vec<((u64, usize, u64), String)> = Vec::new();
     for (fi, f) in sc.flows.iter().enumerate() {
         let path = dir.join(format!("packets-{}.csv", f.name));
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
-        };
+        let Some(text) = read_run_file(&path)? else { continue };
         found = true;
         for row in csv_rows(&path, &text, crate::traffic::PACKET_LOG_HEADER)? {
             let (at, v) = row?;
@@ -251,12 +249,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         let mut last_rx = 0u64;
         let mut first_send = u64::MAX;
         let log = dir.join(format!("packets-{}.csv", f.name));
-        let text = match std::fs::read_to_string(&log) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", log.display()))),
-        };
-        if !text.is_empty() {
+        if let Some(text) = read_run_file(&log)? {
             for row in csv_rows(&log, &text, crate::traffic::PACKET_LOG_HEADER)? {
                 let (at, v) = row?;
                 let num = |i: usize, name: &str| int_field(&log, at, name, v[i]);
