@@ -123,24 +123,19 @@ fn hop_latency(
 }
 
 /// The switches' per-packet hop records in `dir` (`hops-<node>.csv`, written under
-/// `latnet-switch run --hops`) as the simulator's `hops.csv`: each row's hop index and
-/// transmitting node from the flow's path, rows in order of their start of transmission.
-/// `id` is empty (the simulator's packet id; an emulated packet is named by `flow` and `seq`,
-/// as the simulator's rows are too). `None` when no switch wrote records. A malformed row is
-/// an error naming the file and line.
+/// `latnet-switch run --hops`) as the simulator's `hops.csv`, rows in order of their start of
+/// transmission. A row's `hop` is its rank among its packet's transmissions, as the simulator
+/// counts them (so source-routed and pipeline-forwarded flows get theirs too, whatever the
+/// FIB says); `node` transmits on the row's port. `id` is empty (the simulator's packet id; an
+/// emulated packet is named by `flow` and `seq`, as the simulator's rows are too). `None` when
+/// no switch wrote records. A malformed row is an error naming the file and line.
 pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
     let topo = latnet_sim::net::Topology::build(sc);
-    // per flow name: its index and, per global port on its path, the hop index
-    let mut paths = BTreeMap::new();
-    for (i, f) in sc.flows.iter().enumerate() {
-        let Some(path) = topo.path(f.src, f.dst) else { continue };
-        let hops: BTreeMap<usize, usize> =
-            path.windows(2).enumerate().map(|(k, w)| (topo.fib[w[0]][f.dst] as usize, k)).collect();
-        paths.insert(f.name.as_str(), (i, hops));
-    }
+    let flow_index: BTreeMap<&str, usize> =
+        sc.flows.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
     let mut found = false;
-    // (start of transmission, hop, flow index, seq) and the row
-    let mut rows: Vec<((u64, usize, usize, u64), String)> = Vec::new();
+    // per transmission: flow index, seq, start, enqueue, eligible, port
+    let mut tx: Vec<(usize, u64, u64, u64, u64, usize)> = Vec::new();
     for n in &sc.nodes {
         let path = dir.join(format!("hops-{}.csv", n.name));
         let Some(text) = read_run_file(&path)? else { continue };
@@ -148,33 +143,64 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
         for row in csv_rows(&path, &text, crate::core::HOP_RECORDS_HEADER)? {
             let (at, v) = row?;
             let bad = |what: String| bad_row(&path, at, what);
-            let num = |name: &str, s: &str| int_field(&path, at, name, s);
-            let [flow, seq, port, enq, elig, start] = v[..] else {
-                return Err(bad(format!("expected 6 fields, got {}", v.len())));
+            let num = |i: usize, name: &str| int_field(&path, at, name, v[i]);
+            let Some(&fi) = flow_index.get(v[0]) else {
+                return Err(bad(format!("flow: no flow named {:?}", v[0])));
             };
-            let (seq, port_n) = (num("seq", seq)?, num("port", port)?);
+            let (seq, port) = (num(1, "seq")?, num(2, "port")?);
+            let port = usize::try_from(port).ok().filter(|&p| p < topo.ports.len());
+            let Some(port) = port else {
+                return Err(bad(format!("port: {} is not a port of the topology", v[2])));
+            };
             let (enq, elig, start) =
-                (num("enqueue_ns", enq)?, num("eligible_ns", elig)?, num("start_tx_ns", start)?);
-            let Some((fi, hops)) = paths.get(flow) else {
-                return Err(bad(format!("flow: no routed flow named {flow:?}")));
-            };
-            let port_i = usize::try_from(port_n).unwrap_or(usize::MAX);
-            let Some(&hop) = hops.get(&port_i) else {
-                return Err(bad(format!("port: {port_n} is not on flow {flow:?}'s path")));
-            };
-            let node = &sc.nodes[topo.ports[port_i].node].name;
-            rows.push((
-                (start, hop, *fi, seq),
-                format!(",{flow},{seq},{hop},{node},{port_n},{enq},{elig},{start}\n"),
-            ));
+                (num(3, "enqueue_ns")?, num(4, "eligible_ns")?, num(5, "start_tx_ns")?);
+            tx.push((fi, seq, start, enq, elig, port));
         }
     }
     if !found {
         return Ok(None);
     }
+    // each packet's transmissions in time order: their ranks are the hops
+    tx.sort_unstable();
+    let mut rows: Vec<((u64, usize, usize, u64), String)> = Vec::with_capacity(tx.len());
+    let mut hop = 0;
+    for (k, &(fi, seq, start, enq, elig, port)) in tx.iter().enumerate() {
+        let same_packet = k > 0 && tx[k - 1].0 == fi && tx[k - 1].1 == seq;
+        hop = if same_packet { hop + 1 } else { 0 };
+        let (flow, node) = (&sc.flows[fi].name, &sc.nodes[topo.ports[port].node].name);
+        rows.push((
+            (start, hop, fi, seq),
+            format!(",{flow},{seq},{hop},{node},{port},{enq},{elig},{start}\n"),
+        ));
+    }
     rows.sort_unstable_by_key(|r| r.0);
     let mut out = String::from(latnet_sim::results::HOPS_CSV_HEADER);
     out.extend(rows.into_iter().map(|r| r.1));
+    Ok(Some(out))
+}
+
+/// One row of a receiver's packet log (`packets-<flow>.csv`, [`crate::traffic::recv`]).
+#[derive(Debug, Clone, Copy)]
+struct LoggedPacket {
+    seq: u64,
+    send_ns: u64,
+    recv_ns: u64,
+    late: bool,
+}
+
+/// The receiver's log of flow `flow` in `dir`, `None` if there is none; a malformed row is an
+/// error naming the file, line and field.
+fn packet_log(dir: &Path, flow: &str) -> io::Result<Option<Vec<LoggedPacket>>> {
+    let path = dir.join(format!("packets-{flow}.csv"));
+    let Some(text) = read_run_file(&path)? else { return Ok(None) };
+    let mut out = Vec::new();
+    for row in csv_rows(&path, &text, crate::traffic::PACKET_LOG_HEADER)? {
+        let (at, v) = row?;
+        let num = |i: usize, name: &str| int_field(&path, at, name, v[i]);
+        let (seq, send_ns, recv_ns) = (num(0, "seq")?, num(1, "send_ns")?, num(2, "recv_ns")?);
+        let (_intact, late) = (num(3, "intact")?, num(4, "late")? == 1);
+        out.push(LoggedPacket { seq, send_ns, recv_ns, late });
+    }
     Ok(Some(out))
 }
 
@@ -189,16 +215,12 @@ pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Optio
     // (send instant, flow index, seq) and the row
     let mut rows: Vec<((u64, usize, u64), String)> = Vec::new();
     for (fi, f) in sc.flows.iter().enumerate() {
-        let path = dir.join(format!("packets-{}.csv", f.name));
-        let Some(text) = read_run_file(&path)? else { continue };
+        let Some(log) = packet_log(dir, &f.name)? else { continue };
         found = true;
-        for row in csv_rows(&path, &text, crate::traffic::PACKET_LOG_HEADER)? {
-            let (at, v) = row?;
-            let num = |i: usize, name: &str| int_field(&path, at, name, v[i]);
-            let (seq, send, recv) = (num(0, "seq")?, num(1, "send_ns")?, num(2, "recv_ns")?);
-            let (created, end) = (send.saturating_sub(t0_ns), recv.saturating_sub(t0_ns));
-            let latency = recv.saturating_sub(send);
-            let name = &f.name;
+        for p in log {
+            let (created, end) = (p.send_ns.saturating_sub(t0_ns), p.recv_ns.saturating_sub(t0_ns));
+            let latency = p.recv_ns.saturating_sub(p.send_ns);
+            let (name, seq) = (&f.name, p.seq);
             rows.push(((created, fi, seq), format!(",{name},{seq},{created},{end},{latency},,\n")));
         }
     }
@@ -248,22 +270,15 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         let mut jitter = Jitter::default();
         let mut last_rx = 0u64;
         let mut first_send = u64::MAX;
-        let log = dir.join(format!("packets-{}.csv", f.name));
-        if let Some(text) = read_run_file(&log)? {
-            for row in csv_rows(&log, &text, crate::traffic::PACKET_LOG_HEADER)? {
-                let (at, v) = row?;
-                let num = |i: usize, name: &str| int_field(&log, at, name, v[i]);
-                let (_seq, s, rcv) = (num(0, "seq")?, num(1, "send_ns")?, num(2, "recv_ns")?);
-                let (_intact, late) = (num(3, "intact")?, num(4, "late")? == 1);
-                let l = rcv.saturating_sub(s);
-                if let Some(out) = &mut slo {
-                    out.record(l, late);
-                }
-                lat.record(l);
-                jitter.record(l);
-                last_rx = last_rx.max(rcv);
-                first_send = first_send.min(s);
+        for p in packet_log(dir, &f.name)?.unwrap_or_default() {
+            let l = p.recv_ns.saturating_sub(p.send_ns);
+            if let Some(out) = &mut slo {
+                out.record(l, p.late);
             }
+            lat.record(l);
+            jitter.record(l);
+            last_rx = last_rx.max(p.recv_ns);
+            first_send = first_send.min(p.send_ns);
         }
         if let Some(mut out) = slo {
             for s in &switches {
@@ -564,8 +579,8 @@ mod tests {
         assert_eq!((lat.count, lat.min), (1, 50_000));
     }
 
-    /// The switches' hop records become the simulator's `hops.csv`: hop index and node from
-    /// the flow's path, rows in order of their start of transmission; no file, no table; a
+    /// The switches' hop records become the simulator's `hops.csv`: hop index from the order
+    /// of each packet's transmissions, node from the port, rows in order of their start; no file, no table; a
     /// bad row is an error naming the file, the line and the field.
     #[test]
     fn hop_records_are_merged_into_the_simulators_hops_csv() {
@@ -590,6 +605,21 @@ mod tests {
             latnet_sim::results::HOPS_CSV_HEADER
         );
         assert_eq!(got, want);
+        // the hop is the rank among the packet's transmissions, not the FIB's: a packet sent on
+        // by s1 toward h1 (as a source route might) is at hop 1 there
+        let back = topo.fib[1][0];
+        std::fs::write(
+            &file,
+            format!("{header}f,2,{back},2200,2200,2300\nf,2,{p0},2000,2000,2010\n"),
+        )
+        .unwrap();
+        let got = hop_records(&sc, &dir).unwrap().unwrap();
+        assert!(
+            got.ends_with(&format!(
+                ",f,2,0,h1,{p0},2000,2000,2010\n,f,2,1,s1,{back},2200,2200,2300\n"
+            )),
+            "{got}"
+        );
         let err = |text: String| {
             std::fs::write(&file, text).unwrap();
             hop_records(&sc, &dir).unwrap_err().to_string()
@@ -597,9 +627,9 @@ mod tests {
         let e = err(format!("{header}f,0,{p0},0,0,10\nf,x,{p0},0,0,10\n"));
         assert!(e.ends_with("hops-s1.csv:3: seq: expected an integer, got \"x\""), "{e}");
         let e = err(format!("{header}g,0,{p0},0,0,10\n"));
-        assert!(e.ends_with(":2: flow: no routed flow named \"g\""), "{e}");
+        assert!(e.ends_with(":2: flow: no flow named \"g\""), "{e}");
         let e = err(format!("{header}f,0,99,0,0,10\n"));
-        assert!(e.ends_with(":2: port: 99 is not on flow \"f\"'s path"), "{e}");
+        assert!(e.ends_with(":2: port: 99 is not a port of the topology"), "{e}");
         let e = err(format!("{header}f,0,{p0},0\n"));
         assert!(e.contains(":2: expected 6 fields"), "{e}");
         let e = err("seq,flow\n".to_owned());
