@@ -90,32 +90,50 @@ fn merge(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
     }
 }
 
-/// Flow `f`'s latency at the start of transmission from each hop of its path, as the
+/// Flow `f`'s latency at the start of transmission from each hop of its route, as the
 /// switches emulating those ports measured it (empty when none did: TCP flows, or no route).
+///
+/// The route is the one the flow took, not necessarily the FIB's (a source-routed or
+/// pipeline-forwarded flow may leave elsewhere): from the source, each node's next port is
+/// the one the flow was measured leaving by; where it was measured leaving by several, the
+/// FIB's among them (else the first); where by none, the FIB's (an unmeasured hop, reported
+/// empty).
 fn hop_latency(
     sc: &Scenario,
     topo: &latnet_sim::net::Topology,
     f: &latnet_sim::scenario::FlowSpec,
     switches: &[SwitchStats],
 ) -> Vec<HopResult> {
-    let Some(path) = topo.path(f.src, f.dst) else { return Vec::new() };
-    let measured = |port: usize| {
-        let mut at = switches.iter().filter_map(|s| s.flows.iter().find(|x| x.flow == f.name));
-        at.find_map(|fs| fs.hops.iter().find(|h| h.port == port)).map(|h| h.latency_ns)
-    };
-    let hops: Vec<HopResult> = path
-        .windows(2)
-        .enumerate()
-        .map(|(k, w)| {
-            let port = topo.fib[w[0]][f.dst] as usize;
-            HopResult {
-                hop: k as u32,
-                node: sc.nodes[w[0]].name.clone(),
-                toward: sc.nodes[w[1]].name.clone(),
-                latency_ns: measured(port),
-            }
-        })
+    let measured: BTreeMap<usize, latnet_sim::stats::Summary> = switches
+        .iter()
+        .filter_map(|s| s.flows.iter().find(|x| x.flow == f.name))
+        .flat_map(|fs| fs.hops.iter().map(|h| (h.port, h.latency_ns)))
         .collect();
+    if measured.is_empty() {
+        return Vec::new();
+    }
+    let mut hops = Vec::new();
+    let mut at = f.src;
+    // a route visits each port at most once (a loop guard)
+    while at != f.dst && hops.len() < topo.ports.len() {
+        let fib = topo.fib[at][f.dst];
+        let fib = (fib != latnet_sim::net::NO_PORT).then_some(fib as usize);
+        let here: Vec<usize> =
+            measured.keys().copied().filter(|&p| topo.ports[p].node == at).collect();
+        let port = match (here.as_slice(), fib) {
+            ([p], _) => *p,
+            (_, Some(p)) if here.is_empty() || here.contains(&p) => p,
+            ([p, ..], _) => *p,
+            _ => break,
+        };
+        hops.push(HopResult {
+            hop: hops.len() as u32,
+            node: sc.nodes[at].name.clone(),
+            toward: sc.nodes[topo.ports[port].peer].name.clone(),
+            latency_ns: measured.get(&port).copied(),
+        });
+        at = topo.ports[port].peer;
+    }
     if hops.iter().all(|h| h.latency_ns.is_none()) {
         return Vec::new();
     }
@@ -580,8 +598,8 @@ mod tests {
     }
 
     /// The switches' hop records become the simulator's `hops.csv`: hop index from the order
-    /// of each packet's transmissions, node from the port, rows in order of their start; no file, no table; a
-    /// bad row is an error naming the file, the line and the field.
+    /// of each packet's transmissions, node from the port, rows in order of their start; no
+    /// file, no table; a bad row is an error naming the file, the line and the field.
     #[test]
     fn hop_records_are_merged_into_the_simulators_hops_csv() {
         let sc = Scenario::from_str_named("t.toml", SC).unwrap();
@@ -635,5 +653,73 @@ mod tests {
         let e = err("seq,flow\n".to_owned());
         assert!(e.contains(":1: expected the header"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A source-routed flow's per-hop summary follows the ports it left by, not the FIB: on
+    /// two equal paths from s1 to s4 the tags choose the one the FIB does not, and the rows
+    /// are the simulator's, each with the latency measured at its port.
+    #[test]
+    fn hop_summaries_follow_the_route_the_flow_took() {
+        let sc = Scenario::from_str_named(
+            "diamond.toml",
+            &format!(
+                "[sim]\nduration = \"10ms\"\n[defaults.link]\nrate = \"1Gbps\"\n\
+                 [[nodes]]\nname = \"h1\"\nkind = \"host\"\n\
+                 [[nodes]]\nname = \"h2\"\nkind = \"host\"\n{}\
+                 [[links]]\na = \"h1\"\nb = \"s1\"\n[[links]]\na = \"s1\"\nb = \"s2\"\n\
+                 [[links]]\na = \"s1\"\nb = \"s3\"\n[[links]]\na = \"s2\"\nb = \"s4\"\n\
+                 [[links]]\na = \"s3\"\nb = \"s4\"\n[[links]]\na = \"s4\"\nb = \"h2\"\n\
+                 [[flows]]\nname = \"f\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 500\n\
+                 count = 10\ntags = [20, 10, 20]\n\
+                 traffic = {{ kind = \"cbr\", rate = \"10Mbps\" }}\n",
+                ["s1", "s2", "s3", "s4"]
+                    .map(|s| format!(
+                        "[[nodes]]\nname = \"{s}\"\nkind = \"switch\"\n\
+                         forwarding = {{ kind = \"tag-stack\" }}\n"
+                    ))
+                    .concat()
+            ),
+        )
+        .unwrap();
+        let topo = latnet_sim::net::Topology::build(&sc);
+        let name = |n: usize| sc.nodes[n].name.as_str();
+        let fib: Vec<_> = topo.path(0, 1).unwrap().into_iter().map(name).collect();
+        assert_eq!(fib, ["h1", "s1", "s2", "s4", "h2"]);
+        let sim = latnet_sim::Simulator::new(sc.clone()).run();
+        let route: Vec<_> =
+            sim.flows[0].hops.iter().map(|h| (h.node.clone(), h.toward.clone())).collect();
+        assert_eq!(route[1], ("s1".to_owned(), "s3".to_owned()), "{route:?}");
+        // each port's measurement where the run would have it: at its switch, or at the switch
+        // emulating the host's NIC; hop k measured k us
+        let dir = std::env::temp_dir().join(format!("latnet-emu-route-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for s in ["s1", "s2", "s3", "s4"] {
+            let core = SwitchCore::new(&sc, s).unwrap();
+            let mut st = SwitchStats::collect(&sc, &core, RunnerCounters::default(), true);
+            for (k, (node, toward)) in route.iter().enumerate() {
+                let g = (0..topo.ports.len())
+                    .find(|&g| {
+                        name(topo.ports[g].node) == node && name(topo.ports[g].peer) == toward
+                    })
+                    .unwrap();
+                if node == s || (node == "h1" && s == "s1") {
+                    let mut l = LatencyStats::new();
+                    l.record(k as u64 * 1000);
+                    let latency_ns = l.summary().unwrap();
+                    st.flows[0].hops.push(crate::stats::PortLatency { port: g, latency_ns });
+                }
+            }
+            st.write(&dir.join(format!("switch-{s}.json"))).unwrap();
+        }
+        let res = collect(&sc, &dir, 10_000_000);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let hops: Vec<_> = res.unwrap().flows[0]
+            .hops
+            .iter()
+            .map(|h| ((h.node.clone(), h.toward.clone()), h.latency_ns.map(|l| l.max)))
+            .collect();
+        let want: Vec<_> =
+            route.iter().enumerate().map(|(k, r)| (r.clone(), Some(k as u64 * 1000))).collect();
+        assert_eq!(hops, want);
     }
 }
