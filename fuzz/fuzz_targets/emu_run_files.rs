@@ -1,11 +1,12 @@
 //! The files of an emulated run that `latnet-switch results` reads back (a receiver's packet
-//! log, a switch's hop records; into results.json, hops.csv and packets.csv) with arbitrary contents: either they are read or the result is
-//! an error naming the file and line, never a panic. The first byte picks which file gets the
-//! input and whether a valid header goes in front of it (so that most inputs reach the rows).
+//! log, a switch's hop and drop records; into results.json, hops.csv and packets.csv) with
+//! arbitrary contents: either they are read or the result is an error naming the file and
+//! line, never a panic. The first byte picks which file gets the input and whether a valid
+//! header goes in front of it (so that most inputs reach the rows).
 #![no_main]
 
 use latnet_sim::Scenario;
-use latnet_switch::core::HOP_RECORDS_HEADER;
+use latnet_switch::core::{DROP_RECORDS_HEADER, HOP_RECORDS_HEADER};
 use latnet_switch::results;
 use latnet_switch::traffic::PACKET_LOG_HEADER;
 use libfuzzer_sys::fuzz_target;
@@ -57,20 +58,21 @@ fn setup() -> &'static (Scenario, std::path::PathBuf) {
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else { return };
     let (sc, dir) = setup();
-    let (name, header) = if pick & 1 == 0 {
-        ("packets-f.csv", PACKET_LOG_HEADER)
-    } else {
-        ("hops-s1.csv", HOP_RECORDS_HEADER)
-    };
+    let files = [
+        ("packets-f.csv", PACKET_LOG_HEADER),
+        ("hops-s1.csv", HOP_RECORDS_HEADER),
+        ("drops-s1.csv", DROP_RECORDS_HEADER),
+    ];
+    let (name, header) = files[usize::from(pick & 3) % files.len()];
     let mut text = Vec::new();
-    if pick & 2 == 0 {
+    if pick & 4 == 0 {
         text.extend_from_slice(header.as_bytes());
     }
     text.extend_from_slice(rest);
-    let (other, path) =
-        (dir.join(if pick & 1 == 0 { "hops-s1.csv" } else { "packets-f.csv" }), dir.join(name));
-    let _ = std::fs::remove_file(other);
-    std::fs::write(&path, &text).expect("write");
+    for (other, _) in files {
+        let _ = std::fs::remove_file(dir.join(other));
+    }
+    std::fs::write(dir.join(name), &text).expect("write");
     match results::collect(sc, dir, 10_000_000) {
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains(name), "{e}"),
@@ -81,6 +83,6 @@ fuzz_target!(|data: &[u8]| {
     }
     match results::packet_records(sc, dir, 1 << 40) {
         Ok(_) => {}
-        Err(e) => assert!(e.to_string().contains("packets-f.csv"), "{e}"),
+        Err(e) => assert!(e.to_string().contains(name), "{e}"),
     }
 });

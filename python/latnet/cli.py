@@ -165,7 +165,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="record every packet and hop (packets.csv, hops.csv; emulated runs: the packets "
-        "received, from the receivers' logs, and every hop, from the switches)",
+        "received, from the receivers' logs, and every hop and drop, from the switches)",
     )
     r.add_argument(
         "--no-packets",

@@ -37,8 +37,8 @@ class EmuResults(SummaryFrames):
     link captures (``out/pcap/<node>-<peer>.pcap``) and ``queues`` the queue series
     (``queues.csv`` as a DataFrame), ``hops`` and ``packets`` the per-hop and per-packet
     records (``hops.csv`` and ``packets.csv``, the simulator's columns, ``id`` empty;
-    ``packets`` has the packets received, instants from the scenario's time zero) when the run
-    was asked for them; ``hop_latency(flow)``
+    ``packets`` has the packets received and those a switch dropped, instants from the
+    scenario's time zero) when the run was asked for them; ``hop_latency(flow)``
     (from the sender's stamp to each emulated start of transmission); with LBF, ``lbf_flows``,
     ``lbf_switches``, ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the
     receivers' early / on-time / late count uses the measured, physical latency)."""
@@ -48,8 +48,9 @@ class EmuResults(SummaryFrames):
         self.summary: dict = json.loads((out / "results.json").read_text())
         self.packets = None
         if (out / "packets.csv").exists():
-            pk = pd.read_csv(out / "packets.csv", keep_default_na=False, na_values={"id": [""]})
-            pk.insert(5, "received", True)
+            empty = {"id": [""], "latency_ns": [""]}
+            pk = pd.read_csv(out / "packets.csv", keep_default_na=False, na_values=empty)
+            pk.insert(5, "received", pk["latency_ns"].notna())
             self.packets = pk
         self.pcaps: list[Path] = sorted((out / "pcap").glob("*.pcap"))
         self.queues = None
@@ -105,7 +106,8 @@ def collect(tb: Testbed, out: Path, end_ns: int) -> EmuResults:
     p = subprocess.run(
         [tb.binary, "results", "--scenario", str(tb.scenario), "--dir", str(tb.run_dir)]
         + ["--end-ns", str(end_ns), "--out", str(out), *seed_args]
-        # per-packet records asked for: the receivers' logs into packets.csv as well
+        # per-packet records asked for: the receivers' logs and the switches' drop records into
+        # packets.csv as well
         + (["--t0", str(tb.time_zero_ns)] if tb.hop_records and tb.time_zero_ns else []),
         capture_output=True,
         text=True,
@@ -140,8 +142,9 @@ def run_emu(
     they emulate as the simulator does, into ``out/queues.csv``. With ``packets`` (``None``: the
     scenario's ``[output] packets``) they record every transmission of a packet of a flow of
     latnet's senders into ``out/hops.csv``, the simulator's per-hop table (``id`` empty; ``flow``
-    and ``seq`` name the packet), and the receivers' logs (``emu-run/packets-<flow>.csv``) go
-    into ``out/packets.csv``, the simulator's per-packet table for the packets received.
+    and ``seq`` name the packet), and every drop of one (``emu-run/drops-<node>.csv``); those
+    and the receivers' logs (``emu-run/packets-<flow>.csv``) go into ``out/packets.csv``, the
+    simulator's per-packet table for the packets received or dropped by a switch.
     ``switch_processes``: see ``Testbed``."""
     out = Path(out)
     run_dir = out / "emu-run"

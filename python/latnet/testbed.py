@@ -134,9 +134,10 @@ class Testbed:
         # With ``queues`` (an interval, e.g. "1ms"; else the scenario's ``[output] queues``),
         # every switch samples the queues of the ports it emulates into its final statistics.
         self.queues = queues
-        # With ``hop_records``, every switch writes a row per transmission of a packet of a
-        # scenario flow into ``run_dir/hops-<node>.csv`` (``latnet-switch run --hops``), which
-        # ``latnet-switch results`` merges into the simulator's ``hops.csv``.
+        # With ``hop_records``, every switch writes a row per transmission and per drop of a
+        # packet of a scenario flow into ``run_dir/hops-<node>.csv`` and ``drops-<node>.csv``
+        # (``latnet-switch run --hops``), which ``latnet-switch results`` merges into the
+        # simulator's ``hops.csv`` and ``packets.csv``.
         self.hop_records = hop_records
         # "per-node": a latnet-switch process per switch; "one": one process runs every switch
         # in one loop (``latnet-switch run --node A,B --netns ...``). By default one process

@@ -496,13 +496,18 @@ def test_lbf_outcomes_of_an_emulated_run_are_the_simulators(tmp_path, upper, enc
     received late with the flag, one notification record per packet with its sequence
     number); a flow with a loose bound arrives on time. The switches' forwarder counters, the
     drops by reason and the receivers' count, late flag read from the shim or from the IPv6
-    hop-by-hop option, equal the simulator's."""
+    hop-by-hop option, equal the simulator's. With per-packet records, packets.csv names
+    every packet dropped early as the simulator's does: flow, sequence number, reason, node,
+    created about when it was simulated."""
     text = LBF.split("[[flows]]")[0].replace('budget = "equal"\n', f'upper = "{upper}"\n', 1)
     text += slo_flow("tight", f'upper = "150us", encap = "{encap}"')
     text += slo_flow("loose", f'upper = "50ms", encap = "{encap}"')
-    sim = latnet.run(text=text, packets=False)
+    sim = latnet.run(text=text, packets=upper == "drop")
     sc = scenario(tmp_path, text)
-    with Testbed(sc, run_dir=tmp_path / "run", time_zero_after_ns=1_000_000_000) as tb:
+    records = upper == "drop"
+    with Testbed(
+        sc, run_dir=tmp_path / "run", time_zero_after_ns=1_000_000_000, hop_records=records
+    ) as tb:
         emu, _ = run_flows(tb, tmp_path / "out")
     on_disk = json.loads((tmp_path / "out" / "results.json").read_text())["lbf"]
     assert on_disk == emu.summary["lbf"] and emu.lbf_flows is not None
@@ -519,6 +524,19 @@ def test_lbf_outcomes_of_an_emulated_run_are_the_simulators(tmp_path, upper, enc
         assert emu.lbf_drops.to_dict("records") == [
             {"flow": "tight", "node": "s1", "reason": "early", "packets": sent["tight"]}
         ]
+        key = ["flow", "seq", "drop_reason", "drop_node"]
+        pe, ps = emu.packets, sim.packets
+        assert list(pe.columns) == list(ps.columns)
+        dropped = pe[~pe["received"]]
+        assert len(dropped) == sent["tight"] and set(dropped["drop_reason"]) == {
+            "hopeless-early-drop"
+        }
+        both = dropped.merge(ps[~ps["received"]], on=key, suffixes=("", "_sim"))
+        assert len(both) == len(dropped), (dropped.head(), ps[~ps["received"]].head())
+        assert (both["end_ns"] >= both["created_ns"]).all()
+        lag = both["created_ns"] - both["created_ns_sim"]
+        assert abs(lag.median()) < 1_000_000, lag.describe()
+        assert pe.loc[pe["received"], "latency_ns"].notna().all()
     else:
         assert flows.loc["tight", "late_marked"] == sent["tight"] > 500
         notes = emu.lbf_notifications

@@ -224,9 +224,9 @@ pub struct SwitchCore {
     hop_log: Option<HopLog>,
 }
 
-/// One record per transmission of a stamped packet of a scenario flow, for the simulator's
-/// `hops.csv`: [`HOP_RECORD_BYTES`] each, turned into CSV by [`hop_records_csv`] (off the
-/// forwarding loop).
+/// One record per transmission or drop of a stamped packet of a scenario flow, for the
+/// simulator's `hops.csv` and `packets.csv`: [`HOP_RECORD_BYTES`] each, turned into CSV by
+/// [`hop_records_csv`] (off the forwarding loop).
 #[derive(Debug)]
 struct HopLog {
     /// Records not yet taken.
@@ -236,28 +236,41 @@ struct HopLog {
 }
 
 /// Bytes of one hop record as the core collects them: flow index and global port (u32), then
-/// sequence number and the three instants (u64), little-endian.
+/// sequence number and the three instants (u64), little-endian. A drop record has port
+/// [`DROPPED`], then the sequence number, the packet's creation (its sender's stamp), the
+/// index of its reason in [`DropReason::ALL`] and of the node that dropped it (u32), and the
+/// instant of the drop.
 pub const HOP_RECORD_BYTES: usize = 40;
 
-/// Append hop records `raw` (as [`SwitchCore::swap_hop_records`] hands them over) to `out` as
-/// CSV rows under [`HOP_RECORDS_HEADER`], flows named by `names` (by index). A partial record
-/// at the end is ignored.
-pub fn hop_records_csv(raw: &[u8], names: &[String], out: &mut Vec<u8>) {
+/// The port of a drop record (see [`HOP_RECORD_BYTES`]).
+pub const DROPPED: u32 = u32::MAX;
+
+/// Append hop records `raw` (as [`SwitchCore::swap_hop_records`] hands them over) as CSV
+/// rows: transmissions to `hops` under [`HOP_RECORDS_HEADER`], drops to `drops` under
+/// [`DROP_RECORDS_HEADER`]; flows named by `names` (by index). A partial record at the end is
+/// ignored.
+pub fn hop_records_csv(
+    raw: &[u8],
+    names: &[String],
+    nodes: &[String],
+    hops: &mut Vec<u8>,
+    drops: &mut Vec<u8>,
+) {
     use std::io::Write as _;
     for r in raw.chunks_exact(HOP_RECORD_BYTES) {
         let u32_at = |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().unwrap_or([0; 4]));
         let u64_at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().unwrap_or([0; 8]));
         let flow = names.get(u32_at(0) as usize).map_or("", String::as_str);
+        let (seq, a, b, c) = (u64_at(8), u64_at(16), u64_at(24), u64_at(32));
         // (writing into a Vec cannot fail)
-        let _ = writeln!(
-            out,
-            "{flow},{},{},{},{},{}",
-            u64_at(8),
-            u32_at(4),
-            u64_at(16),
-            u64_at(24),
-            u64_at(32)
-        );
+        let _ = match u32_at(4) {
+            DROPPED => {
+                let reason = DropReason::ALL.get(u32_at(24) as usize).map_or("", |r| r.as_str());
+                let node = nodes.get(u32_at(28) as usize).map_or("", String::as_str);
+                writeln!(drops, "{flow},{seq},{reason},{node},{a},{c}")
+            }
+            port => writeln!(hops, "{flow},{seq},{port},{a},{b},{c}"),
+        };
     }
 }
 
@@ -266,6 +279,13 @@ pub fn hop_records_csv(raw: &[u8], names: &[String], out: &mut Vec<u8>) {
 /// egress port and the instants it joined the queue, its forwarder's hold ended and its
 /// transmission started (ns from the experiment's time zero).
 pub const HOP_RECORDS_HEADER: &str = "flow,seq,port,enqueue_ns,eligible_ns,start_tx_ns\n";
+
+/// The header of a switch's drop records (`latnet-switch run --hops`): per stamped packet of a
+/// scenario flow the switch dropped, the flow's name, the packet's sequence number, the
+/// reason, the node that dropped it (a host for its NIC's queue, emulated here), and the
+/// instants the packet was created (its sender's stamp) and dropped (ns from the experiment's
+/// time zero).
+pub const DROP_RECORDS_HEADER: &str = "flow,seq,reason,node,created_ns,drop_ns\n";
 
 /// Switch-clock instant `t` plus `offset_ns`, 0 if that is before zero.
 fn shifted(t: Time, offset_ns: i64) -> u64 {
@@ -641,12 +661,27 @@ impl SwitchCore {
         }
     }
 
-    fn count_drop(&mut self, pkt: Packet, reason: DropReason, at_node: bool) {
-        if at_node {
+    /// Count `pkt`'s drop at `t`, by the node or at emulated port `port` (and record it, if it
+    /// is a stamped packet of a scenario flow and hop records are on: a [`HOP_RECORD_BYTES`]
+    /// record whose port is [`DROPPED`], naming the node the simulator would: the port's).
+    fn count_drop(&mut self, t: Time, pkt: Packet, reason: DropReason, port: Option<usize>) {
+        if port.is_none() {
             self.counters.node_drops.count(reason);
         }
         if let Some(d) = self.flow_drops.get_mut(pkt.meta.flow as usize) {
             d.count(reason);
+            if let (Some(log), true) = (&mut self.hop_log, pkt.meta.created <= t) {
+                let (m, o, b) = (&pkt.meta, log.offset_ns, &mut log.buf);
+                let r = DropReason::ALL.iter().position(|&x| x == reason).unwrap_or(usize::MAX);
+                let node = port.map_or(self.node, |i| self.topo.ports[self.ports[i].global].node);
+                b.extend_from_slice(&m.flow.to_le_bytes());
+                b.extend_from_slice(&DROPPED.to_le_bytes());
+                b.extend_from_slice(&m.seq.to_le_bytes());
+                b.extend_from_slice(&shifted(m.created, o).to_le_bytes());
+                b.extend_from_slice(&(r as u32).to_le_bytes());
+                b.extend_from_slice(&(node as u32).to_le_bytes());
+                b.extend_from_slice(&shifted(t, o).to_le_bytes());
+            }
         }
         self.recycle(pkt.data);
     }
@@ -686,7 +721,7 @@ impl SwitchCore {
                 self.counters.rx_truncated += 1;
             }
             let pkt = Packet::new(data, 0, meta);
-            return self.count_drop(pkt, DropReason::Malformed, true);
+            return self.count_drop(now, pkt, DropReason::Malformed, None);
         }
         let key = match latnet_wire::parse_headers(&data) {
             Ok(h) => h.key.map(|k| (k, h)),
@@ -695,13 +730,13 @@ impl SwitchCore {
         let Some((key, headers)) = key else {
             self.counters.rx_non_ip += 1;
             let pkt = Packet::new(data, 0, meta);
-            return self.count_drop(pkt, DropReason::Malformed, true);
+            return self.count_drop(now, pkt, DropReason::Malformed, None);
         };
         if let Some((start, off)) = offload.partial_csum {
             let end = headers.l3_offset().and_then(|o| ip_end(&data, o)).unwrap_or(data.len());
             if !complete_checksum(&mut data, usize::from(start), usize::from(off), end) {
                 let pkt = Packet::new(data, 0, meta);
-                return self.count_drop(pkt, DropReason::Malformed, true);
+                return self.count_drop(now, pkt, DropReason::Malformed, None);
             }
             self.counters.csum_completed += 1;
         }
@@ -729,7 +764,7 @@ impl SwitchCore {
                 for &t in tags.iter().rev() {
                     if latnet_wire::push_vlan(&mut data, latnet_wire::VlanTag::new(t)).is_err() {
                         let pkt = Packet::new(data, 0, meta);
-                        return self.count_drop(pkt, DropReason::Malformed, true);
+                        return self.count_drop(now, pkt, DropReason::Malformed, None);
                     }
                 }
             }
@@ -750,7 +785,7 @@ impl SwitchCore {
                 if let (Some(c), Some(t)) = (self.large_flows.as_mut(), self.topo.ports.get(g)) {
                     // switch-assisted pacing: count large flows at their egress port
                     if let Err(r) = c.process(now, &mut pkt, g as u32, t.rate) {
-                        return self.count_drop(pkt, r, true);
+                        return self.count_drop(now, pkt, r, None);
                     }
                 }
                 match self.port_of_global.get(g).copied().flatten() {
@@ -761,10 +796,10 @@ impl SwitchCore {
                         }
                         self.enqueue(i, now, pkt)
                     }
-                    None => self.count_drop(pkt, DropReason::NoRoute, true),
+                    None => self.count_drop(now, pkt, DropReason::NoRoute, None),
                 }
             }
-            Forward::Drop(r) => self.count_drop(pkt, r, true),
+            Forward::Drop(r) => self.count_drop(now, pkt, r, None),
         }
     }
 
@@ -782,9 +817,9 @@ impl SwitchCore {
         self.touch(i);
         pkt.meta.arrival = now;
         if let Verdict::Dropped(d) = self.ports[i].queue.enqueue(now, pkt) {
-            self.count_drop(d.pkt, d.reason, false);
+            self.count_drop(now, d.pkt, d.reason, Some(i));
         }
-        self.collect_queue_drops(i);
+        self.collect_queue_drops(i, now);
         if let Some(s) = &mut self.queue_series {
             let q = &self.ports[i].queue;
             let p = &mut s.peak[i];
@@ -793,9 +828,9 @@ impl SwitchCore {
         self.try_transmit(i, now);
     }
 
-    fn collect_queue_drops(&mut self, i: usize) {
+    fn collect_queue_drops(&mut self, i: usize, t: Time) {
         while let Some(d) = self.ports[i].queue.poll_drop() {
-            self.count_drop(d.pkt, d.reason, false);
+            self.count_drop(t, d.pkt, d.reason, Some(i));
         }
     }
 
@@ -810,7 +845,7 @@ impl SwitchCore {
         let before = p.queue.len();
         let next = p.queue.dequeue(t);
         let progressed = next.is_some() || p.queue.len() != before;
-        self.collect_queue_drops(i);
+        self.collect_queue_drops(i, t);
         if let Some(pkt) = next {
             self.start_tx(i, t, pkt);
         }
@@ -859,7 +894,7 @@ impl SwitchCore {
         let lost = p.loss_threshold > 0 && p.rng.gen::<u64>() < p.loss_threshold;
         if lost {
             p.link_drops.count(DropReason::LinkLoss);
-            return self.count_drop(pkt, DropReason::LinkLoss, false);
+            return self.count_drop(t, pkt, DropReason::LinkLoss, Some(i));
         }
         let global = p.global;
         match p.role {

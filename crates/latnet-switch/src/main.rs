@@ -37,15 +37,17 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
                         samples and capture stamps count from it; default: the switch's start)
            [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap)
            [--queues INTERVAL] (each port's queue sampled into the final --stats file)
-           [--hops DIR] (a row per transmission of a packet of a scenario flow:
-                         DIR/hops-<node>.csv, merged into hops.csv by `results`)
+           [--hops DIR] (a row per transmission and per drop of a packet of a scenario
+                         flow: DIR/hops-<node>.csv and DIR/drops-<node>.csv, merged into
+                         hops.csv and packets.csv by `results`)
            [--spin-us 20] (waits up to this long busy-poll instead of sleeping; 0: never)
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
   recv     --host NAME --until NS --dir DIR [--out FILE]
   results  --dir DIR --end-ns NS --out DIR [--seed N] [--t0 NS]
            (also DIR/hops-<node>.csv into OUT/hops.csv, and with the run's time zero --t0 the
-            receivers' DIR/packets-<flow>.csv into OUT/packets.csv: the simulator's formats)";
+            receivers' DIR/packets-<flow>.csv and the switches' DIR/drops-<node>.csv into
+            OUT/packets.csv: the simulator's formats)";
 
 enum Fail {
     Usage(String),

@@ -222,16 +222,45 @@ fn packet_log(dir: &Path, flow: &str) -> io::Result<Option<Vec<LoggedPacket>>> {
     Ok(Some(out))
 }
 
-/// The receivers' packet logs in `dir` (`packets-<flow>.csv`) as the simulator's `packets.csv`:
-/// one row per packet received, instants counted from `t0_ns` (the run's time zero,
-/// `CLOCK_MONOTONIC`), rows in order of sending (then flow, sequence number). `id` is empty, as
-/// in the emulated `hops.csv`. Packets that were not received have no row: which switch
-/// dropped which packet is not recorded (the flow table counts them by reason). `None` when no
-/// receiver wrote a log. A malformed row is an error naming the file and line.
+/// The receivers' packet logs in `dir` (`packets-<flow>.csv`) and the switches' drop records
+/// (`drops-<node>.csv`, written under `latnet-switch run --hops`) as the simulator's
+/// `packets.csv`: one row per packet received or dropped by a switch, instants counted from
+/// `t0_ns` (the run's time zero, `CLOCK_MONOTONIC`; the switches count their records from the
+/// `--t0` they were given), rows in order of sending (then flow, sequence number). `id` is
+/// empty, as in the emulated `hops.csv`. A packet lost elsewhere (in a host's stack, or still
+/// in flight when the receiver stopped) has no row, nor has a drop when the switches kept no
+/// records. `None` when there is neither a log nor a record. A malformed row is an error
+/// naming the file and line.
 pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Option<String>> {
+    let flow_index: BTreeMap<&str, usize> =
+        sc.flows.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
     let mut found = false;
     // (send instant, flow index, seq) and the row
     let mut rows: Vec<((u64, usize, u64), String)> = Vec::new();
+    for n in &sc.nodes {
+        let path = dir.join(format!("drops-{}.csv", n.name));
+        let Some(text) = read_run_file(&path)? else { continue };
+        found = true;
+        for row in csv_rows(&path, &text, crate::core::DROP_RECORDS_HEADER)? {
+            let (at, v) = row?;
+            let bad = |what: String| bad_row(&path, at, what);
+            let num = |i: usize, name: &str| int_field(&path, at, name, v[i]);
+            let Some((&fi, name)) = flow_index.get_key_value(v[0]).map(|(k, i)| (i, k)) else {
+                return Err(bad(format!("flow: no flow named {:?}", v[0])));
+            };
+            let seq = num(1, "seq")?;
+            let Some(reason) = DropReason::from_name(v[2]) else {
+                return Err(bad(format!("reason: no drop reason named {:?}", v[2])));
+            };
+            let Some(node) = sc.nodes.iter().find(|n| n.name == v[3]) else {
+                return Err(bad(format!("node: no node named {:?}", v[3])));
+            };
+            let (created, end) = (num(4, "created_ns")?, num(5, "drop_ns")?);
+            let (reason, node) = (reason.as_str(), &node.name);
+            let row = format!(",{name},{seq},{created},{end},,{reason},{node}\n");
+            rows.push(((created, fi, seq), row));
+        }
+    }
     for (fi, f) in sc.flows.iter().enumerate() {
         let Some(log) = packet_log(dir, &f.name)? else { continue };
         found = true;
@@ -542,8 +571,9 @@ mod tests {
         assert_eq!(seqs, [("f", 0), ("f", 1), ("f", 2)]);
     }
 
-    /// The receivers' logs become the simulator's `packets.csv`: instants from the run's time
-    /// zero, rows in order of sending; no log, no table; a bad row names the file and line.
+    /// The receivers' logs and the switches' drop records become the simulator's
+    /// `packets.csv`: instants from the run's time zero, rows in order of sending, drops with
+    /// their reason and node; no log, no table; a bad row names the file and line.
     #[test]
     fn packet_logs_become_the_simulators_packets_csv() {
         let sc = Scenario::from_str_named("t.toml", SC).unwrap();
@@ -560,6 +590,31 @@ mod tests {
             latnet_sim::results::PACKETS_CSV_HEADER
         );
         assert_eq!(got, want);
+        // s1 dropped seq 2 at h1's NIC (already counted from time zero) and seq 3 itself
+        let drops = dir.join("drops-s1.csv");
+        let drop_header = crate::core::DROP_RECORDS_HEADER;
+        let records = "f,3,hopeless-early-drop,s1,2500,2700\nf,2,queue-full-packets,h1,1500,1500\n";
+        std::fs::write(&drops, format!("{drop_header}{records}")).unwrap();
+        let got = packet_records(&sc, &dir, 5_000).unwrap().unwrap();
+        let want = format!(
+            "{},f,0,1000,5000,4000,,\n,f,2,1500,1500,,queue-full-packets,h1\n\
+             ,f,1,2000,4500,2500,,\n,f,3,2500,2700,,hopeless-early-drop,s1\n",
+            latnet_sim::results::PACKETS_CSV_HEADER
+        );
+        assert_eq!(got, want);
+        let err = |row: &str| {
+            std::fs::write(&drops, format!("{drop_header}{row}\n")).unwrap();
+            packet_records(&sc, &dir, 5_000).unwrap_err().to_string()
+        };
+        let e = err("f,3,tired,s1,2500,2700");
+        assert!(e.ends_with("drops-s1.csv:2: reason: no drop reason named \"tired\""), "{e}");
+        let e = err("f,3,no-route,s9,2500,2700");
+        assert!(e.ends_with("drops-s1.csv:2: node: no node named \"s9\""), "{e}");
+        let e = err("g,3,no-route,s1,2500,2700");
+        assert!(e.ends_with("drops-s1.csv:2: flow: no flow named \"g\""), "{e}");
+        let e = err("f,3,no-route,s1,2500");
+        assert!(e.contains("drops-s1.csv:2:"), "{e}");
+        std::fs::remove_file(&drops).unwrap();
         std::fs::write(dir.join("packets-f.csv"), format!("{header}1,7000,x,1,0\n")).unwrap();
         let e = packet_records(&sc, &dir, 5_000).unwrap_err().to_string();
         std::fs::remove_dir_all(&dir).unwrap();

@@ -33,8 +33,9 @@ pub struct RunConfig {
     /// Write a capture of every emulated port into this directory (`<node>-<peer>.pcap`, see
     /// [`SwitchCore::enable_capture`]); a thread writes them, not the forwarding loop.
     pub pcap_dir: Option<PathBuf>,
-    /// Write every switch's per-packet hop records into this directory (`hops-<node>.csv`,
-    /// see [`SwitchCore::enable_hop_records`]), by the same thread.
+    /// Write every switch's per-packet hop and drop records into this directory
+    /// (`hops-<node>.csv` and `drops-<node>.csv`, see [`SwitchCore::enable_hop_records`]), by
+    /// the same thread.
     pub hops_dir: Option<PathBuf>,
     /// Sample every emulated port's queue at this interval (else the scenario's
     /// `[output] queues`, if set) from the experiment's time zero (`t0_ns`, else the switch's
@@ -211,8 +212,12 @@ impl Station {
         let pcap = shared.pcap_dir.as_deref().map(|dir| (dir, core.enable_capture(sc, offset)));
         let hops = shared.hops_dir.as_ref().map(|dir| {
             core.enable_hop_records(offset);
-            let names = sc.flows.iter().map(|f| f.name.clone()).collect();
-            (dir.join(format!("hops-{}.csv", c.node)), names)
+            RecordFiles {
+                hops: dir.join(format!("hops-{}.csv", c.node)),
+                drops: dir.join(format!("drops-{}.csv", c.node)),
+                flows: sc.flows.iter().map(|f| f.name.clone()).collect(),
+                nodes: sc.nodes.iter().map(|n| n.name.clone()).collect(),
+            }
         });
         let output = if pcap.is_some() || hops.is_some() {
             Some(OutputWriter::start(pcap, hops)?)
@@ -389,11 +394,21 @@ impl RingClock {
     }
 }
 
+/// Where [`OutputWriter`] writes a switch's hop and drop records, and the names of the
+/// scenario's flows and nodes (by index) they are written with.
+struct RecordFiles {
+    hops: PathBuf,
+    drops: PathBuf,
+    flows: Vec<String>,
+    nodes: Vec<String>,
+}
+
 /// Writes the ports' captures and the hop records from a thread of its own, so that the
 /// forwarding loop never waits for the disk: the loop hands over a file's bytes once it has
 /// collected a chunk, and the thread hands the emptied buffers back for reuse (no fresh
 /// allocation per chunk). Files `0..captures` are the ports' captures; the hop records, if
-/// any, are the file after them (the thread turns them into CSV, [`crate::core::hop_records_csv`]).
+/// any, go to the two files after them (the thread turns them into CSV, transmissions and
+/// drops, [`crate::core::hop_records_csv`]).
 struct OutputWriter {
     tx: Option<std::sync::mpsc::Sender<(usize, Vec<u8>)>>,
     back: std::sync::mpsc::Receiver<Vec<u8>>,
@@ -405,10 +420,10 @@ struct OutputWriter {
 
 impl OutputWriter {
     /// Create one capture file (header only) per name in `pcap` (its directory created), and
-    /// the hop records file (header only) if given, with the scenario's flow names.
+    /// the hop and drop records files (header only) if given, with the scenario's flow names.
     fn start(
         pcap: Option<(&std::path::Path, Vec<String>)>,
-        hops: Option<(PathBuf, Vec<String>)>,
+        hops: Option<RecordFiles>,
     ) -> io::Result<OutputWriter> {
         fn named(what: &str, p: &std::path::Path, e: io::Error) -> io::Error {
             io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
@@ -422,13 +437,16 @@ impl OutputWriter {
             }
         }
         let with_hops = hops.is_some();
-        let mut names = Vec::new();
-        if let Some((path, flows)) = hops {
-            names = flows;
-            if let Some(dir) = path.parent() {
+        let (mut flows, mut nodes) = (Vec::new(), Vec::new());
+        if let Some(r) = hops {
+            (flows, nodes) = (r.flows, r.nodes);
+            if let Some(dir) = r.hops.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| named("hop records", dir, e))?;
             }
-            files.push(("hop records", path, crate::core::HOP_RECORDS_HEADER.as_bytes().to_vec()));
+            let header = crate::core::HOP_RECORDS_HEADER.as_bytes().to_vec();
+            files.push(("hop records", r.hops, header));
+            let header = crate::core::DROP_RECORDS_HEADER.as_bytes().to_vec();
+            files.push(("drop records", r.drops, header));
         }
         let mut open = Vec::with_capacity(files.len());
         for (what, path, header) in files {
@@ -439,17 +457,19 @@ impl OutputWriter {
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<u8>)>();
         let (back_tx, back) = std::sync::mpsc::channel::<Vec<u8>>();
         let thread = std::thread::Builder::new().name("output-writer".into()).spawn(move || {
-            let mut csv = Vec::new();
+            let (mut csv, mut drops) = (Vec::new(), Vec::new());
             for (i, mut chunk) in rx {
-                if let Some((what, path, f)) = open.get_mut(i) {
-                    let bytes = if i == captures {
-                        csv.clear();
-                        crate::core::hop_records_csv(&chunk, &names, &mut csv);
-                        &csv
-                    } else {
-                        &chunk
-                    };
-                    f.write_all(bytes).map_err(|e| named(what, path, e))?;
+                if i == captures {
+                    csv.clear();
+                    drops.clear();
+                    crate::core::hop_records_csv(&chunk, &flows, &nodes, &mut csv, &mut drops);
+                    for (k, bytes) in [(i, &csv), (i + 1, &drops)] {
+                        if let Some((what, path, f)) = open.get_mut(k) {
+                            f.write_all(bytes).map_err(|e| named(what, path, e))?;
+                        }
+                    }
+                } else if let Some((what, path, f)) = open.get_mut(i) {
+                    f.write_all(&chunk).map_err(|e| named(what, path, e))?;
                 }
                 chunk.clear();
                 // the loop may be gone already (at the end): then the buffer is dropped

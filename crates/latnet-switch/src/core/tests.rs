@@ -662,10 +662,11 @@ fn hop_latency_runs_from_the_senders_stamp_to_each_start_of_transmission() {
 
 /// Per-packet hop records: one row per transmission of a stamped frame of a scenario flow, at
 /// the host's emulated NIC and at s1, instants shifted by the offset (the experiment's time
-/// zero 1 ms after the switch's); the frame without latnet's payload has none.
+/// zero 1 ms after the switch's); the frame without latnet's payload has none. A stamped frame
+/// the full queue of h1's NIC refuses is a drop record: reason, creation and drop instants.
 #[test]
 fn hop_records_are_one_row_per_transmission_of_a_stamped_frame() {
-    let sc = scenario("");
+    let sc = scenario("[defaults]\nqueue = { kind = \"fifo\", limit_packets = 1 }\n");
     let origin = 7_000_000_000;
     let mut core = SwitchCore::new_at(&sc, "s1", origin).unwrap();
     core.enable_hop_records(-1_000_000);
@@ -674,26 +675,35 @@ fn hop_records_are_one_row_per_transmission_of_a_stamped_frame() {
         crate::traffic::fill_payload(&mut f[42..], 0, seq, send_ns);
         f
     };
+    // seq 5 waits behind seq 4's 100 us at h1's NIC; seq 6 finds the one place taken
     let input = [
         (1_030_000, stamped(4, origin + 1_000_000)),
+        (1_030_000, stamped(5, origin + 1_010_000)),
+        (1_030_000, stamped(6, origin + 1_020_000)),
         (1_500_000, frame(1250, 7, 10_000)),
-        (2_050_000, stamped(5, origin + 2_000_000)),
+        (2_050_000, stamped(7, origin + 2_000_000)),
     ];
-    assert_eq!(drive(&mut core, &input, &[]).len(), 3);
+    assert_eq!(drive(&mut core, &input, &[]).len(), 4);
     let mut rows = Vec::new();
     assert!(core.swap_hop_records(1, &mut rows));
-    assert_eq!(rows.len(), 4 * HOP_RECORD_BYTES);
+    assert_eq!(rows.len(), 7 * HOP_RECORD_BYTES);
     let names: Vec<String> = sc.flows.iter().map(|f| f.name.clone()).collect();
-    let mut csv = Vec::new();
+    let (mut csv, mut drops) = (Vec::new(), Vec::new());
     // (a partial record at the end is left out)
     rows.push(0);
-    hop_records_csv(&rows, &names, &mut csv);
+    let nodes: Vec<String> = sc.nodes.iter().map(|n| n.name.clone()).collect();
+    hop_records_csv(&rows, &names, &nodes, &mut csv, &mut drops);
     let name = &names[0];
     let want = format!(
         "{name},4,0,30000,30000,30000\n{name},4,2,130000,130000,130000\n\
-         {name},5,0,1050000,1050000,1050000\n{name},5,2,1150000,1150000,1150000\n"
+         {name},5,0,30000,30000,130000\n{name},5,2,230000,230000,230000\n\
+         {name},7,0,1050000,1050000,1050000\n{name},7,2,1150000,1150000,1150000\n"
     );
     assert_eq!(String::from_utf8(csv).unwrap(), want);
+    assert_eq!(
+        String::from_utf8(drops).unwrap(),
+        format!("{name},6,queue-full-packets,h1,20000,30000\n")
+    );
     // taken: nothing left, and nothing below the threshold
     let mut spare = Vec::new();
     assert!(!core.swap_hop_records(0, &mut spare));
