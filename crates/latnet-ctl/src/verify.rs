@@ -414,6 +414,7 @@ fn scenario(
             latency: LatencyConvention::Physical,
             routing: RoutingMetric::Hops,
             switching: Switching::StoreAndForward,
+            dilation: 1,
         },
         nodes,
         links,

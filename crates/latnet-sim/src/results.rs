@@ -29,6 +29,10 @@ pub struct Results {
     pub switching: String,
     /// Ordering rule of simultaneous events.
     pub tie_break: String,
+    /// The scenario's time dilation (`[sim] dilation`): the run went this many times slower,
+    /// and every instant, duration and rate here is back in the scenario's own time
+    /// ([`Results::undilate`]).
+    pub dilation: u32,
     /// Events executed.
     pub events: u64,
     /// Per flow, in scenario order.
@@ -338,7 +342,72 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(String::new, |v| v.to_string())
 }
 
+/// Nanoseconds `v` of a run `k` times dilated in the scenario's own time: `v / k`, to the
+/// nearest (half up).
+pub fn undilate_ns(v: u64, k: u32) -> u64 {
+    let k = u64::from(k.max(1));
+    v / k + u64::from(2 * (v % k) >= k)
+}
+
 impl Results {
+    /// Bring the results of a run `k` times dilated back to the scenario's own time: every
+    /// instant, duration, latency and jitter divided by `k` (to the nearest nanosecond), every
+    /// rate and throughput multiplied by it; counts, sizes and utilisations stay. Captures are
+    /// not converted (a dilated scenario has none).
+    pub fn undilate(&mut self, k: u32) {
+        if k <= 1 {
+            return;
+        }
+        let k64 = u64::from(k);
+        let ns = |v: u64| undilate_ns(v, k);
+        let summary = |s: &mut Summary| {
+            for v in [&mut s.min, &mut s.p50, &mut s.p90, &mut s.p99, &mut s.p999, &mut s.max] {
+                *v = ns(*v);
+            }
+            s.mean /= f64::from(k);
+        };
+        self.dilation = k;
+        self.duration_ns = ns(self.duration_ns);
+        self.end_ns = ns(self.end_ns);
+        for f in &mut self.flows {
+            f.throughput_bps *= f64::from(k);
+            f.latency_ns.as_mut().map(summary);
+            f.jitter_ns = f.jitter_ns.map(|j| j / f64::from(k));
+            for h in &mut f.hops {
+                h.latency_ns.as_mut().map(summary);
+            }
+        }
+        for p in &mut self.ports {
+            p.rate_bps = p.rate_bps.saturating_mul(k64);
+        }
+        if let Some(l) = &mut self.lbf {
+            for f in &mut l.flows {
+                f.lower_ns = ns(f.lower_ns);
+                f.upper_ns = f.upper_ns.map(ns);
+            }
+            for n in &mut l.notifications {
+                n.time_ns = ns(n.time_ns);
+                n.projected_ns = ns(n.projected_ns);
+                n.upper_ns = ns(n.upper_ns);
+            }
+        }
+        if let Some(log) = &mut self.log {
+            for r in &mut log.packets {
+                r.created_ns = ns(r.created_ns);
+                r.end_ns = ns(r.end_ns);
+                r.latency_ns = r.latency_ns.map(ns);
+            }
+            for r in &mut log.hops {
+                r.enqueue_ns = ns(r.enqueue_ns);
+                r.eligible_ns = ns(r.eligible_ns);
+                r.start_tx_ns = ns(r.start_tx_ns);
+            }
+        }
+        for r in &mut self.queue_series {
+            r.t_ns = ns(r.t_ns);
+        }
+    }
+
     /// The JSON summary (pretty, stable field order).
     pub fn to_json(&self) -> String {
         // Serializing plain data with string keys cannot fail.

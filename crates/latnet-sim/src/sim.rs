@@ -738,9 +738,10 @@ impl Simulator {
                 large_flows: self.large_flows[i].as_ref().map(|c| *c.stats()),
             })
             .collect();
-        Results {
+        let mut res = Results {
             scenario: sc.name.clone(),
             seed: sc.sim.seed,
+            dilation: 1,
             duration_ns: sc.sim.duration.as_nanos(),
             end_ns: end.as_nanos(),
             latency_convention: sc.sim.latency.as_str().to_owned(),
@@ -765,6 +766,8 @@ impl Simulator {
             },
             timeseries,
             aux_flow_names: self.tcp.hidden_names(&sc.flows),
-        }
+        };
+        res.undilate(sc.sim.dilation);
+        res
     }
 }

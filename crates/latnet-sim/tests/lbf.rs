@@ -568,3 +568,108 @@ fn a_pcap_of_every_link_shows_the_lbf_block_on_the_wire() {
     }
     assert!(per_hop_so_far[4].1.iter().all(|&v| v == 700_000));
 }
+
+/// Time dilation (`[sim] dilation`) runs a scenario k times slower and reports it in the
+/// scenario's own time: in the simulator, where everything scales, the seed's test 4 and the
+/// upper-bound runs (early drops, marks, notifications) come out as without dilation: the same
+/// counts per flow, port, switch and reason, and every packet's instants within 1 ns (the
+/// budgets' integer divisions round at a k times finer grain), so every minimum, mean and
+/// maximum too (percentiles within the histogram's resolution). Dilation is refused where
+/// something would not scale, naming the key.
+#[test]
+fn a_dilated_run_is_the_same_run_slower() {
+    /// Rows of CSV `a` and `b` agree: text fields equal, numbers within 1.
+    fn same_rows(a: &str, b: &str, what: &str) {
+        assert_eq!(a.lines().count(), b.lines().count(), "{what}");
+        for (x, y) in a.lines().zip(b.lines()) {
+            for (u, v) in x.split(',').zip(y.split(',')) {
+                match (u.parse::<u64>(), v.parse::<u64>()) {
+                    (Ok(u), Ok(v)) => assert!(u.abs_diff(v) <= 1, "{what}: {x} / {y}"),
+                    _ => assert_eq!(u, v, "{what}: {x} / {y}"),
+                }
+            }
+        }
+    }
+    fn close(a: &latnet_sim::stats::Summary, b: &latnet_sim::stats::Summary, what: &str) {
+        assert_eq!(a.count, b.count, "{what}");
+        assert!(a.min.abs_diff(b.min) <= 1 && a.max.abs_diff(b.max) <= 1, "{what}: {a:?} {b:?}");
+        assert!((a.mean - b.mean).abs() <= 1.0, "{what}: {a:?} {b:?}");
+        for (x, y) in [(a.p50, b.p50), (a.p90, b.p90), (a.p99, b.p99), (a.p999, b.p999)] {
+            assert!(x.abs_diff(y) <= 2 + x / 500, "{what}: {a:?} {b:?}");
+        }
+    }
+    for (name, k) in [("test4.toml", 20), ("upper-mark.toml", 8), ("upper-drop.toml", 1000)] {
+        let plain =
+            format!("{}\n[output]\npackets = true\nqueues = \"1ms\"\n", short(&experiment(name)));
+        let dilated = plain.replacen("[sim]\n", &format!("[sim]\ndilation = {k}\n"), 1);
+        let sc = Scenario::from_str_named("d.toml", &dilated).unwrap_or_else(|e| panic!("{e}"));
+        let want = latnet_units::Duration::from_millis(200).saturating_mul(u64::from(k));
+        assert_eq!(sc.sim.duration, want, "{name}");
+        assert_eq!(sc.links[0].rate.bps() * u64::from(k), 100_000_000, "{name}");
+        let (a, b) = (run_text(&plain), Simulator::new(sc).run());
+        assert_eq!((a.dilation, b.dilation), (1, k));
+        assert_eq!((a.duration_ns, a.end_ns), (b.duration_ns, b.end_ns), "{name}");
+        for (x, y) in a.flows.iter().zip(&b.flows) {
+            let what = format!("{name} {}", x.name);
+            assert_eq!((x.sent, x.received, &x.drops), (y.sent, y.received, &y.drops), "{what}");
+            assert!((x.throughput_bps / y.throughput_bps - 1.0).abs() < 1e-6, "{what}");
+            close(x.latency_ns.as_ref().unwrap(), y.latency_ns.as_ref().unwrap(), &what);
+            assert_eq!(x.hops.len(), y.hops.len(), "{what}");
+            for (h, g) in x.hops.iter().zip(&y.hops) {
+                close(h.latency_ns.as_ref().unwrap(), g.latency_ns.as_ref().unwrap(), &what);
+            }
+        }
+        for (x, y) in a.ports.iter().zip(&b.ports) {
+            assert_eq!((x.rate_bps, x.tx_packets), (y.rate_bps, y.tx_packets), "{name}");
+            assert_eq!(x.queue.drops, y.queue.drops, "{name}");
+        }
+        let (la, lb) = (a.lbf.as_ref().unwrap(), b.lbf.as_ref().unwrap());
+        let json = |v: &dyn erased::Json| v.json();
+        assert_eq!(json(&la.switches), json(&lb.switches), "{name}");
+        assert_eq!(json(&la.flows), json(&lb.flows), "{name}");
+        assert_eq!(la.notifications_total, lb.notifications_total, "{name}");
+        for (x, y) in la.notifications.iter().zip(&lb.notifications) {
+            assert_eq!(
+                (&x.flow, x.seq, &x.node, x.upper_ns),
+                (&y.flow, y.seq, &y.node, y.upper_ns)
+            );
+            assert!(x.time_ns.abs_diff(y.time_ns) <= 1, "{name}: {x:?} {y:?}");
+        }
+        same_rows(&a.packets_csv().unwrap(), &b.packets_csv().unwrap(), name);
+        same_rows(&a.hops_csv().unwrap(), &b.hops_csv().unwrap(), name);
+        assert_eq!(a.queue_series, b.queue_series, "{name}");
+        assert!(a.flows[0].received > 100 || name == "upper-drop.toml", "{name}");
+    }
+    let base = short(&experiment("test4.toml"));
+    let dil = |s: &str| s.replacen("[sim]\n", "[sim]\ndilation = 10\n", 1);
+    let cases = [
+        ("[sim]\n", "[sim]\ndilation = 0\n", "`sim.dilation`: expected an integer factor from 1 to 1000, got 0"),
+        ("[sim]\n", "[sim]\ndilation = \"fast\"\n", "sim.dilation"),
+        ("traffic = { kind = \"onoff\", base_rate = \"1Mbps\", burst_rate = \"57Mbps\", period = \"10ms\", burst = \"1ms\" }", "traffic = { kind = \"tcp-bulk\", cc = \"cubic\" }", "`flows[1].traffic`: a TCP flow cannot be dilated"),
+        ("queue = { kind = \"lbf\", limit_packets = 1000 }", "queue = { kind = \"htb\", rate = \"10Mbps\" }", "`links[0].queue_a`: a queue other than"),
+    ];
+    for (from, to, want) in cases {
+        assert!(base.contains(from), "{from}");
+        let text = if to.contains("dilation") {
+            base.replacen(from, to, 1)
+        } else {
+            dil(&base.replacen(from, to, 1))
+        };
+        let e = Scenario::from_str_named("t.toml", &text).unwrap_err();
+        assert!(e.to_string().contains(want), "{want}: {e}");
+    }
+    let e = Scenario::from_str_named("t.toml", &format!("{}\n[output]\npcap = true\n", dil(&base)));
+    assert!(e.unwrap_err().to_string().contains("`output.pcap`: a packet capture"));
+}
+
+/// Serialize any of the results' parts for comparison.
+mod erased {
+    pub trait Json {
+        fn json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> String {
+            serde_json::to_string(self).unwrap()
+        }
+    }
+}

@@ -24,7 +24,9 @@ use crate::stats::SwitchStats;
 use crate::traffic::{RecvReport, SendReport};
 use latnet_dataplane::DropReason;
 use latnet_sim::lbf::{LbfFlowResult, LbfResults, LbfSwitchResult};
-use latnet_sim::results::{FlowResult, HopResult, NodeResult, PortResult, QueueResult, Results};
+use latnet_sim::results::{
+    undilate_ns, FlowResult, HopResult, NodeResult, PortResult, QueueResult, Results,
+};
 use latnet_sim::stats::{Jitter, LatencyStats};
 use latnet_sim::Scenario;
 use std::collections::BTreeMap;
@@ -148,6 +150,7 @@ fn hop_latency(
 /// emulated packet is named by `flow` and `seq`, as the simulator's rows are too). `None` when
 /// no switch wrote records. A malformed row is an error naming the file and line.
 pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
+    let k = sc.sim.dilation;
     let topo = latnet_sim::net::Topology::build(sc);
     let flow_index: BTreeMap<&str, usize> =
         sc.flows.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
@@ -172,6 +175,7 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
             };
             let (enq, elig, start) =
                 (num(3, "enqueue_ns")?, num(4, "eligible_ns")?, num(5, "start_tx_ns")?);
+            let [enq, elig, start] = [enq, elig, start].map(|v| undilate_ns(v, k));
             tx.push((fi, seq, start, enq, elig, port));
         }
     }
@@ -232,6 +236,7 @@ fn packet_log(dir: &Path, flow: &str) -> io::Result<Option<Vec<LoggedPacket>>> {
 /// records. `None` when there is neither a log nor a record. A malformed row is an error
 /// naming the file and line.
 pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Option<String>> {
+    let k = sc.sim.dilation;
     let flow_index: BTreeMap<&str, usize> =
         sc.flows.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
     let mut found = false;
@@ -256,6 +261,7 @@ pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Optio
                 return Err(bad(format!("node: no node named {:?}", v[3])));
             };
             let (created, end) = (num(4, "created_ns")?, num(5, "drop_ns")?);
+            let (created, end) = (undilate_ns(created, k), undilate_ns(end, k));
             let (reason, node) = (reason.as_str(), &node.name);
             let row = format!(",{name},{seq},{created},{end},,{reason},{node}\n");
             rows.push(((created, fi, seq), row));
@@ -266,7 +272,8 @@ pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Optio
         found = true;
         for p in log {
             let (created, end) = (p.send_ns.saturating_sub(t0_ns), p.recv_ns.saturating_sub(t0_ns));
-            let latency = p.recv_ns.saturating_sub(p.send_ns);
+            let (created, end) = (undilate_ns(created, k), undilate_ns(end, k));
+            let latency = end.saturating_sub(created);
             let (name, seq) = (&f.name, p.seq);
             rows.push(((created, fi, seq), format!(",{name},{seq},{created},{end},{latency},,\n")));
         }
@@ -434,9 +441,10 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
             large_flows: switches.iter().find(|s| s.node == n.name).and_then(|s| s.large_flows),
         })
         .collect();
-    Ok(Results {
+    let mut res = Results {
         scenario: sc.name.clone(),
         seed: sc.sim.seed,
+        dilation: 1,
         duration_ns: sc.sim.duration.as_nanos(),
         end_ns,
         latency_convention: "physical".to_owned(),
@@ -483,7 +491,9 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         },
         timeseries: Vec::new(),
         aux_flow_names: Vec::new(),
-    })
+    };
+    res.undilate(sc.sim.dilation);
+    Ok(res)
 }
 
 #[cfg(test)]

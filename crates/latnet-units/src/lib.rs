@@ -14,6 +14,11 @@
 //!   displays in a form that parses back to the same value. With serde, each type deserializes
 //!   from such a string or from a bare integer in its base unit (ns, bit/s, bytes) and
 //!   serializes as that bare integer.
+//! * Time dilation ([`with_dilation`]): while a closure runs with a factor `k`, every
+//!   [`Duration`] and [`Time`] deserialized on its thread is `k` times longer and every
+//!   [`Rate`] `k` times slower ([`Bytes`] unchanged), whatever form it was written in. A
+//!   scenario read so runs `k` times slower and otherwise the same (a real-time emulation then
+//!   has `k` times more time per packet); nothing else in latnet deserializes under it.
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub, SubAssign};
@@ -129,10 +134,69 @@ macro_rules! common_impls {
                         v.parse().map_err(|e: ParseUnitError| E::custom(e))
                     }
                 }
-                d.deserialize_any(V)
+                let v = d.deserialize_any(V)?;
+                match DILATION.with(std::cell::Cell::get) {
+                    1 => Ok(v),
+                    k => v.dilated(k).map_err(serde::de::Error::custom),
+                }
             }
         }
     };
+}
+
+thread_local! {
+    /// The factor of [`with_dilation`] on this thread (1: none).
+    static DILATION: std::cell::Cell<u64> = const { std::cell::Cell::new(1) };
+}
+
+/// Run `f` with every [`Duration`] and [`Time`] deserialized on this thread `k` times longer
+/// and every [`Rate`] `k` times slower (rounded to the nearest bit per second; a rate that
+/// would round to zero is an error), as the crate's contract describes. `k = 0` counts as 1.
+/// Nests: the innermost factor applies.
+pub fn with_dilation<R>(k: u64, f: impl FnOnce() -> R) -> R {
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DILATION.with(|d| d.set(self.0));
+        }
+    }
+    let _restore = Restore(DILATION.with(|d| d.replace(k.max(1))));
+    f()
+}
+
+/// `d`, a default written in code rather than read, as [`with_dilation`] would have read it:
+/// `k` times longer inside the closure (saturating), itself outside.
+pub fn dilated_default(d: Duration) -> Duration {
+    d.saturating_mul(DILATION.with(std::cell::Cell::get))
+}
+
+impl Duration {
+    fn dilated(self, k: u64) -> Result<Self, String> {
+        self.0.checked_mul(k).map(Duration).ok_or_else(|| format!("{self} x {k} overflows"))
+    }
+}
+
+impl Time {
+    fn dilated(self, k: u64) -> Result<Self, String> {
+        self.0.checked_mul(k).map(Time).ok_or_else(|| format!("{self} x {k} overflows"))
+    }
+}
+
+impl Rate {
+    fn dilated(self, k: u64) -> Result<Self, String> {
+        match mul_div(u128::from(self.0), 1, u128::from(k), Rounding::Nearest) {
+            Some(0) if self.0 > 0 => Err(format!("{self} / {k} is below 1 bit/s")),
+            Some(r) => Ok(Rate(r)),
+            None => Err(format!("{self} / {k} is not a rate")),
+        }
+    }
+}
+
+impl Bytes {
+    #[allow(clippy::unnecessary_wraps)]
+    fn dilated(self, _k: u64) -> Result<Self, String> {
+        Ok(self)
+    }
 }
 
 /// A span of time in nanoseconds.

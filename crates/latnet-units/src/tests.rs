@@ -101,6 +101,45 @@ fn serde_accepts_integers_and_strings() {
     assert!(e.contains("duration"), "{e}");
 }
 
+/// Under [`with_dilation`] durations and instants stretch and rates slow by the factor, in
+/// either written form; sizes stay; a rate that would vanish or a duration that would overflow
+/// is an error; outside the closure (and after a nested one) the factor is back.
+#[test]
+fn dilation_stretches_time_and_slows_rates_while_it_lasts() {
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct C {
+        d: Duration,
+        t: Time,
+        r: Rate,
+        b: Bytes,
+    }
+    let text = r#"{"d":"100us","t":7,"r":"55Mbps","b":"300B"}"#;
+    let c: C = with_dilation(20, || serde_json::from_str(text)).expect("valid");
+    let want = C {
+        d: Duration::from_millis(2),
+        t: Time::from_nanos(140),
+        r: Rate::from_bps(2_750_000),
+        b: Bytes::new(300),
+    };
+    assert_eq!(c, want);
+    // nearest bit per second
+    let r: Rate = with_dilation(3, || serde_json::from_str("5")).expect("valid");
+    assert_eq!(r, Rate::from_bps(2));
+    let e = with_dilation(3, || serde_json::from_str::<Rate>("1").unwrap_err().to_string());
+    assert!(e.contains("below 1 bit/s"), "{e}");
+    let e = with_dilation(2, || serde_json::from_str::<Duration>(&u64::MAX.to_string()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("overflows"), "{e}");
+    let nested: (Duration, Duration) = with_dilation(2, || {
+        let inner = with_dilation(5, || serde_json::from_str("1").expect("valid"));
+        (inner, serde_json::from_str("1").expect("valid"))
+    });
+    assert_eq!(nested, (Duration::from_nanos(5), Duration::from_nanos(2)));
+    let plain: C = serde_json::from_str(text).expect("valid");
+    assert_eq!(plain.d, Duration::from_micros(100));
+}
+
 proptest! {
     #[test]
     fn display_round_trips(v in any::<u64>()) {

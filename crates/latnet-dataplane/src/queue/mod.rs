@@ -303,7 +303,7 @@ pub enum LbfSecond {
 }
 
 fn default_lbf_width() -> Duration {
-    Duration::from_micros(100)
+    latnet_units::dilated_default(Duration::from_micros(100))
 }
 fn default_lbf_classes() -> u16 {
     8

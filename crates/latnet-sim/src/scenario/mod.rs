@@ -143,6 +143,12 @@ pub struct SimConfig {
     pub routing: RoutingMetric,
     /// When a frame reaches a switch.
     pub switching: Switching,
+    /// Time dilation (1: none): the scenario as written runs this many times slower, every
+    /// duration (written or default) this many times longer and every rate this many times
+    /// slower, and the results are reported in the scenario's own time (see
+    /// [`crate::Results::undilate`]). Only for what scales so: no TCP (a kernel keeps real
+    /// time), no AQM or shaper with rate-like parameters, no captures.
+    pub dilation: u32,
 }
 
 /// A validated node.
@@ -312,10 +318,41 @@ struct RawSim {
     routing: RoutingMetric,
     #[serde(default)]
     switching: Switching,
+    dilation: Option<Spanned<u32>>,
 }
 
 fn default_seed() -> u64 {
     1
+}
+
+/// The largest `[sim] dilation`.
+pub const MAX_DILATION: u32 = 1000;
+
+/// `[sim] dilation` of scenario text `src`, read before the rest (which is read under it).
+fn peek_dilation(cx: ErrCtx<'_>, src: &str) -> Result<u32, ScenarioError> {
+    if !src.contains("dilation") {
+        return Ok(1);
+    }
+    #[derive(Deserialize)]
+    struct Peek {
+        sim: Option<PeekSim>,
+    }
+    #[derive(Deserialize)]
+    struct PeekSim {
+        dilation: Option<Spanned<toml::Value>>,
+    }
+    // a syntax error is reported by the full read
+    let Ok(Peek { sim: Some(PeekSim { dilation: Some(d) }) }) = toml::from_str::<Peek>(src) else {
+        return Ok(1);
+    };
+    match d.get_ref().as_integer().and_then(|k| u32::try_from(k).ok()) {
+        Some(k @ 1..=MAX_DILATION) => Ok(k),
+        _ => Err(cx.at(
+            Some(d.span()),
+            "sim.dilation",
+            format!("expected an integer factor from 1 to {MAX_DILATION}, got {}", d.get_ref()),
+        )),
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -411,8 +448,13 @@ impl Scenario {
 
     fn parse(file: &str, src: &str, stem: Option<String>) -> Result<Scenario, ScenarioError> {
         let cx = ErrCtx { file, src };
-        let raw: Raw = toml::from_str(src).map_err(|e| cx.toml_error(&e))?;
-        validate(cx, raw, stem)
+        let k = peek_dilation(cx, src)?;
+        latnet_units::with_dilation(u64::from(k), || {
+            let raw: Raw = toml::from_str(src).map_err(|e| cx.toml_error(&e))?;
+            let sc = validate(cx, raw, stem)?;
+            check_dilation(cx, &sc)?;
+            Ok(sc)
+        })
     }
 
     /// Index of the node with this name.
@@ -449,6 +491,55 @@ fn check_loss(cx: ErrCtx<'_>, l: &Spanned<f64>, key: String) -> Result<f64, Scen
     Ok(v)
 }
 
+/// A dilated scenario (`[sim] dilation` above 1) must be one that runs the same, only slower:
+/// every time-dependent parameter a duration or a rate. Refused: TCP flows (the kernel's
+/// stack and latnet's model keep timers of their own), the queue kinds with rates or gains
+/// written as plain numbers (`htb`'s default burst, the AQMs, `fq`), large-flow counters
+/// (TCP's) and packet captures (their stamps would be in dilated time).
+fn check_dilation(cx: ErrCtx<'_>, sc: &Scenario) -> Result<(), ScenarioError> {
+    if sc.sim.dilation == 1 {
+        return Ok(());
+    }
+    let refuse = |key: String, what: &str| {
+        Err(cx.at(
+            None,
+            key,
+            format!("{what} cannot be dilated (sim.dilation = {})", sc.sim.dilation),
+        ))
+    };
+    for (i, l) in sc.links.iter().enumerate() {
+        for (q, side) in [(&l.queue_ab, "a"), (&l.queue_ba, "b")] {
+            if !matches!(
+                q,
+                QueueSpec::Fifo { .. }
+                    | QueueSpec::Priority { .. }
+                    | QueueSpec::Lbf { .. }
+                    | QueueSpec::LbfSlack { .. }
+                    | QueueSpec::LbfDynamic { .. }
+                    | QueueSpec::StepCe { .. }
+            ) {
+                let what =
+                    "a queue other than fifo, priority, lbf, lbf-slack, lbf-dynamic or step-ce";
+                return refuse(format!("links[{i}].queue_{side}"), what);
+            }
+        }
+    }
+    for (i, f) in sc.flows.iter().enumerate() {
+        if matches!(f.traffic, TrafficSpec::TcpBulk(_) | TrafficSpec::TcpRr(_)) {
+            return refuse(format!("flows[{i}].traffic"), "a TCP flow");
+        }
+    }
+    for (i, n) in sc.nodes.iter().enumerate() {
+        if n.large_flows.is_some() {
+            return refuse(format!("nodes[{i}].large_flows"), "a large-flow counter");
+        }
+    }
+    if sc.output.pcap {
+        return refuse("output.pcap".to_owned(), "a packet capture");
+    }
+    Ok(())
+}
+
 fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, ScenarioError> {
     let duration = *raw.sim.duration.get_ref();
     if duration.is_zero() {
@@ -460,12 +551,13 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     }
     let sim = SimConfig {
         duration,
-        drain: raw.sim.drain.unwrap_or(Duration::from_secs(1)),
+        drain: raw.sim.drain.unwrap_or(latnet_units::dilated_default(Duration::from_secs(1))),
         seed: raw.sim.seed,
         tie_break: raw.sim.tie_break,
         latency: raw.sim.latency,
         routing: raw.sim.routing,
         switching: raw.sim.switching,
+        dilation: raw.sim.dilation.as_ref().map_or(1, |d| *d.get_ref()),
     };
     let default_queue = match &raw.defaults.queue {
         Some(q) => build_check(cx, q, "defaults.queue".into())?,

@@ -74,7 +74,7 @@ pub struct Processing {
 }
 
 fn default_backlog() -> Duration {
-    Duration::from_millis(10)
+    latnet_units::dilated_default(Duration::from_millis(10))
 }
 
 #[derive(Deserialize)]
