@@ -25,6 +25,11 @@ macro_rules! drop_reasons {
                 match self { $(DropReason::$variant => $name,)* }
             }
 
+            /// Its position in [`Self::ALL`] (as counters index by it).
+            pub const fn index(self) -> usize {
+                self as usize
+            }
+
             /// The reason with this kebab-case name.
             pub fn from_name(name: &str) -> Option<DropReason> {
                 match name { $($name => Some(DropReason::$variant),)* _ => None }
@@ -129,13 +134,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_unique_and_round_trip() {
+    fn names_are_unique_and_round_trip_and_index_all() {
         let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), DropReason::COUNT);
-        for &r in DropReason::ALL {
+        for (i, &r) in DropReason::ALL.iter().enumerate() {
             assert_eq!(DropReason::from_name(r.as_str()), Some(r));
+            assert_eq!((r.index(), DropReason::ALL.get(r.index())), (i, Some(&r)));
         }
     }
 

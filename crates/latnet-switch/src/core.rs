@@ -672,13 +672,12 @@ impl SwitchCore {
             d.count(reason);
             if let (Some(log), true) = (&mut self.hop_log, pkt.meta.created <= t) {
                 let (m, o, b) = (&pkt.meta, log.offset_ns, &mut log.buf);
-                let r = DropReason::ALL.iter().position(|&x| x == reason).unwrap_or(usize::MAX);
                 let node = port.map_or(self.node, |i| self.topo.ports[self.ports[i].global].node);
                 b.extend_from_slice(&m.flow.to_le_bytes());
                 b.extend_from_slice(&DROPPED.to_le_bytes());
                 b.extend_from_slice(&m.seq.to_le_bytes());
                 b.extend_from_slice(&shifted(m.created, o).to_le_bytes());
-                b.extend_from_slice(&(r as u32).to_le_bytes());
+                b.extend_from_slice(&(reason.index() as u32).to_le_bytes());
                 b.extend_from_slice(&(node as u32).to_le_bytes());
                 b.extend_from_slice(&shifted(t, o).to_le_bytes());
             }

@@ -86,6 +86,21 @@ fn int_field(path: &Path, line: usize, name: &str, s: &str) -> io::Result<u64> {
         .map_err(|_| bad_row(path, line, format!("{name}: expected an integer, got {s:?}")))
 }
 
+/// The scenario's flows by name, for the run's files that name them.
+struct FlowNames<'a>(BTreeMap<&'a str, usize>);
+
+impl<'a> FlowNames<'a> {
+    fn new(sc: &'a Scenario) -> Self {
+        FlowNames(sc.flows.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect())
+    }
+
+    /// The index of the flow that field `flow` of line `line` of `path` names.
+    fn field(&self, path: &Path, line: usize, s: &str) -> io::Result<usize> {
+        let no = || bad_row(path, line, format!("flow: no flow named {s:?}"));
+        self.0.get(s).copied().ok_or_else(no)
+    }
+}
+
 fn merge(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
     for (k, v) in from {
         *into.entry(k.clone()).or_default() += v;
@@ -152,8 +167,7 @@ fn hop_latency(
 pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
     let k = sc.sim.dilation;
     let topo = latnet_sim::net::Topology::build(sc);
-    let flow_index: BTreeMap<&str, usize> =
-        sc.flows.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
+    let flows = FlowNames::new(sc);
     let mut found = false;
     // per transmission: flow index, seq, start, enqueue, eligible, port
     let mut tx: Vec<(usize, u64, u64, u64, u64, usize)> = Vec::new();
@@ -165,9 +179,7 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
             let (at, v) = row?;
             let bad = |what: String| bad_row(&path, at, what);
             let num = |i: usize, name: &str| int_field(&path, at, name, v[i]);
-            let Some(&fi) = flow_index.get(v[0]) else {
-                return Err(bad(format!("flow: no flow named {:?}", v[0])));
-            };
+            let fi = flows.field(&path, at, v[0])?;
             let (seq, port) = (num(1, "seq")?, num(2, "port")?);
             let port = usize::try_from(port).ok().filter(|&p| p < topo.ports.len());
             let Some(port) = port else {
@@ -237,8 +249,7 @@ fn packet_log(dir: &Path, flow: &str) -> io::Result<Option<Vec<LoggedPacket>>> {
 /// naming the file and line.
 pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Option<String>> {
     let k = sc.sim.dilation;
-    let flow_index: BTreeMap<&str, usize> =
-        sc.flows.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
+    let flows = FlowNames::new(sc);
     let mut found = false;
     // (send instant, flow index, seq) and the row
     let mut rows: Vec<((u64, usize, u64), String)> = Vec::new();
@@ -250,9 +261,8 @@ pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Optio
             let (at, v) = row?;
             let bad = |what: String| bad_row(&path, at, what);
             let num = |i: usize, name: &str| int_field(&path, at, name, v[i]);
-            let Some((&fi, name)) = flow_index.get_key_value(v[0]).map(|(k, i)| (i, k)) else {
-                return Err(bad(format!("flow: no flow named {:?}", v[0])));
-            };
+            let fi = flows.field(&path, at, v[0])?;
+            let name = &sc.flows[fi].name;
             let seq = num(1, "seq")?;
             let Some(reason) = DropReason::from_name(v[2]) else {
                 return Err(bad(format!("reason: no drop reason named {:?}", v[2])));

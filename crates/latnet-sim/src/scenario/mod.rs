@@ -518,8 +518,8 @@ fn check_dilation(cx: ErrCtx<'_>, sc: &Scenario) -> Result<(), ScenarioError> {
                     | QueueSpec::LbfDynamic { .. }
                     | QueueSpec::StepCe { .. }
             ) {
-                let what =
-                    "a queue other than fifo, priority, lbf, lbf-slack, lbf-dynamic or step-ce";
+                let what = "a queue (here or from `defaults.queue`) other than fifo, priority, \
+                            lbf, lbf-slack, lbf-dynamic or step-ce";
                 return refuse(format!("links[{i}].queue_{side}"), what);
             }
         }
