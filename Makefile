@@ -65,6 +65,7 @@ bench: setup
 reproduce: setup
 	@for s in lbf l4s ffp pacing chameleon; do \
 	  $(LATNET) reproduce $$s --out out/reproduce || echo "reproduce $$s: not available"; done
+	$(LATNET) reproduce lbf --emulated --out out/reproduce || echo "emulated lbf: needs root"
 	$(LATNET) reproduce pacing --emulated --out out/reproduce || echo "emulated pacing: needs root"
 
 clean:

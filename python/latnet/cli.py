@@ -232,9 +232,9 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--emulated",
         action="store_true",
-        help="run on an emulated testbed (real Linux TCP between network namespaces; root) "
-        "instead of the simulator; writes DIR/reproduce-SEED-emulated.json. Seeds: "
-        + ", ".join(EMULATED),
+        help="run on an emulated testbed (latnet-switch and real Linux UDP / TCP between "
+        "network namespaces; root) instead of the simulator; writes "
+        "DIR/reproduce-SEED-emulated.json. Seeds: " + ", ".join(EMULATED),
     )
     rep.set_defaults(func=cmd_reproduce)
 

@@ -180,3 +180,28 @@ def test_scenario_edits_refuse_to_do_nothing():
         lbf.without_flows(("F5", "F9"))(text)
     with pytest.raises(ValueError, match="not found"):
         lbf._run("test4", True, lambda t: lbf._sub(t, 'budget = "fair"', 'budget = "skew"'))
+
+
+def test_the_emulated_reproductions_scenarios_are_the_experiments_dilated():
+    """`reproduce lbf --emulated` runs each test 40 times slower; in the simulator (its table's
+    ``sim`` column) that is the undilated run to within 1 ns in every cell, and the emulated
+    receiver row takes the last link's serialization off the measured arrival."""
+    import latnet
+    from latnet.reproduce import lbf, lbf_emu
+
+    text = lbf_emu.scenario_text("test4", quick=True)
+    assert "dilation = 40\n" in text and f'duration = "{lbf_emu.QUICK_DURATION}"' in text
+    dilated = latnet.run(text=text, packets=False)
+    plain = latnet.run(text=text.replace("dilation = 40\n", ""), packets=False)
+    assert dilated.summary["dilation"] == 40 and plain.summary["dilation"] == 1
+    for d, p in zip(lbf.f1_rows(dilated), lbf.f1_rows(plain), strict=True):
+        assert all(abs(d[c] - p[c]) <= 0.001 for c in lbf.COLS), (d, p)
+    rows = lbf_emu.emulated_rows(dilated.summary)
+    rx = dilated.summary["flows"][0]["latency_ns"]
+    assert rows[-1]["min"] == pytest.approx(rx["min"] / 1e3 - 24.0)  # 300 B at 100 Mbit/s
+
+
+def test_reproduce_refuses_emulation_of_a_seed_without_one(capsys):
+    assert main(["reproduce", "l4s", "--emulated", "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert "no emulated reproduction of this seed (emulated: lbf, pacing)" in err

@@ -20,7 +20,7 @@ SEEDS = {
 
 # Seeds whose experiments also run on an emulated testbed (module ``latnet.reproduce.SEED_emu``,
 # same ``run`` interface, document written to ``OUT/reproduce-SEED-emulated.json``).
-EMULATED = ("pacing",)
+EMULATED = ("lbf", "pacing")
 
 
 def load(seed: str, emulated: bool = False):
