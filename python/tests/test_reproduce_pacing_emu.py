@@ -58,11 +58,6 @@ def test_reproduce_pacing_emulated_quick(tmp_path, capsys):
     assert "emulated, Linux TCP" in capsys.readouterr().out
 
 
-def test_emulated_reproduction_is_refused_for_seeds_without_one(capsys):
-    assert main(["reproduce", "lbf", "--emulated", "--quick"]) == 2
-    assert "no emulated reproduction" in capsys.readouterr().err
-
-
 def test_intervals_follow_the_receivers_bins():
     from latnet.reproduce.pacing_emu import LEAD_S, intervals
 
