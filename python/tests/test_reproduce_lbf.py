@@ -183,17 +183,18 @@ def test_scenario_edits_refuse_to_do_nothing():
 
 
 def test_the_emulated_reproductions_scenarios_are_the_experiments_dilated():
-    """`reproduce lbf --emulated` runs each test 40 times slower; in the simulator (its table's
+    """`reproduce lbf --emulated` runs each test 80 times slower; in the simulator (its table's
     ``sim`` column) that is the undilated run to within 1 ns in every cell, and the emulated
     receiver row takes the last link's serialization off the measured arrival."""
     import latnet
     from latnet.reproduce import lbf, lbf_emu
 
+    k = lbf_emu.DILATION
     text = lbf_emu.scenario_text("test4", quick=True)
-    assert "dilation = 40\n" in text and f'duration = "{lbf_emu.QUICK_DURATION}"' in text
+    assert f"dilation = {k}\n" in text and f'duration = "{lbf_emu.QUICK_DURATION}"' in text
     dilated = latnet.run(text=text, packets=False)
-    plain = latnet.run(text=text.replace("dilation = 40\n", ""), packets=False)
-    assert dilated.summary["dilation"] == 40 and plain.summary["dilation"] == 1
+    plain = latnet.run(text=text.replace(f"dilation = {k}\n", ""), packets=False)
+    assert dilated.summary["dilation"] == k and plain.summary["dilation"] == 1
     for d, p in zip(lbf.f1_rows(dilated), lbf.f1_rows(plain), strict=True):
         assert all(abs(d[c] - p[c]) <= 0.001 for c in lbf.COLS), (d, p)
     rows = lbf_emu.emulated_rows(dilated.summary)

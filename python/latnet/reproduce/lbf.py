@@ -262,7 +262,20 @@ def _agreement(t: dict) -> tuple[int, float]:
 def _upper_table(quick: bool) -> dict:
     drop = _run("upper-drop", quick)
     mark = _run("upper-mark", quick)
-    ld, lm = drop.summary["lbf"], mark.summary["lbf"]
+    return {
+        "id": "upper",
+        "title": "F1 lb=700 ub=750 vs F2-F5: early drop (upper=drop) vs late marking (upper=mark)",
+        "unit": "packets",
+        "convention": _label(drop),
+        "rows": upper_rows(drop.summary, mark.summary),
+    }
+
+
+def upper_rows(drop: dict, mark: dict) -> list[dict]:
+    """The upper-bound experiment's rows from the summaries (``results.json``) of its two runs:
+    per forwarder, F1's packets dropped early, expired in the queue (upper-drop) and marked late
+    (upper-mark); then F1 at the receiver in both."""
+    ld, lm = drop["lbf"], mark["lbf"]
     fd, fm = ld["flows"][0], lm["flows"][0]
     marked = {s["node"]: s["marked_late"] for s in lm["switches"]}
     rows = []
@@ -277,7 +290,7 @@ def _upper_table(quick: bool) -> dict:
                 },
             }
         )
-    sd, sm = drop.summary["flows"][0], mark.summary["flows"][0]
+    sd, sm = drop["flows"][0], mark["flows"][0]
     rows.append(
         {
             "label": "receiver",
@@ -293,13 +306,7 @@ def _upper_table(quick: bool) -> dict:
             },
         }
     )
-    return {
-        "id": "upper",
-        "title": "F1 lb=700 ub=750 vs F2-F5: early drop (upper=drop) vs late marking (upper=mark)",
-        "unit": "packets",
-        "convention": _label(drop),
-        "rows": rows,
-    }
+    return rows
 
 
 def _print_upper(t: dict) -> None:
@@ -325,7 +332,11 @@ def _print_upper(t: dict) -> None:
 
 
 def _receiver(res: latnet.Results) -> dict[str, float]:
-    lat = res.summary["flows"][0]["latency_ns"]
+    return receiver_stats(res.summary["flows"][0]["latency_ns"])
+
+
+def receiver_stats(lat: dict) -> dict[str, float]:
+    """min / mean / max / max-min / p99 (us) of a flow's latency summary (ns)."""
     return {
         "min": _us(lat["min"]),
         "mean": _us(lat["mean"]),
