@@ -25,7 +25,7 @@ packets dropped early, expired in the queue or marked late at each forwarder, em
 simulated) and ``compare-emulated`` (F1 at the receiver behind FIFO, LBF and the gLBF damper).
 
 Each run sends 1 s of traffic (100 periods of the pattern: 82 s of wall clock with the drain),
-150 ms with ``--quick``; the emulated runs' files go to ``OUT/lbf-emulated/NAME/``.
+100 ms (10 periods) with ``--quick``; the emulated runs' files go to ``OUT/lbf-emulated/NAME/``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from .lbf import (
 #: on the wire here, and a stall of the machine of 1 ms costs the scenario 12.5 us.
 DILATION = 80
 DURATION = "1s"
-QUICK_DURATION = "150ms"
+QUICK_DURATION = "100ms"
 #: Every F1 packet is delivered within 1.5 ms (the damper's bound); the experiments' 100 ms of
 #: drain would be 8 s of wall clock here.
 DRAIN = "20ms"
