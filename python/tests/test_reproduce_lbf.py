@@ -206,3 +206,24 @@ def test_reproduce_refuses_emulation_of_a_seed_without_one(capsys):
     assert main(["reproduce", "l4s", "--emulated", "--out", "unused"]) == 2
     err = capsys.readouterr().err
     assert "no emulated reproduction of this seed (emulated: lbf, pacing)" in err
+
+
+def test_the_emulated_reproduction_says_what_it_lacks(tmp_path, monkeypatch, capsys):
+    """Without root it refuses before anything starts (clear message, nothing written); an
+    emulated run whose switches recorded F1 at fewer hops than the test has is an error naming
+    the run, not a short table."""
+    import os
+
+    import latnet
+    from latnet.reproduce import lbf_emu
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert main(["reproduce", "lbf", "--emulated", "--quick", "--out", str(tmp_path)]) != 0
+    assert "needs root" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+    res = latnet.run(text=lbf_emu.scenario_text("test2", quick=True), packets=False)
+    summary = dict(res.summary)
+    summary["flows"] = [dict(summary["flows"][0], hops=summary["flows"][0]["hops"][:3])]
+    with pytest.raises(latnet.LatnetError, match="F1 was recorded at 3 hops"):
+        lbf_emu.emulated_rows(summary)

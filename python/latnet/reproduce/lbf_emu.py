@@ -35,6 +35,7 @@ from pathlib import Path
 
 import latnet
 
+from .. import LatnetError
 from ..emu import run_emu
 from ..table import render
 from ..testbed import require_root
@@ -61,14 +62,13 @@ QUICK_DURATION = "100ms"
 DRAIN = "20ms"
 
 
-def scenario_text(tid: str, quick: bool, dilation: int | None = None) -> str:
-    """Test ``tid``'s scenario, dilated (by ``DILATION`` unless given; shortened with
-    ``quick``)."""
-    dilation = DILATION if dilation is None else dilation
+def scenario_text(tid: str, quick: bool) -> str:
+    """Experiment ``tid``'s scenario, dilated by ``DILATION``, with ``DURATION`` (or
+    ``QUICK_DURATION``) of traffic and ``DRAIN``."""
     text = (experiments_dir() / f"{tid}.toml").read_text()
     text = _sub(text, 'duration = "10s"', f'duration = "{QUICK_DURATION if quick else DURATION}"')
     text = _sub(text, 'drain = "100ms"', f'drain = "{DRAIN}"')
-    return _sub(text, "[sim]\n", f"[sim]\ndilation = {dilation}\n")
+    return _sub(text, "[sim]\n", f"[sim]\ndilation = {DILATION}\n")
 
 
 def emulated_rows(summary: dict) -> list[dict[str, float]]:
@@ -76,6 +76,12 @@ def emulated_rows(summary: dict) -> list[dict[str, float]]:
     receiver's less one serialization of the frame on the last link (the seed's convention)."""
     f = summary["flows"][0]
     assert f["name"] == "F1", f["name"]
+    if len(f["hops"]) != len(ROWS):
+        # a switch that failed (its log is in the run's emu-run/) recorded no hop for F1
+        raise LatnetError(
+            f"{summary['scenario']}: F1 was recorded at {len(f['hops'])} hops on real packets, "
+            f"expected {len(ROWS)} (its sender and FWD1..FWD4); see the run's emu-run/*.log"
+        )
     out = []
     for h in f["hops"][1:5]:
         lat = h["latency_ns"]
