@@ -41,7 +41,9 @@ class EmuResults(SummaryFrames):
     scenario's time zero) when the run was asked for them; ``hop_latency(flow)``
     (from the sender's stamp to each emulated start of transmission); with LBF, ``lbf_flows``,
     ``lbf_switches``, ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the
-    receivers' early / on-time / late count uses the measured, physical latency)."""
+    receivers' early / on-time / late count uses the measured, physical latency);
+    ``summary["emulation"]`` how late the machine made the run, per switch and sender
+    (:func:`latnet.table.emulation_timing` says it in one line)."""
 
     def __init__(self, out: Path):
         self.out = out

@@ -157,3 +157,38 @@ def tcp_table(results) -> str | None:
     headers = ["flow", "cc", "ecn", "goodput", "retx", "rto", "CE", "rtt", "rtt99"]
     headers += ["done", "fct50", "fct99"]
     return render(headers, rows, "TCP (goodput Mbit/s; RTT and completion times in us)")
+
+
+def _duration(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms" if ns >= 1e6 else f"{ns / 1e3:.1f} us"
+
+
+def emulation_timing(summary: dict) -> str | None:
+    """One line on how closely an emulated run kept to the scenario's clock (``results.json``
+    ``emulation``): frames the switches sent more than 100 us of the machine's clock late, the
+    worst lateness of a switch's frame and of a sender's packet (in the scenario's time, and
+    the machine's when dilated), ring drops and refused sends; ``None`` for a simulated run."""
+    e = summary.get("emulation")
+    if e is None:
+        return None
+    k = summary.get("dilation", 1)
+
+    def late(ns: int) -> str:
+        return _duration(ns) + (f" ({_duration(ns * k)} of the machine's clock)" if k > 1 else "")
+
+    sw, snd = e["switches"], e["senders"]
+    parts = [
+        f"switches sent {sum(s['tx_late_100us'] for s in sw):,} of "
+        f"{sum(s['forwarded'] for s in sw):,} frames more than 100 us late, the worst "
+        + late(max((s["tx_late_max_ns"] for s in sw), default=0))
+    ]
+    if snd:
+        parts.append(
+            f"senders {sum(s['late_100us'] for s in snd):,} of {sum(s['sent'] for s in snd):,} "
+            "packets, the worst " + late(max(s["late_max_ns"] for s in snd))
+        )
+    ring = sum(s["ring_drops"] for s in sw)
+    refused = sum(s["tx_refused"] for s in sw)
+    if ring or refused:
+        parts.append(f"{ring:,} frames dropped by full receive rings, {refused:,} sends refused")
+    return "emulation timing: " + "; ".join(parts)

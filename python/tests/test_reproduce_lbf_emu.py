@@ -65,6 +65,9 @@ def test_reproduce_lbf_emulated_quick(tmp_path, capsys):
         assert run["duration_ns"] == duration_ns(lbf_emu.QUICK_DURATION)
         if name != "upper-drop":
             assert f1["sent"] == f1["received"], (name, f1)
+        # the run's account of its timing, also in the document
+        assert doc["emulation"][name] == run["emulation"], name
+        assert [s["node"] for s in run["emulation"]["switches"]] == ["FWD1", "FWD2", "FWD3", "FWD4"]
 
     # the upper bound on real packets: F1 shed where the simulator sheds it, in about its numbers
     upper = {r["label"]: r for r in by["upper-emulated"]["rows"]}
@@ -91,3 +94,5 @@ def test_reproduce_lbf_emulated_quick(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "test4-emulated" in out and "largest |emulated - simulated|" in out
     assert "upper-emulated" in out and "compare-emulated" in out
+    timing = [x for x in out.splitlines() if "emulation timing:" in x]
+    assert [x.split(":")[0] for x in timing] == list(doc["emulation"]), timing

@@ -46,6 +46,9 @@ pub struct Results {
     /// runs with LBF switches or flows with an SLO).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lbf: Option<crate::lbf::LbfResults>,
+    /// How closely an emulated run kept to the scenario's clock (emulated runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulation: Option<EmulationReport>,
     /// Per-packet and per-hop records, when `[output] packets = true`.
     #[serde(skip)]
     pub log: Option<PacketLog>,
@@ -63,6 +66,57 @@ pub struct Results {
     /// `<flow>:server`), as packet and hop records name them.
     #[serde(skip)]
     pub aux_flow_names: Vec<String>,
+}
+
+/// What the machine did to an emulated run's timing, as the switches and senders measured it
+/// against their own schedules: a simulated run keeps every instant exactly, an emulated one
+/// as closely as the machine lets it (a busy core, a late wake-up, a stall of the virtual
+/// machine). Lateness is in the scenario's time (a dilated run's divided by its dilation);
+/// the counts' thresholds are of the machine's clock.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EmulationReport {
+    /// The largest lateness below, of a switch's frame or a sender's packet (ns).
+    pub late_max_ns: u64,
+    /// Per switch, in node order.
+    pub switches: Vec<EmulatedSwitch>,
+    /// Per flow of latnet's senders, in flow order.
+    pub senders: Vec<EmulatedSender>,
+}
+
+/// One switch's account of its timing (see [`EmulationReport`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EmulatedSwitch {
+    /// Node name.
+    pub node: String,
+    /// Packets forwarded.
+    pub forwarded: u64,
+    /// Frames sent more than 100 us (of the machine's clock) after their emulated instant.
+    pub tx_late_100us: u64,
+    /// Largest lateness of a sent frame behind its emulated instant (ns).
+    pub tx_late_max_ns: u64,
+    /// Frames read from a receive ring more than 10 us (machine's clock) after the kernel put
+    /// them there.
+    pub rx_read_late_10us: u64,
+    /// Largest time from the kernel putting a frame into a ring to the switch reading it (ns).
+    pub rx_read_late_max_ns: u64,
+    /// Frames the kernel dropped because a receive ring was full.
+    pub ring_drops: u64,
+    /// Frames the kernel refused to send.
+    pub tx_refused: u64,
+}
+
+/// One sender's account of its timing (see [`EmulationReport`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EmulatedSender {
+    /// Flow name.
+    pub flow: String,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets sent more than 100 us (of the machine's clock) after their scheduled instant.
+    pub late_100us: u64,
+    /// Largest lateness of a packet behind its scheduled instant (ns; its latency counts from
+    /// when it was sent, so this moves the pattern, not the measured latency).
+    pub late_max_ns: u64,
 }
 
 /// One interval of one egress port's queue (`queues.csv`).
@@ -389,6 +443,16 @@ impl Results {
                 n.time_ns = ns(n.time_ns);
                 n.projected_ns = ns(n.projected_ns);
                 n.upper_ns = ns(n.upper_ns);
+            }
+        }
+        if let Some(e) = &mut self.emulation {
+            e.late_max_ns = ns(e.late_max_ns);
+            for w in &mut e.switches {
+                w.tx_late_max_ns = ns(w.tx_late_max_ns);
+                w.rx_read_late_max_ns = ns(w.rx_read_late_max_ns);
+            }
+            for w in &mut e.senders {
+                w.late_max_ns = ns(w.late_max_ns);
             }
         }
         if let Some(log) = &mut self.log {

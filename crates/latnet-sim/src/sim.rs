@@ -752,6 +752,7 @@ impl Simulator {
             ports,
             nodes,
             lbf,
+            emulation: None,
             log: self.log,
             queue_series: self.queues.map(|q| q.rows).unwrap_or_default(),
             pcaps: match self.pcap {

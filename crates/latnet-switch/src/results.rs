@@ -25,7 +25,8 @@ use crate::traffic::{RecvReport, SendReport};
 use latnet_dataplane::DropReason;
 use latnet_sim::lbf::{LbfFlowResult, LbfResults, LbfSwitchResult};
 use latnet_sim::results::{
-    undilate_ns, FlowResult, HopResult, NodeResult, PortResult, QueueResult, Results,
+    undilate_ns, EmulatedSender, EmulatedSwitch, EmulationReport, FlowResult, HopResult,
+    NodeResult, PortResult, QueueResult, Results,
 };
 use latnet_sim::stats::{Jitter, LatencyStats};
 use latnet_sim::Scenario;
@@ -318,10 +319,17 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
     let topo = latnet_sim::net::Topology::build(sc);
     let mut flows = Vec::with_capacity(sc.flows.len());
     let mut lbf_flows = Vec::new();
+    let mut senders = Vec::new();
     for f in &sc.flows {
         let mut slo = LbfFlowResult::new(f);
-        let sent = read_json::<SendReport>(&dir.join(format!("send-{}.json", f.name)))?
-            .map_or(0, |s| s.sent);
+        let report = read_json::<SendReport>(&dir.join(format!("send-{}.json", f.name)))?;
+        let sent = report.as_ref().map_or(0, |s| s.sent);
+        senders.extend(report.map(|r| EmulatedSender {
+            flow: r.flow,
+            sent: r.sent,
+            late_100us: r.late_100us,
+            late_max_ns: r.late_max_ns,
+        }));
         let mut drops = BTreeMap::new();
         for s in &switches {
             if let Some(fs) = s.flows.iter().find(|x| x.flow == f.name) {
@@ -484,6 +492,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
                 notifications_total: total,
             }
         }),
+        emulation: Some(emulation_report(sc, &switches, senders)),
         tie_break: sc.sim.tie_break.as_str().to_owned(),
         events: switches.iter().map(|s| s.forwarded).sum(),
         flows,
@@ -504,6 +513,36 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
     };
     res.undilate(sc.sim.dilation);
     Ok(res)
+}
+
+/// The switches' and senders' account of their timing, in node and flow order.
+fn emulation_report(
+    sc: &Scenario,
+    switches: &[SwitchStats],
+    senders: Vec<EmulatedSender>,
+) -> EmulationReport {
+    let switches: Vec<_> = sc
+        .nodes
+        .iter()
+        .filter_map(|n| switches.iter().find(|s| s.node == n.name))
+        .map(|s| EmulatedSwitch {
+            node: s.node.clone(),
+            forwarded: s.forwarded,
+            tx_late_100us: s.late_100us,
+            tx_late_max_ns: s.late_max_ns,
+            rx_read_late_10us: s.rx_read_late_10us,
+            rx_read_late_max_ns: s.rx_read_late_max_ns,
+            ring_drops: s.ring_drops,
+            tx_refused: s.tx_refused,
+        })
+        .collect();
+    let late_max_ns = switches
+        .iter()
+        .map(|s| s.tx_late_max_ns)
+        .chain(senders.iter().map(|s| s.late_max_ns))
+        .max()
+        .unwrap_or(0);
+    EmulationReport { late_max_ns, switches, senders }
 }
 
 #[cfg(test)]
@@ -589,6 +628,56 @@ mod tests {
         assert_eq!(lbf.notifications_total, 3);
         let seqs: Vec<_> = lbf.notifications.iter().map(|n| (n.flow.as_str(), n.seq)).collect();
         assert_eq!(seqs, [("f", 0), ("f", 1), ("f", 2)]);
+    }
+
+    /// The switches' and senders' lateness behind their schedules goes into `emulation`, in
+    /// the scenario's time (here 10 times dilated: divided by 10), counts as counted; a
+    /// sender's report from before the count (no `late_100us`) still reads.
+    #[test]
+    fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
+        let text = SC.replace("[sim]\n", "[sim]\ndilation = 10\n");
+        let sc = Scenario::from_str_named("t.toml", &text).unwrap();
+        let dir = std::env::temp_dir().join(format!("latnet-emu-late-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let core = SwitchCore::new(&sc, "s1").unwrap();
+        let rc = RunnerCounters {
+            late_100us: 3,
+            late_max_ns: 4_500_000,
+            rx_read_late_10us: 7,
+            rx_read_late_max_ns: 20_000,
+            ring_drops: 1,
+            ..RunnerCounters::default()
+        };
+        SwitchStats::collect(&sc, &core, rc, true).write(&dir.join("switch-s1.json")).unwrap();
+        let send = r#"{"flow":"f","sent":7,"send_errors":0,"late_max_ns":6000000,"late_100us":2}"#;
+        std::fs::write(dir.join("send-f.json"), send).unwrap();
+        let res = collect(&sc, &dir, 1_000_000_000);
+        let old = r#"{"flow":"f","sent":7,"send_errors":0,"late_max_ns":30000}"#;
+        std::fs::write(dir.join("send-f.json"), old).unwrap();
+        let res_old = collect(&sc, &dir, 1_000_000_000);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let e = res.unwrap().emulation.expect("an emulation section");
+        let s1 = EmulatedSwitch {
+            node: "s1".to_owned(),
+            forwarded: 0,
+            tx_late_100us: 3,
+            tx_late_max_ns: 450_000,
+            rx_read_late_10us: 7,
+            rx_read_late_max_ns: 2_000,
+            ring_drops: 1,
+            tx_refused: 0,
+        };
+        let f =
+            EmulatedSender { flow: "f".to_owned(), sent: 7, late_100us: 2, late_max_ns: 600_000 };
+        assert_eq!(
+            e,
+            EmulationReport { late_max_ns: 600_000, switches: vec![s1], senders: vec![f] }
+        );
+        let e = res_old.unwrap().emulation.unwrap();
+        assert_eq!(
+            (e.late_max_ns, e.senders[0].late_100us, e.senders[0].late_max_ns),
+            (450_000, 0, 3_000)
+        );
     }
 
     /// The receivers' logs and the switches' drop records become the simulator's

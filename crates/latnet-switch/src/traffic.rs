@@ -103,6 +103,9 @@ pub struct SendReport {
     pub send_errors: u64,
     /// Largest delay of a send behind its scheduled instant (ns).
     pub late_max_ns: u64,
+    /// Sends more than 100 us behind their scheduled instants.
+    #[serde(default)]
+    pub late_100us: u64,
 }
 
 fn flow_index(sc: &Scenario, name: &str) -> io::Result<usize> {
@@ -230,7 +233,8 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let mut source = Source::new(f.traffic.clone(), f.size, f.start).with_jitter(f.jitter);
     let mut payload = vec![0u8; f.size as usize - tag_bytes(f) - header_len(f)];
     payload[..prefix.len()].copy_from_slice(&prefix);
-    let mut rep = SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0 };
+    let mut rep =
+        SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0, late_100us: 0 };
     while !sys::stop_requested() {
         if f.count.is_some_and(|c| rep.sent >= c) {
             break;
@@ -245,7 +249,9 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
             sys::sleep_until(due);
             now = sys::mono_ns();
         }
-        rep.late_max_ns = rep.late_max_ns.max(now.saturating_sub(due));
+        let late = now.saturating_sub(due);
+        rep.late_max_ns = rep.late_max_ns.max(late);
+        rep.late_100us += u64::from(late > 100_000);
         let stamp = sys::mono_ns();
         // carry = "timestamp": the switches read the same clock (CLOCK_MONOTONIC)
         if let Some(mut b) = stamp_at.and_then(|o| latnet_wire::lbf::block_mut(&mut payload, o)) {

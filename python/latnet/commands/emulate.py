@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..table import LBF_OUTCOMES, flow_table, fmt_us, lbf_outcomes, render
+from ..table import LBF_OUTCOMES, emulation_timing, flow_table, fmt_us, lbf_outcomes, render
 
 
 def register(subparsers) -> None:  # noqa: ARG001 (the `run` subcommand carries --mode)
@@ -137,6 +137,7 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     captures += f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
     if args.mode == "emu":
         print(flow_table(emu))
+        print(emulation_timing(emu.summary))
         if not args.quiet:
             print(
                 f"\nwrote results.json, flows.csv{captures} to {emu_out}/ "
@@ -151,6 +152,7 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     if args.plot and sim.packets is not None:
         latency_cdf(sim, sim_out / "latency_cdf.png")
     print(side_by_side(sim.summary, emu.summary))
+    print(emulation_timing(emu.summary))
     hops = hops_side_by_side(sim.summary, emu.summary)
     if hops is not None:
         print("\n" + hops)
