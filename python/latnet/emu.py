@@ -37,7 +37,8 @@ class EmuResults(SummaryFrames):
     link captures (``out/pcap/<node>-<peer>.pcap``) and ``queues`` the queue series
     (``queues.csv`` as a DataFrame), ``hops`` and ``packets`` the per-hop and per-packet
     records (``hops.csv`` and ``packets.csv``, the simulator's columns, ``id`` empty;
-    ``packets`` has the packets received and those a switch dropped, instants from the
+    ``packets`` has a row per packet sent: received, dropped by a switch or ``end-of-run``
+    (lost in a host or in flight at the end), instants from the
     scenario's time zero) when the run was asked for them; ``hop_latency(flow)``
     (from the sender's stamp to each emulated start of transmission); with LBF, ``lbf_flows``,
     ``lbf_switches``, ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the
@@ -146,7 +147,7 @@ def run_emu(
     latnet's senders into ``out/hops.csv``, the simulator's per-hop table (``id`` empty; ``flow``
     and ``seq`` name the packet), and every drop of one (``emu-run/drops-<node>.csv``); those
     and the receivers' logs (``emu-run/packets-<flow>.csv``) go into ``out/packets.csv``, the
-    simulator's per-packet table for the packets received or dropped by a switch.
+    simulator's per-packet table, the rest of what the senders sent as ``end-of-run``.
     ``switch_processes``: see ``Testbed``."""
     out = Path(out)
     run_dir = out / "emu-run"

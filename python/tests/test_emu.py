@@ -454,13 +454,21 @@ def test_the_damper_on_real_packets(tmp_path, encap):
     # on real packets arrival instants carry real-time noise (a frame read from a ring after
     # the switch has emulated past its kernel timestamp arrives, for the emulation, when it
     # was read), which can push a frame's queueing past the bound now and then (1 frame in
-    # 4,200 seen).
+    # 4,200 seen). At the sender's own queue the machine does more: a sender woken late
+    # (`emulation` counts its sends more than 100 us late) hands its queue the frames due
+    # meanwhile at once, and a pile of five 24 us frames breaks a 100 us bound whatever the
+    # damper does; in runs of this test about one violation per three to five late sends.
+    # So the sender's queue is allowed 1 % of the frames plus one per late send: a damper
+    # that did not hold its queue to the bound would break it for a large share of the
+    # frames of every burst.
     cols = ["node", "lbf_packets", "best_effort", "malformed", "early_drops", "marked_late"]
     assert emu.lbf_switches[cols].equals(sim_run.lbf_switches[cols]), emu.lbf_switches
     assert (sim_run.lbf_switches["damper_violations"] == 0).all()
     frames = emu.lbf_switches["lbf_packets"].sum()
     assert emu.lbf_switches["damper_violations"].sum() <= frames / 100, emu.lbf_switches
-    assert emu.lbf_flows["sender_damper_violations"].sum() <= len(slo) / 100
+    sender = next(x for x in emu.summary["emulation"]["senders"] if x["flow"] == "slo")
+    violations = emu.lbf_flows["sender_damper_violations"].sum()
+    assert violations <= len(slo) / 100 + sender["late_100us"], (violations, sender)
     assert min(slo) >= want_us - LBF_GRANULARITY_US, f"{min(slo)} us, the bound gives {want_us}"
     median = statistics.median(slo)
     assert median <= want_us + LBF_TYPICAL_EXCESS_US, f"median {median} us, bound {want_us}"
@@ -914,7 +922,7 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     assert abs(np.median(lag)) < 1_000_000, np.percentile(lag, [0, 50, 100])
     ps, pe = (pd.read_csv(out / mode / "packets.csv") for mode in ("sim", "emu"))
     assert list(pe.columns) == list(ps.columns) and pe["id"].isna().all()
-    assert len(pe) == sum(f["received"] for f in emu["flows"]) == len(ps)
+    assert len(pe) == sum(f["sent"] for f in emu["flows"]) == len(ps)
     both = pe.merge(ps, on=["flow", "seq"], suffixes=("", "_sim"))
     assert len(both) == len(pe)
     sent_lag = both["created_ns"] - both["created_ns_sim"]
@@ -961,6 +969,34 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     assert len(res.hops) == 2 * sum(f["sent"] for f in res.summary["flows"])
     assert res.packets is not None and res.packets["received"].all()
     assert len(res.packets) == sum(f["received"] for f in res.summary["flows"])
+
+
+def test_packets_in_flight_at_the_end_have_rows_as_in_the_simulator(tmp_path):
+    """A run without drain behind a 50 ms link ends with the last ~50 ms of a CBR flow in
+    flight. The simulator writes those packets as `end-of-run`; so does an emulated run,
+    from what the sender sent and neither the receiver nor a switch recorded, created at the
+    flow's emission instants: the same packets, give or take the one at the boundary, and
+    every packet sent has a row."""
+    import pandas as pd
+
+    from latnet.cli import main
+
+    body = two_hosts("100Mbps", "50ms", FIFO, cbr("a", "h1", "1Mbps", 1250), "1s")
+    sc = scenario(tmp_path, body.replace('drain = "300ms"', 'drain = "0s"'))
+    out = tmp_path / "out"
+    assert main(["run", str(sc), "--mode", "both", "--packets", "--out", str(out)]) == 0
+    emu = json.loads((out / "emu" / "results.json").read_text())["flows"][0]
+    ps, pe = (pd.read_csv(out / mode / "packets.csv") for mode in ("sim", "emu"))
+    assert len(pe) == emu["sent"] == len(ps) == 100
+    assert sorted(pe["seq"]) == list(range(100))
+    lost_sim = set(ps[ps["drop_reason"] == "end-of-run"]["seq"])
+    lost_emu = pe[pe["drop_reason"] == "end-of-run"]
+    print(sorted(lost_sim), lost_emu.to_string())
+    assert lost_sim == set(range(95, 100))
+    assert len(set(lost_emu["seq"]) ^ lost_sim) <= 1, (sorted(lost_emu["seq"]), lost_sim)
+    assert len(lost_emu) == emu["in_flight_at_end"]
+    assert (lost_emu["created_ns"] == lost_emu["seq"] * 10_000_000).all()
+    assert (lost_emu["end_ns"] == 1_000_000_000).all() and lost_emu["drop_node"].isna().all()
 
 
 def test_testbed_up_with_pcap_captures_traffic_sent_by_hand(tmp_path):

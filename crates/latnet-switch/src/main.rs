@@ -47,7 +47,8 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
   results  --dir DIR --end-ns NS --out DIR [--seed N] [--t0 NS]
            (also DIR/hops-<node>.csv into OUT/hops.csv, and with the run's time zero --t0 the
             receivers' DIR/packets-<flow>.csv and the switches' DIR/drops-<node>.csv into
-            OUT/packets.csv: the simulator's formats)";
+            OUT/packets.csv, a packet sent but in neither as end-of-run: the simulator's
+            formats)";
 
 enum Fail {
     Usage(String),
@@ -228,8 +229,8 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
         }
         "results" => {
             let sc = scenario(&a)?;
-            let res = results::collect(&sc, Path::new(need(&a, "dir")?), num(&a, "end-ns")?)
-                .map_err(io)?;
+            let end_ns = num(&a, "end-ns")?;
+            let res = results::collect(&sc, Path::new(need(&a, "dir")?), end_ns).map_err(io)?;
             let out = Path::new(need(&a, "out")?);
             res.write_dir(out).map_err(io)?;
             let dir = Path::new(need(&a, "dir")?);
@@ -241,7 +242,9 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 write("hops.csv", h)?;
             }
             if a.contains_key("t0") {
-                if let Some(p) = results::packet_records(&sc, dir, num(&a, "t0")?).map_err(io)? {
+                if let Some(p) =
+                    results::packet_records(&sc, dir, num(&a, "t0")?, end_ns).map_err(io)?
+                {
                     write("packets.csv", p)?;
                 }
             }

@@ -244,16 +244,26 @@ fn packet_log(dir: &Path, flow: &str) -> io::Result<Option<Vec<LoggedPacket>>> {
 /// `packets.csv`: one row per packet received or dropped by a switch, instants counted from
 /// `t0_ns` (the run's time zero, `CLOCK_MONOTONIC`; the switches count their records from the
 /// `--t0` they were given), rows in order of sending (then flow, sequence number). `id` is
-/// empty, as in the emulated `hops.csv`. A packet lost elsewhere (in a host's stack, or still
-/// in flight when the receiver stopped) has no row, nor has a drop when the switches kept no
-/// records. `None` when there is neither a log nor a record. A malformed row is an error
-/// naming the file and line.
-pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Option<String>> {
+/// empty, as in the emulated `hops.csv`. Every other packet a sender reports sent (lost in a
+/// host's stack, or still in flight when the receivers stopped) is an `end-of-run` row, as
+/// the simulator writes a packet in flight at its end: created at the flow's emission instant
+/// for its sequence number ([`crate::traffic::Emissions`]), ended at `end_ns` (the run's
+/// length), no node; so with the switches' records every packet has a row, as in the flow
+/// table's `sent = received + dropped + in_flight_at_end`. `None` when there is neither a log
+/// nor a record. A malformed row is an error naming the file and line.
+pub fn packet_records(
+    sc: &Scenario,
+    dir: &Path,
+    t0_ns: u64,
+    end_ns: u64,
+) -> io::Result<Option<String>> {
     let k = sc.sim.dilation;
     let flows = FlowNames::new(sc);
     let mut found = false;
     // (send instant, flow index, seq) and the row
     let mut rows: Vec<((u64, usize, u64), String)> = Vec::new();
+    // per flow, the sequence numbers with a row
+    let mut seen = vec![std::collections::BTreeSet::new(); sc.flows.len()];
     for n in &sc.nodes {
         let path = dir.join(format!("drops-{}.csv", n.name));
         let Some(text) = read_run_file(&path)? else { continue };
@@ -276,6 +286,7 @@ pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Optio
             let (reason, node) = (reason.as_str(), &node.name);
             let row = format!(",{name},{seq},{created},{end},,{reason},{node}\n");
             rows.push(((created, fi, seq), row));
+            seen[fi].insert(seq);
         }
     }
     for (fi, f) in sc.flows.iter().enumerate() {
@@ -287,10 +298,22 @@ pub fn packet_records(sc: &Scenario, dir: &Path, t0_ns: u64) -> io::Result<Optio
             let latency = end.saturating_sub(created);
             let (name, seq) = (&f.name, p.seq);
             rows.push(((created, fi, seq), format!(",{name},{seq},{created},{end},{latency},,\n")));
+            seen[fi].insert(seq);
         }
     }
     if !found {
         return Ok(None);
+    }
+    let end = undilate_ns(end_ns, k);
+    for (fi, f) in sc.flows.iter().enumerate() {
+        let path = dir.join(format!("send-{}.json", f.name));
+        let Some(report) = read_json::<SendReport>(&path)? else { continue };
+        let emitted = crate::traffic::Emissions::new(sc, fi).take(report.sent as usize);
+        for (seq, t) in (0u64..).zip(emitted).filter(|(seq, _)| !seen[fi].contains(seq)) {
+            let created = undilate_ns(t.as_nanos(), k);
+            let row = format!(",{},{seq},{created},{end},,end-of-run,\n", f.name);
+            rows.push(((created, fi, seq), row));
+        }
     }
     rows.sort_unstable_by_key(|r| r.0);
     let mut out = String::from(latnet_sim::results::PACKETS_CSV_HEADER);
@@ -682,18 +705,19 @@ mod tests {
 
     /// The receivers' logs and the switches' drop records become the simulator's
     /// `packets.csv`: instants from the run's time zero, rows in order of sending, drops with
-    /// their reason and node; no log, no table; a bad row names the file and line.
+    /// their reason and node, the rest of what the sender sent as `end-of-run`; no log, no
+    /// table; a bad row names the file and line.
     #[test]
     fn packet_logs_become_the_simulators_packets_csv() {
         let sc = Scenario::from_str_named("t.toml", SC).unwrap();
         let dir = std::env::temp_dir().join(format!("latnet-emu-pk-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(packet_records(&sc, &dir, 5_000).unwrap(), None);
+        assert_eq!(packet_records(&sc, &dir, 5_000, 1_100_000_000).unwrap(), None);
         let header = crate::traffic::PACKET_LOG_HEADER;
         // arrival order: seq 1 overtook seq 0
         let log = format!("{header}1,7000,9500,1,0\n0,6000,10000,1,1\n");
         std::fs::write(dir.join("packets-f.csv"), log).unwrap();
-        let got = packet_records(&sc, &dir, 5_000).unwrap().unwrap();
+        let got = packet_records(&sc, &dir, 5_000, 1_100_000_000).unwrap().unwrap();
         let want = format!(
             "{},f,0,1000,5000,4000,,\n,f,1,2000,4500,2500,,\n",
             latnet_sim::results::PACKETS_CSV_HEADER
@@ -704,16 +728,24 @@ mod tests {
         let drop_header = crate::core::DROP_RECORDS_HEADER;
         let records = "f,3,hopeless-early-drop,s1,2500,2700\nf,2,queue-full-packets,h1,1500,1500\n";
         std::fs::write(&drops, format!("{drop_header}{records}")).unwrap();
-        let got = packet_records(&sc, &dir, 5_000).unwrap().unwrap();
+        let got = packet_records(&sc, &dir, 5_000, 1_100_000_000).unwrap().unwrap();
         let want = format!(
             "{},f,0,1000,5000,4000,,\n,f,2,1500,1500,,queue-full-packets,h1\n\
              ,f,1,2000,4500,2500,,\n,f,3,2500,2700,,hopeless-early-drop,s1\n",
             latnet_sim::results::PACKETS_CSV_HEADER
         );
         assert_eq!(got, want);
+        // the sender sent 6: seq 4 and 5 reached neither the receiver nor a switch's records,
+        // in flight at the end as the simulator writes it, created at the flow's 10 ms period
+        let send = r#"{"flow":"f","sent":6,"send_errors":0,"late_max_ns":0}"#;
+        std::fs::write(dir.join("send-f.json"), send).unwrap();
+        let got = packet_records(&sc, &dir, 5_000, 1_100_000_000).unwrap().unwrap();
+        let lost = ",f,4,40000000,1100000000,,end-of-run,\n,f,5,50000000,1100000000,,end-of-run,\n";
+        assert_eq!(got, format!("{want}{lost}"));
+        std::fs::remove_file(dir.join("send-f.json")).unwrap();
         let err = |row: &str| {
             std::fs::write(&drops, format!("{drop_header}{row}\n")).unwrap();
-            packet_records(&sc, &dir, 5_000).unwrap_err().to_string()
+            packet_records(&sc, &dir, 5_000, 1_100_000_000).unwrap_err().to_string()
         };
         let e = err("f,3,tired,s1,2500,2700");
         assert!(e.ends_with("drops-s1.csv:2: reason: no drop reason named \"tired\""), "{e}");
@@ -725,7 +757,7 @@ mod tests {
         assert!(e.contains("drops-s1.csv:2:"), "{e}");
         std::fs::remove_file(&drops).unwrap();
         std::fs::write(dir.join("packets-f.csv"), format!("{header}1,7000,x,1,0\n")).unwrap();
-        let e = packet_records(&sc, &dir, 5_000).unwrap_err().to_string();
+        let e = packet_records(&sc, &dir, 5_000, 1_100_000_000).unwrap_err().to_string();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(e.ends_with("packets-f.csv:2: recv_ns: expected an integer, got \"x\""), "{e}");
     }

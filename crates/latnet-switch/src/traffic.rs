@@ -22,6 +22,7 @@ use latnet_sim::scenario::FlowSpec;
 use latnet_sim::scenario::{Carry, Encap};
 use latnet_sim::traffic::Source;
 use latnet_sim::Scenario;
+use latnet_units::Time;
 use latnet_wire::lbf::HBH_LEN;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -195,8 +196,43 @@ fn check_size(f: &FlowSpec, prefix: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// The emission instants of flow `i` of `sc`, from its time zero: the simulator's (same
+/// pattern, same seeded stream), up to the flow's stop time or packet count. Packet `k` of
+/// the flow (its sequence number) is the `k`-th.
+#[derive(Debug)]
+pub struct Emissions {
+    rng: ChaCha8Rng,
+    source: Source,
+    stop: Time,
+    left: Option<u64>,
+}
+
+impl Emissions {
+    /// Flow `i`'s instants.
+    pub fn new(sc: &Scenario, i: usize) -> Emissions {
+        let f = &sc.flows[i];
+        let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
+        rng.set_stream(STREAM_FLOW + i as u64);
+        let source = Source::new(f.traffic.clone(), f.size, f.start).with_jitter(f.jitter);
+        Emissions { rng, source, stop: f.stop, left: f.count }
+    }
+}
+
+impl Iterator for Emissions {
+    type Item = Time;
+
+    fn next(&mut self) -> Option<Time> {
+        if self.left == Some(0) {
+            return None;
+        }
+        let t = self.source.next_emission(&mut self.rng).filter(|&t| t < self.stop)?;
+        self.left = self.left.map(|n| n - 1);
+        Some(t)
+    }
+}
+
 /// Play flow `name` of `sc` from this host: packet `k` leaves at `t0_ns` + the simulator's
-/// emission instant `k`. Blocks until the flow's stop time or packet count.
+/// emission instant `k` ([`Emissions`]). Blocks until the flow's stop time or packet count.
 pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let i = flow_index(sc, name)?;
     let f = &sc.flows[i];
@@ -228,21 +264,13 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     }
     sys::precise_timers();
     sys::install_stop_handler();
-    let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
-    rng.set_stream(STREAM_FLOW + i as u64);
-    let mut source = Source::new(f.traffic.clone(), f.size, f.start).with_jitter(f.jitter);
+    let mut emissions = Emissions::new(sc, i);
     let mut payload = vec![0u8; f.size as usize - tag_bytes(f) - header_len(f)];
     payload[..prefix.len()].copy_from_slice(&prefix);
     let mut rep =
         SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0, late_100us: 0 };
     while !sys::stop_requested() {
-        if f.count.is_some_and(|c| rep.sent >= c) {
-            break;
-        }
-        let Some(t) = source.next_emission(&mut rng) else { break };
-        if t >= f.stop {
-            break;
-        }
+        let Some(t) = emissions.next() else { break };
         let due = t0_ns.saturating_add(t.as_nanos());
         let mut now = sys::mono_ns();
         if now < due {
