@@ -655,7 +655,8 @@ mod tests {
 
     /// The switches' and senders' lateness behind their schedules goes into `emulation`, in
     /// the scenario's time (here 10 times dilated: divided by 10), counts as counted; a
-    /// sender's report from before the count (no `late_100us`) still reads.
+    /// sender's report from before the count (no `late_100us`) still reads; a damaged one is
+    /// an error naming the file.
     #[test]
     fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
         let text = SC.replace("[sim]\n", "[sim]\ndilation = 10\n");
@@ -678,7 +679,10 @@ mod tests {
         let old = r#"{"flow":"f","sent":7,"send_errors":0,"late_max_ns":30000}"#;
         std::fs::write(dir.join("send-f.json"), old).unwrap();
         let res_old = collect(&sc, &dir, 1_000_000_000);
+        std::fs::write(dir.join("send-f.json"), r#"{"flow":"f","sent":"seven"}"#).unwrap();
+        let bad = collect(&sc, &dir, 1_000_000_000).map(|_| ()).unwrap_err().to_string();
         std::fs::remove_dir_all(&dir).unwrap();
+        assert!(bad.contains("send-f.json: invalid type: string \"seven\""), "{bad}");
         let e = res.unwrap().emulation.expect("an emulation section");
         let s1 = EmulatedSwitch {
             node: "s1".to_owned(),
