@@ -482,6 +482,25 @@ def test_the_damper_on_real_packets(tmp_path, encap):
     assert (emu_hops["p50"] <= sim_hops["p50"] + LBF_TYPICAL_EXCESS_US * 1e3).all()
 
 
+#: A dilated run in which the switches sent more than this share of their frames over 100 us
+#: of the machine's clock late was stalled by the machine, not by the emulation: quiet runs of
+#: the test below send 0.4-1.2 % that late; the one failure seen (a CI run, 2026-11-24) sent
+#: 9.0 % (and its senders 21 %), every median of F1 a constant ~10 us per hop late.
+STALLED_SHARE = 0.03
+#: How many runs the dilated test makes while the machine measurably stalls them.
+STALLED_ATTEMPTS = 3
+
+
+def stalled(emulation: dict) -> str | None:
+    """Why the machine, by the run's own ``emulation`` report, did not keep the run's time (or
+    None when it did)."""
+    n = sum(s["forwarded"] for s in emulation["switches"])
+    late = sum(s["tx_late_100us"] for s in emulation["switches"])
+    if late <= STALLED_SHARE * n:
+        return None
+    return f"switches sent {late} of {n} frames over 100 us late (more than {STALLED_SHARE:.0%})"
+
+
 def test_a_dilated_emulation_of_the_seeds_test_4_follows_the_simulator(tmp_path, capsys):
     """The seed's test 4 is more than these two cores carry in real time (about 120,000
     frames/s in the bursts). Run 10 times slower (``[sim] dilation = 10``: every duration 10x,
@@ -489,7 +508,11 @@ def test_a_dilated_emulation_of_the_seeds_test_4_follows_the_simulator(tmp_path,
     median latency of each flow within 30 us of the simulator's (undilated, medians run
     hundreds of us late), F1 never before its 700 us lower bound, nothing lost. The run reports
     how late the machine made it (``emulation``: per forwarder and per sender, in the
-    scenario's time) and prints that under the table."""
+    scenario's time) and prints that under the table.
+
+    A run whose medians miss is failed at once when its own report shows the machine kept
+    time; one the machine measurably stalled (``stalled``) is run again, up to
+    ``STALLED_ATTEMPTS`` runs, and the test fails if every one stalled."""
     from latnet.cli import main
 
     root = Path(__file__).resolve().parents[2]
@@ -498,23 +521,34 @@ def test_a_dilated_emulation_of_the_seeds_test_4_follows_the_simulator(tmp_path,
         "[sim]\n", "[sim]\ndilation = 10\n", 1
     )
     sc = scenario(tmp_path, text)
-    out = tmp_path / "out"
-    assert main(["run", str(sc), "--mode", "both", "--out", str(out)]) == 0
-    sim, emu = (json.loads((out / m / "results.json").read_text()) for m in ("sim", "emu"))
-    assert emu["dilation"] == sim["dilation"] == 10 and emu["duration_ns"] == 300_000_000
-    worst = []
-    for fs, fe in zip(sim["flows"], emu["flows"], strict=True):
-        assert fe["sent"] == fs["sent"] == fe["received"] > 500, fe
-        for hs, he in zip(fs["hops"][1:], fe["hops"][1:], strict=True):
-            worst.append(
-                (
-                    abs(he["latency_ns"]["p50"] - hs["latency_ns"]["p50"]) / 1e3,
-                    fe["name"],
-                    he["node"],
+    stalls = []
+    for attempt in range(STALLED_ATTEMPTS):
+        out = tmp_path / f"out{attempt}"
+        capsys.readouterr()
+        assert main(["run", str(sc), "--mode", "both", "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        sim, emu = (json.loads((out / m / "results.json").read_text()) for m in ("sim", "emu"))
+        assert emu["dilation"] == sim["dilation"] == 10 and emu["duration_ns"] == 300_000_000
+        worst = []
+        for fs, fe in zip(sim["flows"], emu["flows"], strict=True):
+            assert fe["sent"] == fs["sent"] == fe["received"] > 500, fe
+            for hs, he in zip(fs["hops"][1:], fe["hops"][1:], strict=True):
+                worst.append(
+                    (
+                        abs(he["latency_ns"]["p50"] - hs["latency_ns"]["p50"]) / 1e3,
+                        fe["name"],
+                        he["node"],
+                    )
                 )
-            )
-    print(sorted(worst)[-3:])
-    assert max(worst)[0] <= 30, sorted(worst)[-3:]
+        print(sorted(worst)[-3:])
+        if max(worst)[0] <= 30:
+            break
+        why = stalled(emu["emulation"])
+        assert why is not None, ("the machine kept time", sorted(worst)[-3:], printed)
+        stalls.append((why, sorted(worst)[-1]))
+        print(f"attempt {attempt + 1} stalled: {why}; worst median {sorted(worst)[-1]}")
+    else:
+        pytest.fail(f"the machine stalled all {STALLED_ATTEMPTS} runs: {stalls}")
     assert emu["flows"][0]["latency_ns"]["min"] >= 700_000 - LBF_GRANULARITY_US * 1e3
     e = emu["emulation"]
     assert "emulation" not in sim
@@ -525,7 +559,7 @@ def test_a_dilated_emulation_of_the_seeds_test_4_follows_the_simulator(tmp_path,
     ]
     parts = [s["tx_late_max_ns"] for s in e["switches"]] + [s["late_max_ns"] for s in e["senders"]]
     assert e["late_max_ns"] == max(parts)
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("emulation timing"))
+    line = next(x for x in printed.splitlines() if x.startswith("emulation timing"))
     print(line)
     assert f"of {emu['events']:,} frames more than 100 us late" in line
     assert "of the machine's clock" in line
