@@ -167,7 +167,9 @@ def emulation_timing(summary: dict) -> str | None:
     """One line on how closely an emulated run kept to the scenario's clock (``results.json``
     ``emulation``): frames the switches sent more than 100 us of the machine's clock late, the
     worst lateness of a switch's frame and of a sender's packet (in the scenario's time, and
-    the machine's when dilated), ring drops and refused sends; ``None`` for a simulated run."""
+    the machine's when dilated), packets the receivers read more than 100 us after the kernel
+    stamped them (latencies run to the stamp), ring drops and refused sends; ``None`` for a
+    simulated run."""
     e = summary.get("emulation")
     if e is None:
         return None
@@ -187,6 +189,16 @@ def emulation_timing(summary: dict) -> str | None:
             f"senders {sum(s['late_100us'] for s in snd):,} of {sum(s['sent'] for s in snd):,} "
             "packets, the worst " + late(max(s["late_max_ns"] for s in snd))
         )
+    rcv = e.get("receivers", [])
+    if rcv:
+        parts.append(
+            f"receivers read {sum(r['read_late_100us'] for r in rcv):,} of "
+            f"{sum(r['stamped'] for r in rcv):,} packets more than 100 us after the kernel "
+            "stamped their arrival (kept out of the latencies)"
+        )
+        unstamped = sum(r["received"] - r["stamped"] for r in rcv)
+        if unstamped:
+            parts.append(f"{unstamped:,} packets received without a stamp (timed when read)")
     ring = sum(s["ring_drops"] for s in sw)
     refused = sum(s["tx_refused"] for s in sw)
     if ring or refused:

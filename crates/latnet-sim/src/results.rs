@@ -81,6 +81,10 @@ pub struct EmulationReport {
     pub switches: Vec<EmulatedSwitch>,
     /// Per flow of latnet's senders, in flow order.
     pub senders: Vec<EmulatedSender>,
+    /// Per flow of latnet's receivers, in flow order: how late the receiving process read what
+    /// the kernel had stamped on arrival. Latencies run to the stamp, so this is what the
+    /// emulation kept out of them (and not in `late_max_ns`).
+    pub receivers: Vec<EmulatedReceiver>,
 }
 
 /// One switch's account of its timing (see [`EmulationReport`]).
@@ -117,6 +121,22 @@ pub struct EmulatedSender {
     /// Largest lateness of a packet behind its scheduled instant (ns; its latency counts from
     /// when it was sent, so this moves the pattern, not the measured latency).
     pub late_max_ns: u64,
+}
+
+/// One receiver's account of its timing (see [`EmulationReport`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EmulatedReceiver {
+    /// Flow name.
+    pub flow: String,
+    /// Packets received.
+    pub received: u64,
+    /// Datagrams the receiving host's kernel stamped on arrival (the latency of the rest runs
+    /// to when the receiver read them).
+    pub stamped: u64,
+    /// Datagrams read more than 100 us (of the machine's clock) after their stamp.
+    pub read_late_100us: u64,
+    /// Largest time from a stamp to the read (ns).
+    pub read_late_max_ns: u64,
 }
 
 /// One interval of one egress port's queue (`queues.csv`).
@@ -453,6 +473,9 @@ impl Results {
             }
             for w in &mut e.senders {
                 w.late_max_ns = ns(w.late_max_ns);
+            }
+            for w in &mut e.receivers {
+                w.read_late_max_ns = ns(w.read_late_max_ns);
             }
         }
         if let Some(log) = &mut self.log {

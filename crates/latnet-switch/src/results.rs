@@ -21,12 +21,12 @@
 //! reads the late flag from each packet's block as it arrived (`packets-<flow>.csv`, `late`).
 
 use crate::stats::SwitchStats;
-use crate::traffic::{RecvReport, SendReport};
+use crate::traffic::{FlowRecv, RecvReport, SendReport};
 use latnet_dataplane::DropReason;
 use latnet_sim::lbf::{LbfFlowResult, LbfResults, LbfSwitchResult};
 use latnet_sim::results::{
-    undilate_ns, EmulatedSender, EmulatedSwitch, EmulationReport, FlowResult, HopResult,
-    NodeResult, PortResult, QueueResult, Results,
+    undilate_ns, EmulatedReceiver, EmulatedSender, EmulatedSwitch, EmulationReport, FlowResult,
+    HopResult, NodeResult, PortResult, QueueResult, Results,
 };
 use latnet_sim::stats::{Jitter, LatencyStats};
 use latnet_sim::Scenario;
@@ -515,7 +515,7 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
                 notifications_total: total,
             }
         }),
-        emulation: Some(emulation_report(sc, &switches, senders)),
+        emulation: Some(emulation_report(sc, &switches, senders, &recv)),
         tie_break: sc.sim.tie_break.as_str().to_owned(),
         events: switches.iter().map(|s| s.forwarded).sum(),
         flows,
@@ -538,11 +538,12 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
     Ok(res)
 }
 
-/// The switches' and senders' account of their timing, in node and flow order.
+/// The switches', senders' and receivers' account of their timing, in node and flow order.
 fn emulation_report(
     sc: &Scenario,
     switches: &[SwitchStats],
     senders: Vec<EmulatedSender>,
+    recv: &BTreeMap<String, FlowRecv>,
 ) -> EmulationReport {
     let switches: Vec<_> = sc
         .nodes
@@ -565,7 +566,19 @@ fn emulation_report(
         .chain(senders.iter().map(|s| s.late_max_ns))
         .max()
         .unwrap_or(0);
-    EmulationReport { late_max_ns, switches, senders }
+    let receivers = sc
+        .flows
+        .iter()
+        .filter_map(|f| recv.get(&f.name))
+        .map(|r| EmulatedReceiver {
+            flow: r.flow.clone(),
+            received: r.received,
+            stamped: r.stamped,
+            read_late_100us: r.read_late_100us,
+            read_late_max_ns: r.read_late_max_ns,
+        })
+        .collect();
+    EmulationReport { late_max_ns, switches, senders, receivers }
 }
 
 #[cfg(test)]
@@ -653,10 +666,11 @@ mod tests {
         assert_eq!(seqs, [("f", 0), ("f", 1), ("f", 2)]);
     }
 
-    /// The switches' and senders' lateness behind their schedules goes into `emulation`, in
-    /// the scenario's time (here 10 times dilated: divided by 10), counts as counted; a
-    /// sender's report from before the count (no `late_100us`) still reads; a damaged one is
-    /// an error naming the file.
+    /// The switches' and senders' lateness behind their schedules, and how late the receivers
+    /// read what the kernel stamped, go into `emulation`, in the scenario's time (here 10 times
+    /// dilated: divided by 10), counts as counted; a sender's or receiver's report from before
+    /// the counts (no `late_100us`, no `stamped`) still reads; a damaged one is an error
+    /// naming the file.
     #[test]
     fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
         let text = SC.replace("[sim]\n", "[sim]\ndilation = 10\n");
@@ -675,9 +689,16 @@ mod tests {
         SwitchStats::collect(&sc, &core, rc, true).write(&dir.join("switch-s1.json")).unwrap();
         let send = r#"{"flow":"f","sent":7,"send_errors":0,"late_max_ns":6000000,"late_100us":2}"#;
         std::fs::write(dir.join("send-f.json"), send).unwrap();
+        let recv = r#"{"host":"h2","flows":[{"flow":"f","received":6,"rx_bytes":7500,
+            "corrupted":0,"reordered":0,"duplicates":0,"foreign":0,"stamped":6,
+            "read_late_100us":1,"read_late_max_ns":2500000}]}"#;
+        std::fs::write(dir.join("recv-h2.json"), recv).unwrap();
         let res = collect(&sc, &dir, 1_000_000_000);
         let old = r#"{"flow":"f","sent":7,"send_errors":0,"late_max_ns":30000}"#;
         std::fs::write(dir.join("send-f.json"), old).unwrap();
+        let old = r#"{"host":"h2","flows":[{"flow":"f","received":6,"rx_bytes":7500,
+            "corrupted":0,"reordered":0,"duplicates":0,"foreign":0}]}"#;
+        std::fs::write(dir.join("recv-h2.json"), old).unwrap();
         let res_old = collect(&sc, &dir, 1_000_000_000);
         std::fs::write(dir.join("send-f.json"), r#"{"flow":"f","sent":"seven"}"#).unwrap();
         let bad = collect(&sc, &dir, 1_000_000_000).map(|_| ()).unwrap_err().to_string();
@@ -696,15 +717,28 @@ mod tests {
         };
         let f =
             EmulatedSender { flow: "f".to_owned(), sent: 7, late_100us: 2, late_max_ns: 600_000 };
-        assert_eq!(
-            e,
-            EmulationReport { late_max_ns: 600_000, switches: vec![s1], senders: vec![f] }
-        );
+        let r = EmulatedReceiver {
+            flow: "f".to_owned(),
+            received: 6,
+            stamped: 6,
+            read_late_100us: 1,
+            read_late_max_ns: 250_000,
+        };
+        // (the receivers' reads are kept out of the latencies and out of `late_max_ns`)
+        let want = EmulationReport {
+            late_max_ns: 600_000,
+            switches: vec![s1],
+            senders: vec![f],
+            receivers: vec![r],
+        };
+        assert_eq!(e, want);
         let e = res_old.unwrap().emulation.unwrap();
         assert_eq!(
             (e.late_max_ns, e.senders[0].late_100us, e.senders[0].late_max_ns),
             (450_000, 0, 3_000)
         );
+        let r = &e.receivers[0];
+        assert_eq!((r.received, r.stamped, r.read_late_100us, r.read_late_max_ns), (6, 0, 0, 0));
     }
 
     /// The receivers' logs and the switches' drop records become the simulator's

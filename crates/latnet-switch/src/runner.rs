@@ -109,7 +109,7 @@ pub fn run_many(sc: &Scenario, cfgs: &[RunConfig]) -> io::Result<Vec<SwitchStats
     let fds: Vec<_> =
         stations.iter().flat_map(|st| st.socks.iter().map(PacketSocket::raw_fd)).collect();
     let mut ready = Vec::with_capacity(fds.len());
-    let mut ring_clock = RingClock::new(t0);
+    let mut ring_clock = sys::KernelClock::new(t0);
     let outcome: io::Result<()> = 'run: loop {
         let now_ns = sys::mono_ns().saturating_sub(t0);
         if sys::stop_requested() || cfg.duration_ns.is_some_and(|d| now_ns >= d) {
@@ -242,7 +242,7 @@ impl Station {
         &mut self,
         sc: &Scenario,
         t0: u64,
-        ring_clock: &RingClock,
+        ring_clock: &sys::KernelClock,
         stats_every_ns: u64,
     ) -> io::Result<bool> {
         let Station { core, socks, rc, core_ns, .. } = self;
@@ -355,43 +355,6 @@ fn oldest_ring(
         }
     }
     oldest
-}
-
-/// Converts the receive rings' timestamps (`CLOCK_REALTIME`) to the switch's clock
-/// (`CLOCK_MONOTONIC` since its start), with the offset between the two clocks re-read every
-/// 100 ms (NTP may slew the real-time clock).
-struct RingClock {
-    t0: u64,
-    /// `CLOCK_MONOTONIC` minus `CLOCK_REALTIME` (ns).
-    offset: i128,
-    next_refresh_ns: u64,
-}
-
-impl RingClock {
-    fn new(t0: u64) -> RingClock {
-        let mut c = RingClock { t0, offset: 0, next_refresh_ns: 0 };
-        c.refresh(0);
-        c
-    }
-
-    fn refresh(&mut self, now_ns: u64) {
-        if now_ns < self.next_refresh_ns {
-            return;
-        }
-        // the real-time reading between two monotonic ones: its error is half their gap
-        let (a, r, b) = (sys::mono_ns(), sys::real_ns(), sys::mono_ns());
-        self.offset = (i128::from(a) + i128::from(b)) / 2 - i128::from(r);
-        self.next_refresh_ns = now_ns + 100_000_000;
-    }
-
-    /// The switch-clock instant of a ring timestamp, if the kernel gave one.
-    fn arrival(&self, kernel_ns: u64) -> Option<u64> {
-        if kernel_ns == 0 {
-            return None;
-        }
-        let mono = i128::from(kernel_ns) + self.offset - i128::from(self.t0);
-        Some(u64::try_from(mono.max(0)).unwrap_or(u64::MAX))
-    }
 }
 
 /// Where [`OutputWriter`] writes a switch's hop and drop records, and the names of the
@@ -553,17 +516,5 @@ mod tests {
         assert_eq!(oldest_ring(2, 0, peek), Some((5, 0)));
         assert_eq!(oldest_ring(2, 1, |_| None), None);
         assert_eq!(oldest_ring(0, 0, peek), None);
-    }
-
-    #[test]
-    fn ring_timestamps_convert_to_the_switch_clock() {
-        let t0 = sys::mono_ns() - 5_000_000;
-        let c = RingClock::new(t0);
-        assert_eq!(c.arrival(0), None, "no timestamp from the kernel");
-        // a frame stamped just now (real-time clock) arrived about 5 ms after the switch's start
-        let (before, at) = (sys::mono_ns() - t0, c.arrival(sys::real_ns()).unwrap());
-        let after = sys::mono_ns() - t0;
-        assert!(at + 100_000 >= before && at <= after + 100_000, "{before} <= {at} <= {after}");
-        assert_eq!(c.arrival(1).unwrap(), 0, "before the switch's start: its start");
     }
 }

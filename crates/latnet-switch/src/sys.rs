@@ -518,6 +518,49 @@ pub fn mono_ns() -> u64 {
     (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
+/// Converts the kernel's receive timestamps (`CLOCK_REALTIME`: a packet socket's ring, a UDP
+/// socket's `SO_TIMESTAMPNS`) to `CLOCK_MONOTONIC` less `t0` (a switch's clock since its start;
+/// `t0` = 0: the monotonic clock itself), with the offset between the two clocks re-read every
+/// 100 ms (NTP may step the real-time clock).
+#[derive(Debug)]
+pub struct KernelClock {
+    t0: u64,
+    /// `CLOCK_MONOTONIC` minus `CLOCK_REALTIME` (ns).
+    offset: i128,
+    next_refresh_ns: u64,
+}
+
+impl KernelClock {
+    /// A converter to `CLOCK_MONOTONIC` less `t0`, its offset read now.
+    pub fn new(t0: u64) -> KernelClock {
+        let mut c = KernelClock { t0, offset: 0, next_refresh_ns: 0 };
+        c.refresh(0);
+        c
+    }
+
+    /// Re-read the clocks' offset if 100 ms have passed since the last reading (`now_ns` on
+    /// this converter's clock).
+    pub fn refresh(&mut self, now_ns: u64) {
+        if now_ns < self.next_refresh_ns {
+            return;
+        }
+        // the real-time reading between two monotonic ones: its error is half their gap
+        let (a, r, b) = (mono_ns(), real_ns(), mono_ns());
+        self.offset = (i128::from(a) + i128::from(b)) / 2 - i128::from(r);
+        self.next_refresh_ns = now_ns + 100_000_000;
+    }
+
+    /// The instant of a kernel timestamp on this converter's clock, if the kernel gave one (0:
+    /// none); before `t0`: `t0`.
+    pub fn arrival(&self, kernel_ns: u64) -> Option<u64> {
+        if kernel_ns == 0 {
+            return None;
+        }
+        let mono = i128::from(kernel_ns) + self.offset - i128::from(self.t0);
+        Some(u64::try_from(mono.max(0)).unwrap_or(u64::MAX))
+    }
+}
+
 fn timespec(ns: u64) -> libc::timespec {
     libc::timespec {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,
@@ -677,19 +720,27 @@ pub fn send_with_hop_options(
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
-/// Deliver the hop-by-hop options of received IPv6 packets to [`recv_with_hop_options`]
+/// Deliver the hop-by-hop options of received IPv6 packets to [`recv_stamped`]
 /// (`IPV6_RECVHOPOPTS`).
 pub fn set_recv_hop_options(fd: RawFd) -> io::Result<()> {
     setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPOPTS, 1)
 }
 
+/// Have the kernel stamp every datagram the socket receives (`SO_TIMESTAMPNS`, `CLOCK_REALTIME`)
+/// as it enters the host's stack; [`recv_stamped`] returns the stamp.
+pub fn set_rx_timestamps(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+}
+
 /// Receive one datagram into `buf` and the packet's hop-by-hop extension header (as it
 /// arrived, next-header octet first) into `hbh`, which is left empty when the packet had none
-/// or the socket does not ask for them ([`set_recv_hop_options`]). Returns the payload bytes.
-pub fn recv_with_hop_options(fd: RawFd, buf: &mut [u8], hbh: &mut Vec<u8>) -> io::Result<usize> {
+/// or the socket does not ask for them ([`set_recv_hop_options`]). Returns the payload bytes
+/// and the kernel's receive timestamp (`CLOCK_REALTIME` ns; 0 when the socket does not ask for
+/// one, [`set_rx_timestamps`], or the kernel gave none).
+pub fn recv_stamped(fd: RawFd, buf: &mut [u8], hbh: &mut Vec<u8>) -> io::Result<(usize, u64)> {
     hbh.clear();
-    // a hop-by-hop header is at most 2048 octets; aligned for cmsghdr
-    let mut control = [0u64; 264];
+    // a hop-by-hop header is at most 2048 octets, a timestamp 16; aligned for cmsghdr
+    let mut control = [0u64; 272];
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -700,20 +751,31 @@ pub fn recv_with_hop_options(fd: RawFd, buf: &mut [u8], hbh: &mut Vec<u8>) -> io
     // SAFETY: `buf` and `control` live for the call and their lengths are passed.
     let n = unsafe { libc::recvmsg(fd, &raw mut msg, 0) };
     let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    let mut stamp = 0;
     // SAFETY: the kernel filled `msg_controllen` bytes of `control` with whole control
     // messages; CMSG_FIRSTHDR / CMSG_NXTHDR stay within them and return null at the end, and
-    // each message's data is `cmsg_len - CMSG_LEN(0)` bytes inside the buffer.
+    // each message's data is `cmsg_len - CMSG_LEN(0)` bytes inside the buffer (a timestamp's
+    // is one `timespec`, read unaligned).
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_HOPOPTS {
-                let len = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+            let len = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_HOPOPTS {
                 hbh.extend_from_slice(std::slice::from_raw_parts(libc::CMSG_DATA(c), len));
+            } else if level == libc::SOL_SOCKET
+                && kind == libc::SCM_TIMESTAMPNS
+                && len >= std::mem::size_of::<libc::timespec>()
+            {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp = (ts.tv_sec as u64)
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(ts.tv_nsec as u64);
             }
             c = libc::CMSG_NXTHDR(&raw const msg, c);
         }
     }
-    Ok(n)
+    Ok((n, stamp))
 }
 
 /// Send UDP over IPv4 without a checksum (checksum 0), so switches may rewrite payload
@@ -911,4 +973,44 @@ pub fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` bytes; recv writes at most that many.
     let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
     usize::try_from(n).map(|n| n.min(buf.len())).map_err(|_| io::Error::last_os_error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A UDP socket asked for `SO_TIMESTAMPNS` gets the kernel's arrival stamp with each
+    /// datagram (on loopback: between the send and the read, on the real-time clock); one not
+    /// asked gets none.
+    #[test]
+    fn received_datagrams_carry_the_kernels_arrival_stamp() {
+        use std::net::UdpSocket;
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_rx_timestamps(rx.as_raw_fd()).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (mut buf, mut hbh) = (vec![0u8; 64], Vec::new());
+        let before = real_ns();
+        tx.send_to(b"stamp me", rx.local_addr().unwrap()).unwrap();
+        tx.send_to(b"plain", plain.local_addr().unwrap()).unwrap();
+        let (n, stamp) = recv_stamped(rx.as_raw_fd(), &mut buf, &mut hbh).unwrap();
+        let after = real_ns();
+        assert_eq!(&buf[..n], b"stamp me");
+        assert!(hbh.is_empty());
+        assert!(before <= stamp && stamp <= after, "{before} <= {stamp} <= {after}");
+        let (n, stamp) = recv_stamped(plain.as_raw_fd(), &mut buf, &mut hbh).unwrap();
+        assert_eq!((&buf[..n], stamp), (&b"plain"[..], 0));
+    }
+
+    #[test]
+    fn kernel_timestamps_convert_to_the_switch_clock() {
+        let t0 = mono_ns() - 5_000_000;
+        let c = KernelClock::new(t0);
+        assert_eq!(c.arrival(0), None, "no timestamp from the kernel");
+        // a frame stamped just now (real-time clock) arrived about 5 ms after the switch's start
+        let (before, at) = (mono_ns() - t0, c.arrival(real_ns()).unwrap());
+        let after = mono_ns() - t0;
+        assert!(at + 100_000 >= before && at <= after + 100_000, "{before} <= {at} <= {after}");
+        assert_eq!(c.arrival(1).unwrap(), 0, "before the switch's start: its start");
+    }
 }

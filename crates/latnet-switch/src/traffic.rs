@@ -13,8 +13,11 @@
 //! | 16.. | pattern: byte `k` is `(seq + k) as u8 ^ 0x5a` (the receiver checks every byte) |
 //!
 //! Frames are the scenario's `size` (Ethernet + IPv4 + UDP + payload), so at least 58 bytes.
-//! One-way latency is the receiver's clock when `recvmsg` returns minus the send instant: it
-//! includes both hosts' stacks, every emulated link and the switches.
+//! One-way latency is the instant the receiving host's kernel stamped the datagram as it entered
+//! its stack (`SO_TIMESTAMPNS`, converted to `CLOCK_MONOTONIC`) minus the send instant: it
+//! includes the sender's stack, every emulated link and the switches, but not how late the
+//! receiver process read the datagram (which the receiver counts: [`FlowRecv::read_late_100us`]).
+//! Where the kernel gives no stamp the receiver's clock when `recvmsg` returns stands in.
 
 use crate::sys;
 use latnet_sim::lbf::{flow_address, uses_ipv6};
@@ -325,6 +328,16 @@ pub struct FlowRecv {
     pub duplicates: u64,
     /// Datagrams on the flow's port that were not latnet payloads of this flow.
     pub foreign: u64,
+    /// Datagrams the kernel stamped on arrival (the rest were timed when read).
+    #[serde(default)]
+    pub stamped: u64,
+    /// Datagrams read more than 100 us after the kernel stamped them (`CLOCK_MONOTONIC`; kept
+    /// out of the latencies, which run to the stamp).
+    #[serde(default)]
+    pub read_late_100us: u64,
+    /// The latest read after a stamp (ns).
+    #[serde(default)]
+    pub read_late_max_ns: u64,
 }
 
 /// What a receiver saw.
@@ -357,8 +370,9 @@ pub const PACKET_LOG_HEADER: &str = "seq,send_ns,recv_ns,intact,late\n";
 
 /// Receive every flow addressed to host `host` until `until_ns` (`CLOCK_MONOTONIC`) or a
 /// signal; writes `packets-<flow>.csv` (`seq,send_ns,recv_ns,intact,late`, arrival order; `late`
-/// is the LBF block's late flag, 0 for flows without an SLO) into `dir`. A damper-mode flow's
-/// `recv_ns` includes the final hold (the residue its packet carries).
+/// is the LBF block's late flag, 0 for flows without an SLO) into `dir`. `recv_ns` is the
+/// kernel's arrival stamp on `CLOCK_MONOTONIC` (the read instant where it gave none); a
+/// damper-mode flow's includes the final hold (the residue its packet carries).
 pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<RecvReport> {
     let h = sc
         .node_index(host)
@@ -377,6 +391,9 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
                 io::Error::new(e.kind(), format!("IPV6_RECVHOPOPTS for flow {:?}: {e}", f.name))
             })?;
         }
+        sys::set_rx_timestamps(sock.as_raw_fd()).map_err(|e| {
+            io::Error::new(e.kind(), format!("SO_TIMESTAMPNS for flow {:?}: {e}", f.name))
+        })?;
         sys::set_rcvbuf(sock.as_raw_fd(), 16 << 20);
         let file = std::fs::File::create(dir.join(format!("packets-{}.csv", f.name)))?;
         let mut log = io::BufWriter::new(file);
@@ -399,8 +416,10 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
     let mut ready = Vec::new();
     let mut buf = vec![0u8; 65_536];
     let mut hbh = Vec::new();
+    let mut clock = sys::KernelClock::new(0);
     loop {
         let now = sys::mono_ns();
+        clock.refresh(now);
         if now >= until_ns || sys::stop_requested() || flows.is_empty() {
             break;
         }
@@ -410,21 +429,26 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
                 continue;
             }
             loop {
-                // (the hop-by-hop header only where the flow's block rides in it)
-                let got = match fl.block_at {
-                    Some(BlockAt::HopOptions(_)) => {
-                        sys::recv_with_hop_options(fl.sock.as_raw_fd(), &mut buf, &mut hbh)
-                    }
-                    _ => fl.sock.recv(&mut buf),
-                };
-                let n = match got {
-                    Ok(n) => n,
+                // (a hop-by-hop header only where the flow's block rides in it)
+                let (n, stamp) = match sys::recv_stamped(fl.sock.as_raw_fd(), &mut buf, &mut hbh) {
+                    Ok(got) => got,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 };
-                let t = sys::mono_ns();
-                record(fl, &buf[..n], &hbh, t)?;
+                let read = sys::mono_ns();
+                let arrived = match clock.arrival(stamp) {
+                    Some(at) => {
+                        let late = read.saturating_sub(at);
+                        fl.stats.stamped += 1;
+                        fl.stats.read_late_100us += u64::from(late > 100_000);
+                        fl.stats.read_late_max_ns = fl.stats.read_late_max_ns.max(late);
+                        // (not after the read: the clocks' offset is good to a microsecond)
+                        at.min(read)
+                    }
+                    None => read,
+                };
+                record(fl, &buf[..n], &hbh, arrived)?;
             }
         }
     }
