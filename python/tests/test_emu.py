@@ -202,7 +202,8 @@ def test_priority_isolation_under_tcp_load(tmp_path):
 
 def test_link_rate_emulation_holds_the_rate(tmp_path):
     """A UDP flow offered at 80 Mbit/s to a 50 Mbit/s link leaves at 50 Mbit/s (+-3 %); the
-    switch's queue series (`--queues`) shows the queue full at its 200-packet limit."""
+    switch's queue series (`--queues`) shows the queue full at its 200-packet limit (short at
+    one sample at most, and only by a sender stall the run measured)."""
     flows = cbr("over", "h1", "80Mbps", 1000)
     sc = scenario(tmp_path, two_hosts("50Mbps", "0ns", FIFO, flows, "2s"))
     with Testbed(sc, run_dir=tmp_path / "run", queues="100ms") as tb:
@@ -214,7 +215,16 @@ def test_link_rate_emulation_holds_the_rate(tmp_path):
     # (this testbed has no time zero of its own: the samples count from the switch's start,
     # and the senders start about 0.3 s later)
     full = q[(q["node"] == "s1") & (q["peer"] == "h3") & q["t_ns"].between(0.8e9, 2.2e9)]
-    assert (full["max_packets"] == 200).all() and (full["packets"] >= 190).all(), full
+    assert (full["max_packets"] == 200).all(), full
+    # The queue stays full while the sender offers 80 Mbit/s. A sender the machine stalls lets
+    # it drain, one 1000-byte frame per 160 us of the stall, and a sample can catch it short
+    # (one of 15 at 117 packets in a CI run). Allowed at one sample, and only when the run's
+    # own report shows a sender stall long enough to drain that much.
+    sender = res.summary["emulation"]["senders"][0]
+    short = full[full["packets"] < 190]
+    assert len(short) <= 1, (full, sender)
+    if len(short):
+        assert sender["late_max_ns"] >= (199 - short["packets"].min()) * 160_000, (full, sender)
     assert (q[q["node"] == "h2"]["max_packets"] == 0).all()  # h2 sends nothing
     # the switch read the kernel's receive timestamps (and stamped frames with them)
     st = json.loads((tmp_path / "run" / "switch-s1.json").read_text())

@@ -55,7 +55,16 @@ def test_reproduce_pacing_emulated_quick(tmp_path, capsys):
         assert last[mode]["jain"] >= pacing.TARGET_JAIN, last
         assert last[mode]["jain"] > last["regular"]["jain"], last
     assert (tmp_path / "reproduce-pacing-emulated.png").stat().st_size > 0
-    assert "emulated, Linux TCP" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "emulated, Linux TCP" in out
+    # how late the machine made the switch, per mode: the run's results.json and the document
+    for mode in ("regular", "htb", "per-connection"):
+        e = doc["emulation"][mode]
+        run = tmp_path / "pacing-emulated" / mode / "results" / "results.json"
+        assert json.loads(run.read_text())["emulation"] == e, mode
+        assert [s["node"] for s in e["switches"]] == ["left"], e
+        assert e["switches"][0]["forwarded"] > 10_000 and e["senders"] == e["receivers"] == []
+        assert f"{mode}: emulation timing: switches sent " in out, mode
 
 
 def test_intervals_follow_the_receivers_bins():

@@ -18,7 +18,9 @@ Modes (the kernel here has HTB but no ``fq``, so the seed's FQ mode is simulated
 Goodput is the receiver's: bytes per flow in 1 s intervals (0.5 s with ``--quick``, whose
 periods are 3 s instead of 15 s), counted from the first sender's start. Wall-clock runs on a
 shared machine: the numbers move from run to run by a few tenths of a Mbit/s (more with
-``--quick``).
+``--quick``). Under each mode the command prints how late the machine made the switch (the
+run's ``results.json`` ``emulation``, written into ``<mode>/results``; the document keeps it per
+mode): kernel TCP has no schedule of latnet's to be late against, so only the switch reports.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..emu import collect
+from ..table import emulation_timing
 from ..testbed import Testbed, require_root
 from .pacing import _plot, mode_table, periods, targets_table
 
@@ -101,9 +105,10 @@ def intervals(rx: dict, flows: dict[str, str], period_s: float, interval_s: floa
     return pd.DataFrame(rows, columns=["t_s", "flow", "goodput_bps"])
 
 
-def run_mode(mode: str, period_s: float, out: Path) -> tuple[dict, list[dict], dict]:
-    """One mode on a fresh testbed: the receiver's report, the senders' reports (dtn1..dtn4)
-    and the switch's final statistics."""
+def run_mode(mode: str, period_s: float, out: Path) -> tuple[dict, list[dict], dict, dict]:
+    """One mode on a fresh testbed: the receiver's report, the senders' reports (dtn1..dtn4),
+    the switch's final statistics and the run's ``emulation`` report (how late the machine made
+    the switch: ``results.json`` of the run, written into ``<mode>/results``)."""
     pace = MODES[mode]
     d = out / mode
     d.mkdir(parents=True, exist_ok=True)
@@ -134,13 +139,14 @@ def run_mode(mode: str, period_s: float, out: Path) -> tuple[dict, list[dict], d
         for p in [*senders, rx]:
             if p.wait(timeout=total + 60) != 0:
                 raise RuntimeError(f"{mode}: {' '.join(p.args)} exited with {p.returncode}")
-        tb.stop_switches()
+        # (stops the switch; the run is the receiver's listening time)
+        res = collect(tb, d / "results", int((total + LEAD_S) * 1e9))
         stats = tb.stats("left")
         flows = {tb.address(f"l{i}"): f"dtn{i + 1}" for i in range(4)}
     rep = json.loads((d / "rx.json").read_text())
     rep["flows"] = flows
     sends = [json.loads((d / f"dtn{i + 1}.json").read_text()) for i in range(4)]
-    return rep, sends, stats
+    return rep, sends, stats, res.summary["emulation"]
 
 
 def run(quick: bool, out: Path) -> dict:
@@ -150,10 +156,10 @@ def run(quick: bool, out: Path) -> dict:
     period_s = 3.0 if quick else 15.0
     interval_s = 0.5 if quick else 1.0
     base = out / "pacing-emulated"
-    tables, series, summary = [], {}, {}
+    tables, series, summary, timing = [], {}, {}, {}
     for mode in MODES:
         print(f"running {mode} ({4 * period_s:g} s on an emulated testbed)", file=sys.stderr)
-        rx, sends, stats = run_mode(mode, period_s, base)
+        rx, sends, stats, timing[mode] = run_mode(mode, period_s, base)
         ts = intervals(rx, rx["flows"], period_s, interval_s)
         series[mode] = ts
         summary[mode] = periods(ts, period_s)
@@ -181,6 +187,7 @@ def run(quick: bool, out: Path) -> dict:
             f"bottleneck: peak {port['peak_packets']} packets, {drops} dropped; "
             f"N applied per sender: {counts}; retransmitted segments: {retrans}"
         )
+        print(f"{mode}: {emulation_timing({'emulation': timing[mode]})}")
     tables.append(targets_table(summary, " (emulated)"))
     png = _plot(series, period_s, out / "reproduce-pacing-emulated.png")
     if png is not None:
@@ -191,4 +198,5 @@ def run(quick: bool, out: Path) -> dict:
         "quick": quick,
         "period_s": period_s,
         "tables": tables,
+        "emulation": timing,
     }
