@@ -1,4 +1,5 @@
-"""`latnet reproduce lbf --emulated`: the LBF seed's six multi-hop tests on real packets.
+"""`latnet reproduce lbf --emulated`: the LBF seed's six multi-hop tests, and the paper's other
+Fig. 7 / 8 columns, on real packets.
 
 The paper's tables come from its proof of concept forwarding real packets in real time; this
 runs the same six scenarios (experiments/lbf/test1..6.toml) on an emulated testbed (root):
@@ -18,7 +19,10 @@ arrival less the last link's serialization of the frame (the seed's convention c
 the real frame arrives whole). Real packets have no exact-timestamp ties, so tests 1 and 3
 run under whatever order the frames meet in: F1 wins some of its races with F2 and loses
 others, so the minima are the paper's (which the simulator gives when F1 wins the ties) while
-the means and maxima follow the experiments' rule (the simulator's column).
+the means and maxima follow the experiments' rule (the simulator's column). The paper's Fig. 7
+and Fig. 8 have three columns more than the tests (no competing traffic, F2 + F3, F2 + F3 + F4:
+test 3 or 4 with flows removed, as in the simulated reproduction); they run too, as
+``fig7-*-emulated`` and ``fig8-*-emulated``.
 
 Beyond the seed, on real packets as well: ``upper-emulated`` (the upper-bound experiment: F1's
 packets dropped early, expired in the queue or marked late at each forwarder, emulated beside
@@ -44,7 +48,9 @@ from ..table import emulation_timing, render
 from ..testbed import require_root
 from .lbf import (
     COLS,
+    COLUMNS,
     PAPER,
+    PAPER_COLUMNS,
     ROWS,
     TESTS,
     _sub,
@@ -53,6 +59,7 @@ from .lbf import (
     f1_rows,
     receiver_stats,
     upper_rows,
+    without_flows,
 )
 
 #: Dilation of the runs: a 300-byte frame at 100 Mbit/s takes 24 us in the scenario and 1.92 ms
@@ -65,10 +72,20 @@ QUICK_DURATION = "100ms"
 DRAIN = "20ms"
 
 
+#: The paper's extra Fig. 7 / 8 columns: id -> (the test they are, the flows they leave out).
+_COLUMNS = {cid: (base, drop) for cid, base, drop, _ in COLUMNS}
+#: Runs in which best-effort F1 races F2 into Q1 (where real packets break the ties either way).
+BE_VS_F2 = ("test1", "test3", "fig7-F2F3", "fig7-F2F3F4")
+
+
 def scenario_text(tid: str, quick: bool) -> str:
-    """Experiment ``tid``'s scenario, dilated by ``DILATION``, with ``DURATION`` (or
-    ``QUICK_DURATION``) of traffic and ``DRAIN``."""
-    text = (experiments_dir() / f"{tid}.toml").read_text()
+    """Experiment ``tid``'s scenario (or a Fig. 7 / 8 column's: its test without the flows it
+    leaves out), dilated by ``DILATION``, with ``DURATION`` (or ``QUICK_DURATION``) of traffic
+    and ``DRAIN``."""
+    base, drop = _COLUMNS.get(tid, (tid, ()))
+    text = (experiments_dir() / f"{base}.toml").read_text()
+    if drop:
+        text = without_flows(drop)(text)
     text = _sub(text, 'duration = "10s"', f'duration = "{QUICK_DURATION if quick else DURATION}"')
     text = _sub(text, 'drain = "100ms"', f'drain = "{DRAIN}"')
     return _sub(text, "[sim]\n", f"[sim]\ndilation = {DILATION}\n")
@@ -107,7 +124,8 @@ def arrival_less_serialization(summary: dict) -> dict[str, float]:
 
 def _table(tid: str, title: str, emu: dict, sim: latnet.Results) -> dict:
     rows = []
-    for label, e, s, p in zip(ROWS, emulated_rows(emu), f1_rows(sim), PAPER[tid], strict=True):
+    paper = PAPER[tid] if tid in PAPER else PAPER_COLUMNS[tid]
+    for label, e, s, p in zip(ROWS, emulated_rows(emu), f1_rows(sim), paper, strict=True):
         rows.append(
             {
                 "label": label,
@@ -144,7 +162,7 @@ def _print(t: dict) -> None:
         + ", ".join(f"{c} {_worst(t, c, 'paper'):.1f}" for c in COLS)
         + " us"
     )
-    if t["id"] in ("test1-emulated", "test3-emulated"):
+    if t["id"] in [f"{tid}-emulated" for tid in BE_VS_F2]:
         print(
             "note: no exact ties on real packets: F1 wins some of its races with F2, so the "
             "minima are the paper's (the simulator's under flow-asc)"
@@ -269,13 +287,14 @@ def _emulate(name: str, quick: bool, out: Path) -> tuple[dict, latnet.Results]:
 
 
 def run(quick: bool, out: Path) -> dict:
-    """Run the six tests, the upper-bound experiment and the damper on real packets, print the
-    tables and return the reproduce-lbf-emulated.json document."""
+    """Run the six tests, the paper's other Fig. 7 / 8 columns, the upper-bound experiment and
+    the damper on real packets, print the tables and return the reproduce-lbf-emulated.json
+    document."""
     require_root("latnet reproduce lbf --emulated")
     tables = []
     emu: dict[str, dict] = {}
     sim: dict[str, latnet.Results] = {}
-    for tid, title in TESTS:
+    for tid, title in TESTS + [(cid, title) for cid, _, _, title in COLUMNS]:
         print(f"running {tid} ({title}) on real packets", file=sys.stderr)
         emu[tid], sim[tid] = _emulate(tid, quick, out)
         t = _table(tid, title, emu[tid], sim[tid])
