@@ -130,10 +130,10 @@ pub struct EmulatedReceiver {
     pub flow: String,
     /// Packets received.
     pub received: u64,
-    /// Datagrams the receiving host's kernel stamped on arrival (the latency of the rest runs
-    /// to when the receiver read them).
+    /// Packets received that the receiving host's kernel stamped on arrival (the latency of
+    /// the rest runs to when the receiver read them).
     pub stamped: u64,
-    /// Datagrams read more than 100 us (of the machine's clock) after their stamp.
+    /// Of those, packets read more than 100 us (of the machine's clock) after their stamp.
     pub read_late_100us: u64,
     /// Largest time from a stamp to the read (ns).
     pub read_late_max_ns: u64,

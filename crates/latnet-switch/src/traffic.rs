@@ -328,11 +328,11 @@ pub struct FlowRecv {
     pub duplicates: u64,
     /// Datagrams on the flow's port that were not latnet payloads of this flow.
     pub foreign: u64,
-    /// Datagrams the kernel stamped on arrival (the rest were timed when read).
+    /// Packets received that the kernel stamped on arrival (the rest were timed when read).
     #[serde(default)]
     pub stamped: u64,
-    /// Datagrams read more than 100 us after the kernel stamped them (`CLOCK_MONOTONIC`; kept
-    /// out of the latencies, which run to the stamp).
+    /// Of those, packets read more than 100 us after the kernel stamped them (kept out of the
+    /// latencies, which run to the stamp).
     #[serde(default)]
     pub read_late_100us: u64,
     /// The latest read after a stamp (ns).
@@ -437,18 +437,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
                     Err(e) => return Err(e),
                 };
                 let read = sys::mono_ns();
-                let arrived = match clock.arrival(stamp) {
-                    Some(at) => {
-                        let late = read.saturating_sub(at);
-                        fl.stats.stamped += 1;
-                        fl.stats.read_late_100us += u64::from(late > 100_000);
-                        fl.stats.read_late_max_ns = fl.stats.read_late_max_ns.max(late);
-                        // (not after the read: the clocks' offset is good to a microsecond)
-                        at.min(read)
-                    }
-                    None => read,
-                };
-                record(fl, &buf[..n], &hbh, arrived)?;
+                record(fl, &buf[..n], &hbh, clock.arrival(stamp), read)?;
             }
         }
     }
@@ -460,7 +449,15 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
     Ok(rep)
 }
 
-fn record(fl: &mut RxFlow, payload: &[u8], hbh: &[u8], recv_ns: u64) -> io::Result<()> {
+/// Account for one datagram of `fl` read at `read_ns`, which the kernel stamped on arrival at
+/// `arrived_ns` (if it did; both `CLOCK_MONOTONIC`).
+fn record(
+    fl: &mut RxFlow,
+    payload: &[u8],
+    hbh: &[u8],
+    arrived_ns: Option<u64>,
+    read_ns: u64,
+) -> io::Result<()> {
     let Some(s) = parse_payload(payload.get(fl.skip..).unwrap_or_default())
         .filter(|s| usize::from(s.flow) == fl.index)
     else {
@@ -482,6 +479,17 @@ fn record(fl: &mut RxFlow, payload: &[u8], hbh: &[u8], recv_ns: u64) -> io::Resu
     }
     fl.max_seq = Some(fl.max_seq.map_or(s.seq, |m| m.max(s.seq)));
     fl.stats.received += 1;
+    let recv_ns = match arrived_ns {
+        Some(at) => {
+            let late = read_ns.saturating_sub(at);
+            fl.stats.stamped += 1;
+            fl.stats.read_late_100us += u64::from(late > 100_000);
+            fl.stats.read_late_max_ns = fl.stats.read_late_max_ns.max(late);
+            // (not after the read: the clocks' offset is good to a microsecond)
+            at.min(read_ns)
+        }
+        None => read_ns,
+    };
     fl.stats.rx_bytes += (payload.len() + fl.headers) as u64;
     if !s.intact {
         fl.stats.corrupted += 1;
