@@ -522,6 +522,9 @@ pub fn mono_ns() -> u64 {
 /// socket's `SO_TIMESTAMPNS`) to `CLOCK_MONOTONIC` less `t0` (a switch's clock since its start;
 /// `t0` = 0: the monotonic clock itself), with the offset between the two clocks re-read every
 /// 100 ms (NTP may step the real-time clock).
+/// Readings of the two clocks [`KernelClock`] takes for each offset (it keeps the tightest).
+const OFFSET_READINGS: usize = 7;
+
 #[derive(Debug)]
 pub struct KernelClock {
     t0: u64,
@@ -544,9 +547,16 @@ impl KernelClock {
         if now_ns < self.next_refresh_ns {
             return;
         }
-        // the real-time reading between two monotonic ones: its error is half their gap
-        let (a, r, b) = (mono_ns(), real_ns(), mono_ns());
-        self.offset = (i128::from(a) + i128::from(b)) / 2 - i128::from(r);
+        // the real-time reading between two monotonic ones: its error is half their gap, which
+        // a preemption between the reads stretches (to 80 us on this machine's VM), so the
+        // tightest of several readings
+        let mut best = (u64::MAX, 0);
+        for _ in 0..OFFSET_READINGS {
+            let (a, r, b) = (mono_ns(), real_ns(), mono_ns());
+            let offset = (i128::from(a) + i128::from(b)) / 2 - i128::from(r);
+            best = best.min((b.saturating_sub(a), offset));
+        }
+        self.offset = best.1;
         self.next_refresh_ns = now_ns + 100_000_000;
     }
 
@@ -1010,7 +1020,8 @@ mod tests {
         // a frame stamped just now (real-time clock) arrived about 5 ms after the switch's start
         let (before, at) = (mono_ns() - t0, c.arrival(real_ns()).unwrap());
         let after = mono_ns() - t0;
-        assert!(at + 100_000 >= before && at <= after + 100_000, "{before} <= {at} <= {after}");
+        // (the tightest of several readings: within a few microseconds, not one preemption off)
+        assert!(at + 5_000 >= before && at <= after + 5_000, "{before} <= {at} <= {after}");
         assert_eq!(c.arrival(1).unwrap(), 0, "before the switch's start: its start");
     }
 }
