@@ -518,13 +518,13 @@ pub fn mono_ns() -> u64 {
     (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
+/// Readings of the two clocks [`KernelClock`] takes for each offset (it keeps the tightest).
+const OFFSET_READINGS: usize = 7;
+
 /// Converts the kernel's receive timestamps (`CLOCK_REALTIME`: a packet socket's ring, a UDP
 /// socket's `SO_TIMESTAMPNS`) to `CLOCK_MONOTONIC` less `t0` (a switch's clock since its start;
 /// `t0` = 0: the monotonic clock itself), with the offset between the two clocks re-read every
 /// 100 ms (NTP may step the real-time clock).
-/// Readings of the two clocks [`KernelClock`] takes for each offset (it keeps the tightest).
-const OFFSET_READINGS: usize = 7;
-
 #[derive(Debug)]
 pub struct KernelClock {
     t0: u64,
