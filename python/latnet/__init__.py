@@ -36,6 +36,7 @@ def run(
     scenario: str | os.PathLike[str] | None = None,
     *,
     text: str | None = None,
+    name: str = "<string>",
     seed: int | None = None,
     packets: bool | None = True,
     pcap: bool | None = None,
@@ -44,10 +45,11 @@ def run(
 ) -> Results:
     """Run a scenario file (or TOML ``text``) in the simulator and return its results.
 
-    ``seed`` overrides the scenario's seed. ``packets`` keeps one record per packet and per
-    hop (``Results.packets`` / ``Results.hops``) and ``pcap`` a packet capture of every link
-    (written by ``Results.write`` as ``pcap/<node>-<peer>.pcap``); ``None`` follows the
-    scenario's ``[output]``. ``queues`` (an interval such as ``"1ms"``) samples every port's
+    ``name`` labels ``text`` in error messages. ``seed`` overrides the scenario's seed.
+    ``packets`` keeps one record per packet and per hop (``Results.packets`` /
+    ``Results.hops``) and ``pcap`` a packet capture of every link (written by
+    ``Results.write`` as ``pcap/<node>-<peer>.pcap``); ``None`` follows the scenario's
+    ``[output]``. ``queues`` (an interval such as ``"1ms"``) samples every port's
     queue into ``Results.queues``.
     ``progress(now_ns, end_ns, events)`` is called about every 1 % of virtual time; returning
     ``False`` stops the run early.
@@ -58,6 +60,7 @@ def run(
     raw = _run(
         path=path,
         text=text,
+        name=name,
         seed=seed,
         packets=packets,
         pcap=pcap,
@@ -67,10 +70,16 @@ def run(
     return Results(raw)
 
 
-def check(scenario: str | os.PathLike[str] | None = None, *, text: str | None = None) -> str:
-    """Validate a scenario without running it; returns a one-line description."""
+def check(
+    scenario: str | os.PathLike[str] | None = None,
+    *,
+    text: str | None = None,
+    name: str = "<string>",
+) -> str:
+    """Validate a scenario without running it; returns a one-line description. ``name`` labels
+    ``text`` in error messages."""
     path = None if scenario is None else Path(scenario)
-    return _check(path=path, text=text)
+    return _check(path=path, text=text, name=name)
 
 
 def read_pcap(path: str | os.PathLike[str]):

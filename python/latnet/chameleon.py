@@ -29,6 +29,7 @@ __all__ = [
     "Controller",
     "crosscheck",
     "evaluate",
+    "eval_task",
     "run_tasks",
     "summarize",
 ]
@@ -43,15 +44,27 @@ def default_hosts_per_edge(k: int) -> int:
     return 40 * (k // 2)
 
 
+def eval_task(task: dict) -> list[dict]:
+    """One task of ``run_tasks`` (module level, so Dask workers can run it)."""
+    return json.loads(chameleon_eval(**task))
+
+
 def run_tasks(
     tasks: list[dict],
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    scheduler: str | None = None,
 ) -> list[list[dict]]:
-    """Run ``chameleon_eval(**task)`` for every task on a thread pool; results in task order.
+    """Run ``chameleon_eval(**task)`` for every task on a thread pool (or on the Dask cluster
+    of ``scheduler``, an address such as tcp://127.0.0.1:8786); results in task order.
 
     ``progress(done, total)`` is called after each task.
     """
+    if scheduler:
+        from .sweep import map_tasks
+
+        res = map_tasks(eval_task, tasks, scheduler=scheduler, progress=progress)
+        return [r or [] for r in res]
     workers = workers or os.cpu_count() or 1
     out: list[list[dict] | None] = [None] * len(tasks)
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -73,11 +86,13 @@ def evaluate(
     seed: int = 1,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    scheduler: str | None = None,
     **options,
 ) -> list[dict]:
     """Run ``runs`` runs of one system and scenario; one dict per run (see ``chameleon_eval``).
 
-    ``options`` are passed through: ``topology_file``, ``routing``, ``reroute_limit``,
+    ``scheduler`` (a Dask scheduler's address) runs them on that cluster instead of local
+    threads. ``options`` are passed through: ``topology_file``, ``routing``, ``reroute_limit``,
     ``multiplier``, ``per_hop_ns``, ``shaping``, ``burst``, ``tag_base``, ``max_requests``.
     """
     base = dict(
@@ -90,7 +105,7 @@ def evaluate(
         **options,
     )
     tasks = [dict(base, runs=[i]) for i in range(runs)]
-    return [r for rs in run_tasks(tasks, workers, progress) for r in rs]
+    return [r for rs in run_tasks(tasks, workers, progress, scheduler) for r in rs]
 
 
 def _pct(values: np.ndarray, q: float) -> float:

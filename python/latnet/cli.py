@@ -1,10 +1,11 @@
 """The `latnet` command.
 
-latnet run SCENARIO.toml [--out DIR] [--seed N] [--no-packets] [--pcap] [--queues INTERVAL]
-           [--plot] [--quiet]
+latnet run SCENARIO.toml [--out DIR] [--seed N] [--set KEY=VALUE ...] [--no-packets] [--pcap]
+           [--queues INTERVAL] [--plot] [--quiet]
            [--mode sim|emu|both]
 latnet check SCENARIO.toml
-latnet reproduce SEED [--quick] [--out DIR] [--emulated]
+latnet reproduce SEED [--quick] [--out DIR] [--emulated] [--scheduler ADDRESS]
+latnet sweep SCENARIO.toml --vary KEY=V1,V2 [--set KEY=VALUE] [--seeds N] [--scheduler ADDRESS]
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from . import check as check_scenario
 from . import run as run_scenario
 from ._latnet import duration_ns
 from .commands import register_all
-from .reproduce import EMULATED, SEEDS, load
+from .reproduce import EMULATED, SEEDS, SWEEPS, load
 from .table import flow_table, tcp_table
 
 EPILOG = """\
@@ -67,6 +68,34 @@ def _interval(text: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """--set: run a copy of the scenario with the keys set (in a temporary folder, under the
+    file's name, so outputs land where they would without --set)."""
+    if not args.set:
+        return _cmd_run(args)
+    import tempfile
+
+    from .sweep import with_sets
+
+    path = Path(args.scenario)
+    text = with_sets(path, [(k, v[0]) for k, v in args.set])
+    with tempfile.TemporaryDirectory(prefix="latnet-set-") as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_text(text)
+        args.scenario = str(copy)
+        return _cmd_run(args)
+
+
+def _set_arg(text: str) -> tuple[str, list[str]]:
+    """argparse type of --set: KEY=VALUE."""
+    from .sweep import parse_assignment
+
+    try:
+        return parse_assignment(text, many=False)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
     if args.mode != "sim":
         from .commands.emulate import cmd_run_emu
 
@@ -118,6 +147,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.scheduler and (args.emulated or args.seed not in SWEEPS):
+        print(
+            f"latnet reproduce {args.seed}{' --emulated' if args.emulated else ''} --scheduler: "
+            f"this reproduction runs in one process; --scheduler is for the seeds whose runs "
+            f"are a sweep: {', '.join(SWEEPS)}",
+            file=sys.stderr,
+        )
+        return 2
     mod = load(args.seed, emulated=args.emulated)
     if mod is None:
         print(
@@ -128,7 +165,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = mod.run(quick=args.quick, out=out)
+    extra = {"scheduler": args.scheduler} if args.scheduler else {}
+    doc = mod.run(quick=args.quick, out=out, **extra)
     target = out / f"reproduce-{args.seed}{'-emulated' if args.emulated else ''}.json"
     target.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"\nwrote {target}")
@@ -159,6 +197,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("scenario", help="scenario file (TOML)")
     r.add_argument("--out", metavar="DIR", help="output directory (default: out/<scenario name>)")
     r.add_argument("--seed", type=int, help="override the scenario's seed")
+    r.add_argument(
+        "--set",
+        action="append",
+        type=_set_arg,
+        metavar="KEY=VALUE",
+        help="set a key of the scenario for this run (repeatable): links[0].rate=50Mbps, "
+        "flows[video].size=500, sim.duration=2s; see `latnet sweep --help`",
+    )
     r.add_argument(
         "--packets",
         dest="packets",
@@ -235,6 +281,13 @@ def parser() -> argparse.ArgumentParser:
         help="run on an emulated testbed (latnet-switch and real Linux UDP / TCP between "
         "network namespaces; root) instead of the simulator; writes "
         "DIR/reproduce-SEED-emulated.json. Seeds: " + ", ".join(EMULATED),
+    )
+    rep.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the seed's runs on the Dask cluster of this scheduler (tcp://host:8786; its "
+        "workers need this version of latnet) instead of local processes. Seeds: "
+        + ", ".join(SWEEPS),
     )
     rep.set_defaults(func=cmd_reproduce)
 

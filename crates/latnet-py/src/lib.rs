@@ -222,7 +222,15 @@ fn run(
     }
 }
 
-/// The private extension module behind `latnet`.
+/// Scenario `text` (named `name` in errors) with each `(key, value)` of `sets` set, as TOML
+/// text: `key` is a path such as `links[0].rate` or `flows[video].size`, `value` TOML or else a
+/// string. Raises ScenarioError naming the key when the path does not exist.
+#[pyfunction]
+#[pyo3(signature = (text, sets, name="<string>"))]
+fn apply_overrides(text: &str, sets: Vec<(String, String)>, name: &str) -> PyResult<String> {
+    latnet_sim::scenario::apply_overrides(name, text, &sets).map_err(scenario_err)
+}
+
 /// A duration as scenario files write it ("1ms", "250us", ...) in nanoseconds; a ValueError
 /// says what was expected.
 #[pyfunction]
@@ -242,6 +250,7 @@ fn pcap_frames_csv(path: PathBuf) -> PyResult<String> {
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{}: {e}", path.display())))
 }
 
+/// The private extension module behind `latnet`.
 #[pymodule]
 fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -250,6 +259,7 @@ fn _latnet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimResults>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(apply_overrides, m)?)?;
     m.add_function(wrap_pyfunction!(duration_ns, m)?)?;
     m.add_function(wrap_pyfunction!(pcap_frames_csv, m)?)?;
     ffp::register(m)?;

@@ -66,6 +66,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             queues=args.queues,
             seed=args.seed,
             workers=args.workers,
+            scheduler=args.scheduler,
             progress=cb,
             routing=args.routing,
             reroute_limit=args.reroute_limit,
@@ -189,6 +190,12 @@ def register(subparsers) -> None:
     e.add_argument("--burst", default="real", choices=["none", "real", "worst-case"])
     e.add_argument("--no-shaping", action="store_true", help="no input-link shaping")
     e.add_argument("--workers", type=int, help="parallel runs (default: one per core)")
+    e.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on the Dask cluster of this scheduler (tcp://host:8786) instead of local "
+        "threads; its workers need this version of latnet",
+    )
     e.add_argument("--json", metavar="FILE", help="also write the summary and every run")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_eval)

@@ -22,6 +22,10 @@ SEEDS = {
 # same ``run`` interface, document written to ``OUT/reproduce-SEED-emulated.json``).
 EMULATED = ("lbf", "pacing")
 
+# Seeds whose runs are a sweep of independent runs; their ``run`` also takes
+# ``scheduler: str | None`` (a Dask scheduler's address, ``--scheduler``).
+SWEEPS = ("l4s", "chameleon")
+
 
 def load(seed: str, emulated: bool = False):
     """The module that reproduces ``seed`` (on an emulated testbed with ``emulated``), or None

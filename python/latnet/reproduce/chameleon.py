@@ -76,11 +76,11 @@ def _cost(t: dict) -> float:
     return (k**3) * (t.get("hosts_per_edge") or 1) * w.get(t["system"], 0.1)
 
 
-def _run(tasks: list[dict], desc: str) -> list[list[dict]]:
+def _run(tasks: list[dict], desc: str, scheduler: str | None = None) -> list[list[dict]]:
     order = sorted(range(len(tasks)), key=lambda i: -_cost(tasks[i]))
     cb, close = _bar(len(tasks), desc)
     try:
-        res = run_tasks([tasks[i] for i in order], progress=cb)
+        res = run_tasks([tasks[i] for i in order], progress=cb, scheduler=scheduler)
     finally:
         close()
     out: list[list[dict]] = [[] for _ in tasks]
@@ -122,14 +122,14 @@ def _print(t: dict) -> None:
 # ---------------------------------------------------------------- k = 4 study
 
 
-def k4_study(runs: int) -> dict:
+def k4_study(runs: int, scheduler: str | None = None) -> dict:
     tasks = [
         dict(system=s, scenario=sc, runs=[i], k=4, queues=8, hosts_per_edge=2)
         for sc in range(1, 9)
         for s in K4_SYSTEMS
         for i in range(runs)
     ]
-    res = _run(tasks, "k=4 study")
+    res = _run(tasks, "k=4 study", scheduler)
     by: dict[tuple[int, str], list[dict]] = {}
     for t, r in zip(tasks, res, strict=True):
         by.setdefault((t["scenario"], t["system"]), []).extend(r)
@@ -215,7 +215,7 @@ def k4_tables(by: dict, runs: int) -> tuple[list[dict], dict]:
 # ---------------------------------------------------------------- scalability
 
 
-def scale_study(ks: list[int], runs: int) -> dict:
+def scale_study(ks: list[int], runs: int, scheduler: str | None = None) -> dict:
     tasks = []
     for k in ks:
         m = default_hosts_per_edge(k)
@@ -227,7 +227,7 @@ def scale_study(ks: list[int], runs: int) -> dict:
                     tasks.append(
                         dict(system=s, scenario=8, runs=[i], k=k, queues=q, hosts_per_edge=m)
                     )
-    res = _run(tasks, "scalability")
+    res = _run(tasks, "scalability", scheduler)
     by: dict[tuple[int, int, str], list[dict]] = {}
     for t, r in zip(tasks, res, strict=True):
         by.setdefault((t["k"], t["queues"], t["system"]), []).extend(r)
@@ -462,19 +462,20 @@ def plots(k4: dict, scale: dict, ks: list[int], out: Path) -> list[str]:
 # ---------------------------------------------------------------- entry point
 
 
-def run(quick: bool, out: Path) -> dict:
+def run(quick: bool, out: Path, scheduler: str | None = None) -> dict:
     runs_k4 = 5 if quick else 100
     runs_scale = 2 if quick else 10
     ks = [4, 6] if quick else [4, 6, 8, 10, 12]
     t0 = time.monotonic()
     print(
         f"Chameleon admission study ({'quick' if quick else 'full'}): k=4 study with "
-        f"{runs_k4} runs, scalability k={ks} with {runs_scale} runs, {os.cpu_count()} workers",
+        f"{runs_k4} runs, scalability k={ks} with {runs_scale} runs, "
+        + (f"Dask scheduler {scheduler}" if scheduler else f"{os.cpu_count()} workers"),
         file=sys.stderr,
     )
-    k4 = k4_study(runs_k4)
+    k4 = k4_study(runs_k4, scheduler)
     tables, _ = k4_tables(k4, runs_k4)
-    scale = scale_study(ks, runs_scale)
+    scale = scale_study(ks, runs_scale, scheduler)
     tables += scale_tables(scale, ks, runs_scale)
     tables.append(crosscheck_table(quick, out))
     for t in tables:

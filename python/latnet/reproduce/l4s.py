@@ -21,8 +21,8 @@ Jain's index over all flows present and between the two classes' per-flow means,
 p50 / p99 / p99.9 of each physical queue, utilisation (bytes sent / capacity), CE-mark and drop
 rates; CTV (VDQ-CSAQM) and probability (DualPI2) traces of the first seed of ``dctcp-cubic``.
 Throughput, Jain and the AQM report cover each phase after its first ``warm`` seconds.
-Runs go to a pool of two worker processes. ``--quick``: 1 s phases, at most 5 flows per class,
-one seed.
+Runs go to a pool of two worker processes, or to a Dask cluster with ``--scheduler``.
+``--quick``: 1 s phases, at most 5 flows per class, one seed.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ import math
 import random
 import statistics
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import latnet
 
+from ..sweep import map_tasks
 from ..table import render
 
 MIXES = [(1, 0), (1, 1), (10, 1), (10, 10), (50, 10), (50, 50), (10, 50), (1, 10), (0, 1)]
@@ -447,9 +447,17 @@ def _plot(tables: list[dict], traced: list[dict], out: Path) -> list[Path]:
     return paths
 
 
-def run(quick: bool, out: Path, sets=None, cfg: dict | None = None, workers: int = 2) -> dict:
+def run(
+    quick: bool,
+    out: Path,
+    sets=None,
+    cfg: dict | None = None,
+    workers: int = 2,
+    scheduler: str | None = None,
+) -> dict:
     """Run every set with its AQMs (``aqms_for``) and all seeds; print tables; return the
-    document written as reproduce-l4s.json."""
+    document written as reproduce-l4s.json. Runs go to ``workers`` local processes, or to the
+    Dask cluster of ``scheduler`` (an address such as tcp://127.0.0.1:8786)."""
     cfg = dict(cfg or (QUICK if quick else FULL))
     sets = list(sets or SETS)
     jobs = [
@@ -463,15 +471,12 @@ def run(quick: bool, out: Path, sets=None, cfg: dict | None = None, workers: int
         for aqm in aqms_for(s):
             text = scenario(s, aqm, 1, cfg["phase_s"], cfg["warm_s"], cfg["max_flows"])
             (out / "l4s" / f"{s}-{aqm}.toml").write_text(text)
+    where = f"Dask scheduler {scheduler}" if scheduler else f"{workers} workers"
     print(
-        f"{len(jobs)} runs of {len(MIXES) * cfg['phase_s']:g} s simulated ({workers} workers)",
+        f"{len(jobs)} runs of {len(MIXES) * cfg['phase_s']:g} s simulated ({where})",
         file=sys.stderr,
     )
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            runs = list(ex.map(measure, jobs))
-    else:
-        runs = [measure(j) for j in jobs]
+    runs = map_tasks(measure, jobs, scheduler=scheduler, workers=workers)
     tables = [aggregate(runs, s, aqm) for s in sets for aqm in aqms_for(s)]
     for t in tables:
         _print_table(t)

@@ -8,6 +8,7 @@
 mod error;
 mod large_flow;
 mod lbf;
+mod overrides;
 mod pipeline;
 
 pub use error::ScenarioError;
@@ -15,6 +16,7 @@ pub use lbf::{
     min_frame, BudgetRule, Carry, Encap, ExpirePolicy, LbfFibOverride, LbfScenario, LbfSettings,
     SloSpec, UpperPolicy,
 };
+pub use overrides::{apply_overrides, parse_value};
 pub use pipeline::{PipelineSpec, Processing};
 
 use crate::switch::ForwardingSpec;
