@@ -37,3 +37,55 @@ def latency_cdf(results, path: str | os.PathLike[str], flows: list[str] | None =
     fig.savefig(path)
     plt.close(fig)
     return str(path)
+
+
+#: What ``sweep`` can draw: column of the sweep summary, axis label, scale to that unit.
+SWEEP_METRICS = {
+    "latency_p99_ns": ("latency p99 (us)", 1e3),
+    "latency_p50_ns": ("latency p50 (us)", 1e3),
+    "latency_max_ns": ("latency max (us)", 1e3),
+    "throughput_bps": ("throughput (Mbit/s)", 1e6),
+    "loss_rate": ("loss (%)", 0.01),
+}
+
+
+def sweep(runs: list[dict], path: str | os.PathLike[str], metric: str = "latency_p99_ns") -> str:
+    """Draw one metric of a sweep (``latnet.sweep.run_sweep``'s runs) into a PNG at ``path``:
+    the first varied key along x (in the order given), one line per flow and combination of the
+    other keys, the mean over seeds with the sample standard deviation as error bars."""
+    from .sweep import summary_frame
+
+    if metric not in SWEEP_METRICS:
+        raise ValueError(f"metric: expected one of {', '.join(SWEEP_METRICS)}, got {metric!r}")
+    if not runs or not runs[0]["point"]:
+        raise ValueError("a sweep plot needs at least one varied key")
+    label, scale = SWEEP_METRICS[metric]
+    sf = summary_frame(runs)
+    keys = list(runs[0]["point"])
+    xkey, others = keys[0], keys[1:]
+    xs = list(dict.fromkeys(str(r["point"][xkey]) for r in runs))
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for group, df in sf.groupby([*others, "flow"], sort=False):
+        group = group if isinstance(group, tuple) else (group,)
+        rest = [f"{k}={v}" for k, v in zip(others, group[:-1], strict=True)]
+        name = ", ".join([*rest, str(group[-1])])
+        pos = [xs.index(str(v)) for v in df[xkey]]
+        ax.errorbar(
+            pos,
+            df[f"{metric}_mean"] / scale,
+            yerr=df[f"{metric}_sd"].fillna(0.0) / scale,
+            marker="o",
+            capsize=3,
+            label=name,
+        )
+    ax.set_xticks(range(len(xs)), xs)
+    ax.set_xlabel(xkey)
+    ax.set_ylabel(label)
+    seeds = int(sf["runs"].max())
+    ax.set_title(f"mean ± sd over {seeds} seed{'s' if seeds != 1 else ''}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return str(path)

@@ -105,8 +105,9 @@ def test_sweep_runs_every_point_and_seed_and_matches_single_runs(tmp_path, capsy
     argv = ["sweep", str(DUMBBELL), "--quiet", "--out", str(out), "--workers", "2"]
     argv += [a for k, v in SHORT for a in ("--set", f"{k}={v}")]
     argv += ["--vary", "links[0].rate=80Mbps,200Mbps"]
-    argv += ["--vary", "links[0].queue.limit_packets=20,200", "--seeds", "2"]
+    argv += ["--vary", "links[0].queue.limit_packets=20,200", "--seeds", "2", "--plot"]
     assert main(argv) == 0
+    assert (out / "sweep-latency_p99.png").stat().st_size > 10_000
     table = capsys.readouterr().out
     assert "mean ± sd over seeds" in table and "poisson2" in table
     df = pd.read_csv(out / "sweep.csv")
@@ -148,6 +149,8 @@ def test_sweep_checks_every_point_before_running(tmp_path, capsys):
     assert "varied twice" in capsys.readouterr().err
     assert main(["sweep", str(DUMBBELL), "--vary", "a=1,2", "--set", "a=3"]) == 2
     assert "a: given to both --set and --vary" in capsys.readouterr().err
+    assert main(["sweep", str(DUMBBELL), "--plot"]) == 2
+    assert "--plot needs a --vary key" in capsys.readouterr().err
 
 
 def test_scheduler_errors_say_what_is_missing(monkeypatch, capsys):

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from .. import sweep
+from ..plot import SWEEP_METRICS
 
 
 def _assignment(many: bool):
@@ -83,6 +84,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if both:
             raise ValueError(f"{', '.join(both)}: given to both --set and --vary")
         npoints = len(sweep.points(vary))
+        if args.plot_metrics == []:
+            args.plot_metrics = ["latency_p99_ns"]
+        if args.plot_metrics and not vary:
+            raise ValueError("--plot needs a --vary key for its x axis")
     except ValueError as e:
         print(f"latnet sweep: {e}", file=sys.stderr)
         return 2
@@ -116,9 +121,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "runs": runs,
     }
     (out / "sweep.json").write_text(json.dumps(_clean(doc), indent=2) + "\n")
+    written = ["sweep.csv", "sweep-summary.csv", "sweep.json"]
+    if args.plot_metrics:
+        from ..plot import sweep as plot_sweep
+
+        for metric in args.plot_metrics:
+            name = f"sweep-{metric.removesuffix('_ns').removesuffix('_bps')}.png"
+            plot_sweep(runs, out / name, metric=metric)
+            written.append(name)
     print(sweep.summary_table(runs))
     if not args.quiet:
-        print(f"\nwrote sweep.csv, sweep-summary.csv, sweep.json to {out}/")
+        print(f"\nwrote {', '.join(written)} to {out}/")
     return 0
 
 
@@ -164,5 +177,16 @@ def register(sub) -> None:
     )
     p.add_argument("--workers", type=_positive, help="local processes (default: one per core)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: out/sweep-<name>)")
+    p.add_argument(
+        "--plot",
+        dest="plot_metrics",
+        nargs="*",
+        choices=sorted(SWEEP_METRICS),
+        metavar="METRIC",
+        help="draw sweep-METRIC.png: the metric against the first varied key, a line per flow "
+        "(and per value of the other keys), mean ± sd over seeds; METRIC is one of "
+        + ", ".join(SWEEP_METRICS)
+        + " (default: latency_p99_ns)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress, table only")
     p.set_defaults(func=cmd_sweep)
