@@ -61,6 +61,7 @@ bench: setup
 	$(PY) bench/ns3_cbr_chain.py
 	$(PY) bench/chameleon_runtime.py
 	$(PY) bench/ns3_tcp_dumbbell.py
+	$(PY) bench/sweep_dask.py
 
 reproduce: setup
 	@for s in lbf l4s ffp pacing chameleon; do \
