@@ -35,10 +35,10 @@ $(VENV)/.deps-stamp: requirements-dev.txt
 build: venv
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
 	  $(VENV)/bin/maturin develop --release --quiet
-	$(CARGO) build --release --quiet -p latnet-switch
-	install -m 755 "$$($(CARGO) metadata --format-version 1 --no-deps | \
-	  $(PY) -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/latnet-switch" \
-	  $(VENV)/bin/latnet-switch
+	$(CARGO) build --release --quiet -p latnet-switch -p latnet-ctld
+	target="$$($(CARGO) metadata --format-version 1 --no-deps | \
+	  $(PY) -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"; \
+	  install -m 755 "$$target/release/latnet-switch" "$$target/release/latnet-ctld" $(VENV)/bin/
 
 lint: venv
 	$(CARGO) fmt --all -- --check

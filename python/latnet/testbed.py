@@ -42,22 +42,29 @@ def state_dir() -> Path:
     return Path(os.environ.get("LATNET_STATE_DIR", "/run/latnet")) / "testbeds"
 
 
-def switch_binary() -> str:
-    """Path of the ``latnet-switch`` binary: ``$LATNET_SWITCH``, else next to this Python's
-    ``latnet`` command (``make build`` installs it there), else on ``PATH``."""
-    env = os.environ.get("LATNET_SWITCH")
+def binary(name: str) -> str:
+    """Path of one of latnet's Rust binaries (``latnet-switch``, ``latnet-ctld``):
+    ``$LATNET_SWITCH`` / ``$LATNET_CTLD``, else next to this Python's ``latnet`` command
+    (``make build`` installs them there), else on ``PATH``."""
+    var = name.upper().replace("-", "_")
+    env = os.environ.get(var)
     if env:
         return env
-    here = Path(sys.prefix) / "bin" / "latnet-switch"
+    here = Path(sys.prefix) / "bin" / name
     if here.exists():
         return str(here)
-    found = shutil.which("latnet-switch")
+    found = shutil.which(name)
     if found:
         return found
     raise LatnetError(
-        "latnet-switch not found: run `make build` (installs it into .venv/bin) or set "
-        "LATNET_SWITCH to the binary built by `cargo build --release -p latnet-switch`"
+        f"{name} not found: run `make build` (installs it into .venv/bin) or set "
+        f"{var} to the binary built by `cargo build --release -p {name}`"
     )
+
+
+def switch_binary() -> str:
+    """Path of the ``latnet-switch`` binary (see ``binary``)."""
+    return binary("latnet-switch")
 
 
 def require_root(what: str = "emulation") -> None:

@@ -1,8 +1,9 @@
-"""`latnet chameleon eval` and `latnet chameleon verify`: the Chameleon admission controller.
+"""`latnet chameleon eval`, `verify` and `serve`: the Chameleon admission controller.
 
 latnet chameleon eval --system chameleon|chameleon-noreroute|silo|silo-noburst|qjump
                       --scenario N --runs R --k K --queues Q [--hosts-per-edge M] ...
 latnet chameleon verify --k K --queues Q [--scenario N] ...
+latnet chameleon serve (--k K | --topology FILE) [--db FILE] [--listen ADDR:PORT] ...
 """
 
 from __future__ import annotations
@@ -214,3 +215,53 @@ def register(subparsers) -> None:
     v.add_argument("--tries", type=int, help="offer this many requests, keep what is admitted")
     v.add_argument("--no-background", action="store_true", help="no best-effort background")
     v.set_defaults(func=cmd_verify)
+    register_serve(sub)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from ..testbed import binary
+
+    argv = [binary("latnet-ctld"), "--db", args.db, "--listen", args.listen]
+    argv += ["--system", args.system, "--queues", str(args.queues)]
+    if args.topology:
+        argv += ["--topology", args.topology]
+    else:
+        argv += ["--k", str(args.k)]
+        if args.hosts_per_edge:
+            argv += ["--hosts-per-edge", str(args.hosts_per_edge)]
+    sys.stdout.flush()
+    os.execv(argv[0], argv)
+    return 1  # not reached
+
+
+def register_serve(sub) -> None:
+    s = sub.add_parser(
+        "serve",
+        help="run the controller as a REST service with its state in SQLite (latnet-ctld)",
+        description="Run the Chameleon controller as a REST service (latnet-ctld): POST /flows "
+        "to admit a flow (201 with its path, queues, tags and shaper; 409 refused; 422 "
+        "invalid; 400 a malformed body, naming the field), GET /flows, GET or DELETE "
+        "/flows/ID, GET /hosts, /stats, /config, /health. Every admission and removal is "
+        "committed to the SQLite file --db before it is answered; a restart replays the file's "
+        "log and answers with the same flows (a store made with other settings is refused).",
+    )
+    s.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
+    s.add_argument("--hosts-per-edge", type=int, metavar="M", help="servers per edge switch")
+    s.add_argument("--topology", metavar="FILE", help="a topology file instead of a fat-tree")
+    s.add_argument("--queues", type=int, default=8, help="queues per switch port (default 8)")
+    s.add_argument(
+        "--system",
+        default="chameleon",
+        choices=["chameleon", "chameleon-noreroute", "silo", "silo-noburst"],
+    )
+    s.add_argument(
+        "--db",
+        default="out/chameleon-service/controller.db",
+        help="the SQLite store (default out/chameleon-service/controller.db; created if missing)",
+    )
+    s.add_argument(
+        "--listen", default="127.0.0.1:8700", metavar="ADDR:PORT", help="default 127.0.0.1:8700"
+    )
+    s.set_defaults(func=cmd_serve)

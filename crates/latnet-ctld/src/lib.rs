@@ -1,0 +1,668 @@
+//! The Chameleon controller as a service: a REST API over [`latnet_ctl::Controller`] with its
+//! state in SQLite.
+//!
+//! * [`ServiceConfig`] says how the controller is built (system, fat-tree or topology file,
+//!   queues); the store keeps it and refuses to reopen with another.
+//! * [`Store`] is the SQLite file: `config` (one row), `log` (every request and removal that
+//!   reached the controller, with its outcome, in order) and `flows` (the admitted flows as they
+//!   are now: path, queues, budgets, tags, shaper). The controller is deterministic, so opening
+//!   a store replays its log into a fresh controller and checks each outcome against the logged
+//!   one; the `flows` table is then rewritten from the controller, so what a client reads from
+//!   the file equals what the service answers.
+//! * [`Service::handle`] answers one HTTP request (method, path, body) with a status and a JSON
+//!   body; [`serve`] runs it on a `tiny_http` server, one request at a time (the controller is
+//!   one state machine).
+//!
+//! API (JSON bodies; errors are `{"error": ..., "field": ...}` or `{"code": ..., "reason": ...}`):
+//!
+//! | method and path | answer |
+//! |---|---|
+//! | `GET /health` | 200 `{"ok": true, "flows": N}` |
+//! | `GET /hosts` | 200 the host names |
+//! | `GET /config` | 200 the service's configuration |
+//! | `GET /stats` | 200 the controller's counters |
+//! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved) |
+//! | `GET /flows` | 200 every admitted flow |
+//! | `GET /flows/ID` | 200 the flow; 404 |
+//! | `DELETE /flows/ID` | 204; 404 |
+
+use latnet_ctl::eval::{EvalOptions, SystemKind};
+use latnet_ctl::{Controller, Embedding, FlowRequest, Hop, Rejection, Topology};
+use latnet_units::{Bytes, Duration, Rate};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Largest request body accepted (bytes).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// What went wrong opening or writing the service's state.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The configuration cannot build a controller.
+    #[error("{0}")]
+    Config(String),
+    /// SQLite failed.
+    #[error("{path}: {source}")]
+    Sqlite {
+        /// The store's file.
+        path: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// The store was made with another configuration.
+    #[error("{path}: the store was made with {field} = {stored}, the service was started with {given}; start it with the store's settings or another --db")]
+    Mismatch {
+        /// The store's file.
+        path: String,
+        /// The setting that differs.
+        field: String,
+        /// The store's value.
+        stored: String,
+        /// The value given.
+        given: String,
+    },
+    /// Replaying the log did not give the logged outcome.
+    #[error("{path}: log entry {seq} ({op}) gave {got} on replay, the log says {logged}; the file was changed outside the service or by another version")]
+    Diverged {
+        /// The store's file.
+        path: String,
+        /// The entry.
+        seq: i64,
+        /// Its operation.
+        op: String,
+        /// What the replay gave.
+        got: String,
+        /// What the log says.
+        logged: String,
+    },
+    /// A log entry that cannot be read.
+    #[error("{path}: log entry {seq}: {message}")]
+    BadEntry {
+        /// The store's file.
+        path: String,
+        /// The entry.
+        seq: i64,
+        /// Why.
+        message: String,
+    },
+}
+
+/// How the service's controller is built; kept in the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// `chameleon`, `chameleon-noreroute`, `silo` or `silo-noburst`.
+    pub system: String,
+    /// Fat-tree arity (when no topology file).
+    pub k: Option<usize>,
+    /// Hosts per edge switch of the fat-tree (default k/2).
+    pub hosts_per_edge: Option<usize>,
+    /// Queues per switch port.
+    pub queues: usize,
+    /// A topology file's text (instead of a fat-tree), kept so a restart uses the same one.
+    pub topology: Option<String>,
+}
+
+impl ServiceConfig {
+    /// A controller with nothing admitted.
+    pub fn controller(&self) -> Result<Controller, String> {
+        let kind: SystemKind = self.system.parse()?;
+        let topo = match (&self.topology, self.k) {
+            (Some(text), _) => Topology::from_toml("topology", text).map_err(|e| e.to_string())?,
+            (None, Some(k)) => {
+                Topology::fat_tree(k, self.hosts_per_edge.unwrap_or(k / 2), Rate::from_gbps(1))?
+            }
+            (None, None) => return Err("give k (a fat-tree) or a topology file".into()),
+        };
+        let opts = EvalOptions { queues: self.queues, ..EvalOptions::default() };
+        let cfg = opts
+            .config(kind)?
+            .ok_or_else(|| "qjump is not a per-queue controller; it cannot be served".to_owned())?;
+        Controller::new(Arc::new(topo), cfg)
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let opt = |v: Option<usize>| v.map_or("none".to_owned(), |v| v.to_string());
+        vec![
+            ("system", self.system.clone()),
+            ("k", opt(self.k)),
+            ("hosts_per_edge", opt(self.hosts_per_edge)),
+            ("queues", self.queues.to_string()),
+            (
+                "topology",
+                self.topology
+                    .as_ref()
+                    .map_or("none".into(), |t| format!("a file of {} bytes", t.len())),
+            ),
+        ]
+    }
+}
+
+/// A flow request as the API takes it (and the log keeps it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// Source host name.
+    pub src: String,
+    /// Destination host name.
+    pub dst: String,
+    /// Token-bucket rate, bit/s.
+    pub rate_bps: u64,
+    /// Token-bucket burst, bytes.
+    pub burst_bytes: u64,
+    /// End-to-end deadline, ns.
+    pub deadline_ns: u64,
+}
+
+/// One operation of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum Op {
+    Request(Request),
+    Remove { id: u64 },
+}
+
+impl Op {
+    fn name(&self) -> &'static str {
+        match self {
+            Op::Request(_) => "request",
+            Op::Remove { .. } => "remove",
+        }
+    }
+}
+
+/// What an operation did (logged beside it, compared on replay).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "lowercase")]
+enum Outcome {
+    Admitted {
+        id: u64,
+        rerouted: Vec<u64>,
+    },
+    /// `moved`: flows the controller moved while it looked for room, and left moved.
+    Refused {
+        code: String,
+        #[serde(default)]
+        moved: Vec<u64>,
+    },
+    Removed {
+        found: bool,
+    },
+}
+
+/// Apply one operation to the controller: its outcome and, for a refusal, why.
+fn apply(ctl: &mut Controller, op: &Op) -> Result<(Outcome, String), Rejection> {
+    match op {
+        Op::Request(r) => {
+            let t = ctl.topology().clone();
+            let host = |name: &str| {
+                t.node_id(name).ok_or_else(|| Rejection::UnknownHost(format!("{name:?}")))
+            };
+            let before: Vec<(u64, Vec<Hop>)> =
+                ctl.flows().map(|e| (e.id, e.hops.clone())).collect();
+            let fr = FlowRequest {
+                src: host(&r.src)?,
+                dst: host(&r.dst)?,
+                rate: Rate::from_bps(r.rate_bps),
+                burst: Bytes::new(r.burst_bytes),
+                deadline: Duration::from_nanos(r.deadline_ns),
+            };
+            Ok(match ctl.request(fr) {
+                Ok(a) => (Outcome::Admitted { id: a.id, rerouted: a.rerouted }, String::new()),
+                Err(e) if e.is_invalid() => return Err(e),
+                Err(e) => {
+                    // rerouting is make-before-break per candidate: a request that is refused
+                    // in the end may still have moved flows, and they stay moved
+                    let moved = before
+                        .iter()
+                        .filter(|(id, hops)| ctl.flow(*id).is_some_and(|now| now.hops != *hops))
+                        .map(|(id, _)| *id)
+                        .collect();
+                    (Outcome::Refused { code: e.code().to_owned(), moved }, e.to_string())
+                }
+            })
+        }
+        Op::Remove { id } => {
+            Ok((Outcome::Removed { found: ctl.remove(*id).is_some() }, String::new()))
+        }
+    }
+}
+
+/// A flow as the API and the `flows` table show it.
+pub fn flow_json(ctl: &Controller, e: &Embedding) -> Value {
+    let t = ctl.topology();
+    let name = |n: usize| t.nodes()[n].name.clone();
+    json!({
+        "id": e.id,
+        "src": name(e.request.src),
+        "dst": name(e.request.dst),
+        "rate_bps": e.request.rate.bps(),
+        "burst_bytes": e.request.burst.get(),
+        "deadline_ns": e.request.deadline.as_nanos(),
+        "guarantee_ns": e.guarantee.as_nanos(),
+        "path": e.path(t).into_iter().map(name).collect::<Vec<_>>(),
+        "queues": e.hops.iter().map(|h| h.queue).collect::<Vec<_>>(),
+        "budgets_ns": e.hops.iter().map(|h| h.budget.as_nanos()).collect::<Vec<_>>(),
+        "tags": ctl.tags(e),
+        "shaper": {"rate_bps": e.shaper().rate.bps(), "burst_bytes": e.shaper().burst.get()},
+    })
+}
+
+/// The SQLite file holding a service's configuration, log and flows.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+impl Store {
+    fn sql(&self, e: rusqlite::Error) -> ServiceError {
+        ServiceError::Sqlite { path: self.path.clone(), source: e }
+    }
+
+    /// Open (or create) the store at `path` for `cfg`, and the controller its log leads to.
+    pub fn open(path: &Path, cfg: &ServiceConfig) -> Result<(Store, Controller), ServiceError> {
+        let p = path.display().to_string();
+        let conn = Connection::open(path)
+            .map_err(|e| ServiceError::Sqlite { path: p.clone(), source: e })?;
+        let store = Store { conn, path: p };
+        store
+            .conn
+            .execute_batch(
+                "PRAGMA journal_mode = WAL;
+                 PRAGMA synchronous = NORMAL;
+                 CREATE TABLE IF NOT EXISTS config (
+                     id INTEGER PRIMARY KEY CHECK (id = 1), json TEXT NOT NULL);
+                 CREATE TABLE IF NOT EXISTS log (
+                     seq INTEGER PRIMARY KEY, op TEXT NOT NULL, body TEXT NOT NULL,
+                     outcome TEXT NOT NULL);
+                 CREATE TABLE IF NOT EXISTS flows (
+                     id INTEGER PRIMARY KEY, src TEXT NOT NULL, dst TEXT NOT NULL,
+                     rate_bps INTEGER NOT NULL, burst_bytes INTEGER NOT NULL,
+                     deadline_ns INTEGER NOT NULL, guarantee_ns INTEGER NOT NULL,
+                     json TEXT NOT NULL);",
+            )
+            .map_err(|e| store.sql(e))?;
+        let stored: Option<String> = store
+            .conn
+            .query_row("SELECT json FROM config WHERE id = 1", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| store.sql(e))?;
+        match stored {
+            None => {
+                let text =
+                    serde_json::to_string(cfg).map_err(|e| ServiceError::Config(e.to_string()))?;
+                store
+                    .conn
+                    .execute("INSERT INTO config (id, json) VALUES (1, ?1)", [text])
+                    .map_err(|e| store.sql(e))?;
+            }
+            Some(text) => {
+                let old: ServiceConfig =
+                    serde_json::from_str(&text).map_err(|e| ServiceError::BadEntry {
+                        path: store.path.clone(),
+                        seq: 0,
+                        message: format!("config: {e}"),
+                    })?;
+                for ((field, stored), (_, given)) in old.fields().into_iter().zip(cfg.fields()) {
+                    if stored != given || (field == "topology" && old.topology != cfg.topology) {
+                        return Err(ServiceError::Mismatch {
+                            path: store.path.clone(),
+                            field: field.to_owned(),
+                            stored,
+                            given,
+                        });
+                    }
+                }
+            }
+        }
+        let mut ctl = cfg.controller().map_err(ServiceError::Config)?;
+        store.replay(&mut ctl)?;
+        store.rewrite_flows(&ctl)?;
+        Ok((store, ctl))
+    }
+
+    fn replay(&self, ctl: &mut Controller) -> Result<(), ServiceError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT seq, body, outcome FROM log ORDER BY seq")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })
+            .map_err(|e| self.sql(e))?;
+        for row in rows {
+            let (seq, body, outcome) = row.map_err(|e| self.sql(e))?;
+            let bad =
+                |message: String| ServiceError::BadEntry { path: self.path.clone(), seq, message };
+            let op: Op = serde_json::from_str(&body).map_err(|e| bad(format!("body: {e}")))?;
+            let logged: Outcome =
+                serde_json::from_str(&outcome).map_err(|e| bad(format!("outcome: {e}")))?;
+            let (got, _) =
+                apply(ctl, &op).map_err(|e| bad(format!("an invalid request in the log: {e}")))?;
+            if got != logged {
+                return Err(ServiceError::Diverged {
+                    path: self.path.clone(),
+                    seq,
+                    op: op.name().to_owned(),
+                    got: serde_json::to_string(&got).unwrap_or_default(),
+                    logged: outcome,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn rewrite_flows(&self, ctl: &Controller) -> Result<(), ServiceError> {
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
+        tx.execute("DELETE FROM flows", []).map_err(|e| self.sql(e))?;
+        for e in ctl.flows() {
+            self.put_flow(&tx, ctl, e)?;
+        }
+        tx.commit().map_err(|e| self.sql(e))
+    }
+
+    fn put_flow(
+        &self,
+        tx: &Connection,
+        ctl: &Controller,
+        e: &Embedding,
+    ) -> Result<(), ServiceError> {
+        let j = flow_json(ctl, e);
+        let id = i64::try_from(e.id).unwrap_or(i64::MAX);
+        tx.execute(
+            "INSERT OR REPLACE INTO flows
+                 (id, src, dst, rate_bps, burst_bytes, deadline_ns, guarantee_ns, json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                id,
+                j["src"].as_str(),
+                j["dst"].as_str(),
+                j["rate_bps"].as_i64(),
+                j["burst_bytes"].as_i64(),
+                j["deadline_ns"].as_i64(),
+                j["guarantee_ns"].as_i64(),
+                j.to_string()
+            ],
+        )
+        .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// Log `op` with its outcome and bring `flows` up to date, in one transaction.
+    fn record(&self, ctl: &Controller, op: &Op, outcome: &Outcome) -> Result<(), ServiceError> {
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
+        let body = serde_json::to_string(op).unwrap_or_default();
+        let out = serde_json::to_string(outcome).unwrap_or_default();
+        tx.execute(
+            "INSERT INTO log (op, body, outcome) VALUES (?1, ?2, ?3)",
+            params![op.name(), body, out],
+        )
+        .map_err(|e| self.sql(e))?;
+        match (op, outcome) {
+            (_, Outcome::Admitted { rerouted: moved, .. } | Outcome::Refused { moved, .. }) => {
+                let new = match outcome {
+                    Outcome::Admitted { id, .. } => Some(id),
+                    _ => None,
+                };
+                for fid in new.into_iter().chain(moved) {
+                    if let Some(e) = ctl.flow(*fid) {
+                        self.put_flow(&tx, ctl, e)?;
+                    }
+                }
+            }
+            (Op::Remove { id }, Outcome::Removed { found: true }) => {
+                tx.execute(
+                    "DELETE FROM flows WHERE id = ?1",
+                    [i64::try_from(*id).unwrap_or(i64::MAX)],
+                )
+                .map_err(|e| self.sql(e))?;
+            }
+            _ => {}
+        }
+        tx.commit().map_err(|e| self.sql(e))
+    }
+}
+
+/// The controller and its store, answering API requests.
+#[derive(Debug)]
+pub struct Service {
+    ctl: Controller,
+    store: Store,
+    cfg: ServiceConfig,
+}
+
+/// A status and a JSON body (`Value::Null`: no body).
+pub type Reply = (u16, Value);
+
+fn err(status: u16, field: Option<&str>, msg: impl Into<String>) -> Reply {
+    let mut m = Map::new();
+    m.insert("error".into(), Value::String(msg.into()));
+    if let Some(f) = field {
+        m.insert("field".into(), Value::String(f.into()));
+    }
+    (status, Value::Object(m))
+}
+
+/// Read a flow request from a JSON body; a 400 reply naming the field otherwise.
+fn parse_request(body: &[u8]) -> Result<Request, Reply> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| err(400, None, format!("the body is not JSON: {e}")))?;
+    let Value::Object(m) = v else {
+        return Err(err(
+            400,
+            None,
+            "expected a JSON object with src, dst, rate_bps, burst_bytes, deadline_ns",
+        ));
+    };
+    const FIELDS: [&str; 5] = ["src", "dst", "rate_bps", "burst_bytes", "deadline_ns"];
+    if let Some(k) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(err(
+            400,
+            Some(k),
+            format!("unknown field {k:?}; expected {}", FIELDS.join(", ")),
+        ));
+    }
+    let text = |f: &str| -> Result<String, Reply> {
+        match m.get(f) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(other) => {
+                Err(err(400, Some(f), format!("{f}: expected a host name (a string), got {other}")))
+            }
+            None => Err(err(400, Some(f), format!("{f}: missing (a host name)"))),
+        }
+    };
+    let positive = |f: &str, what: &str| -> Result<u64, Reply> {
+        match m.get(f) {
+            Some(v) => match v.as_u64() {
+                Some(n) if n >= 1 => Ok(n),
+                _ => Err(err(
+                    400,
+                    Some(f),
+                    format!("{f}: expected {what} as a whole number >= 1, got {v}"),
+                )),
+            },
+            None => Err(err(400, Some(f), format!("{f}: missing ({what})"))),
+        }
+    };
+    Ok(Request {
+        src: text("src")?,
+        dst: text("dst")?,
+        rate_bps: positive("rate_bps", "bits per second")?,
+        burst_bytes: positive("burst_bytes", "bytes")?,
+        deadline_ns: positive("deadline_ns", "nanoseconds")?,
+    })
+}
+
+/// The request field an invalid request's rejection is about.
+fn field_of(e: &Rejection, r: &Request) -> &'static str {
+    match e {
+        Rejection::UnknownHost(h) | Rejection::NotAHost(h) => {
+            if *h == format!("{:?}", r.src) || *h == r.src {
+                "src"
+            } else {
+                "dst"
+            }
+        }
+        Rejection::SameHost | Rejection::Unreachable(..) => "dst",
+        Rejection::InvalidRate => "rate_bps",
+        Rejection::InvalidBurst => "burst_bytes",
+        _ => "deadline_ns",
+    }
+}
+
+impl Service {
+    /// Open the store at `db` for `cfg` (creating it), replaying its log.
+    pub fn open(db: &Path, cfg: ServiceConfig) -> Result<Service, ServiceError> {
+        let (store, ctl) = Store::open(db, &cfg)?;
+        Ok(Service { ctl, store, cfg })
+    }
+
+    /// The controller (read only).
+    pub fn controller(&self) -> &Controller {
+        &self.ctl
+    }
+
+    /// Answer one request. A failure to write the store is a 500 and leaves the controller
+    /// as the store has it (the operation is undone by reopening, see [`Service::open`]).
+    pub fn handle(&mut self, method: &str, path: &str, body: &[u8]) -> Reply {
+        let path = path.split('?').next().unwrap_or("");
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match (method, parts.as_slice()) {
+            ("GET", ["health"]) => (200, json!({"ok": true, "flows": self.ctl.len()})),
+            ("GET", ["hosts"]) => {
+                let t = self.ctl.topology();
+                let names: Vec<&str> =
+                    t.hosts().into_iter().map(|h| t.nodes()[h].name.as_str()).collect();
+                (200, json!(names))
+            }
+            ("GET", ["config"]) => (200, serde_json::to_value(&self.cfg).unwrap_or(Value::Null)),
+            ("GET", ["stats"]) => {
+                let s = self.ctl.stats();
+                (
+                    200,
+                    json!({"flows": self.ctl.len(), "admitted": s.admitted, "rejected": s.rejected,
+                           "invalid": s.invalid, "reroutes": s.reroutes,
+                           "admitted_after_reroute": s.admitted_after_reroute}),
+                )
+            }
+            ("GET", ["flows"]) => {
+                (200, Value::Array(self.ctl.flows().map(|e| flow_json(&self.ctl, e)).collect()))
+            }
+            ("POST", ["flows"]) => self.post_flow(body),
+            ("GET" | "DELETE", ["flows", id]) => {
+                let Ok(id) = id.parse::<u64>() else {
+                    return err(404, Some("id"), format!("no flow {id:?}: ids are whole numbers"));
+                };
+                if method == "GET" {
+                    return match self.ctl.flow(id) {
+                        Some(e) => (200, flow_json(&self.ctl, e)),
+                        None => err(404, Some("id"), format!("no flow {id}")),
+                    };
+                }
+                if self.ctl.flow(id).is_none() {
+                    return err(404, Some("id"), format!("no flow {id}"));
+                }
+                match self.commit(Op::Remove { id }) {
+                    Ok(_) => (204, Value::Null),
+                    Err(reply) => reply,
+                }
+            }
+            (_, ["health" | "hosts" | "config" | "stats" | "flows"] | ["flows", _]) => {
+                err(405, None, format!("{method} is not allowed on {path}"))
+            }
+            _ => {
+                err(404, None, format!("no such resource {path}; see GET /health, /hosts, /flows"))
+            }
+        }
+    }
+
+    fn post_flow(&mut self, body: &[u8]) -> Reply {
+        let r = match parse_request(body) {
+            Ok(r) => r,
+            Err(reply) => return reply,
+        };
+        match self.commit(Op::Request(r.clone())) {
+            Err(reply) => reply,
+            Ok((Outcome::Admitted { id, rerouted }, _)) => {
+                let mut j = self.ctl.flow(id).map_or(Value::Null, |e| flow_json(&self.ctl, e));
+                j["rerouted"] = json!(rerouted);
+                (201, j)
+            }
+            Ok((Outcome::Refused { code, moved }, reason)) => {
+                (409, json!({"code": code, "reason": reason, "rerouted": moved}))
+            }
+            Ok((Outcome::Removed { .. }, _)) => err(500, None, "a request removed a flow"),
+        }
+    }
+
+    /// Apply `op` and record it. An invalid request (422) changes nothing and is not logged; a
+    /// store that cannot be written (500) leaves the controller as it was.
+    fn commit(&mut self, op: Op) -> Result<(Outcome, String), Reply> {
+        let before = self.ctl.clone();
+        let (outcome, reason) = match apply(&mut self.ctl, &op) {
+            Ok(x) => x,
+            Err(e) => {
+                self.ctl = before;
+                let field = match &op {
+                    Op::Request(r) => field_of(&e, r),
+                    Op::Remove { .. } => "id",
+                };
+                return Err((
+                    422,
+                    json!({"code": e.code(), "reason": e.to_string(), "field": field}),
+                ));
+            }
+        };
+        if let Err(e) = self.store.record(&self.ctl, &op, &outcome) {
+            self.ctl = before;
+            return Err(err(500, None, format!("the store could not be written: {e}")));
+        }
+        Ok((outcome, reason))
+    }
+}
+
+/// Run `svc` on `server` until `stop` returns true (checked every 100 ms while idle).
+pub fn serve(server: &tiny_http::Server, svc: &mut Service, stop: impl Fn() -> bool) {
+    while !stop() {
+        let mut req = match server.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(_) => break,
+        };
+        let reply = read_body(&mut req).map(|body| {
+            let method = req.method().as_str().to_owned();
+            let url = req.url().to_owned();
+            svc.handle(&method, &url, &body)
+        });
+        let (status, body) = reply.unwrap_or_else(|r| r);
+        let text = if body.is_null() { String::new() } else { body.to_string() + "\n" };
+        let mut resp = tiny_http::Response::from_string(text).with_status_code(status);
+        if !body.is_null() {
+            if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "application/json") {
+                resp = resp.with_header(h);
+            }
+        }
+        let _ = req.respond(resp);
+    }
+}
+
+fn read_body(req: &mut tiny_http::Request) -> Result<Vec<u8>, Reply> {
+    use std::io::Read;
+    if req.body_length().is_some_and(|n| n > MAX_BODY) {
+        return Err(err(413, None, format!("the body is larger than {MAX_BODY} bytes")));
+    }
+    let mut body = Vec::new();
+    let n = req
+        .as_reader()
+        .take(MAX_BODY as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| err(400, None, format!("the body could not be read: {e}")))?;
+    if n > MAX_BODY {
+        return Err(err(413, None, format!("the body is larger than {MAX_BODY} bytes")));
+    }
+    Ok(body)
+}

@@ -1,0 +1,120 @@
+//! `latnet-ctld`: the Chameleon controller as a REST service with its state in SQLite.
+//!
+//! ```text
+//! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N]
+//!             (--k K [--hosts-per-edge M] | --topology FILE)
+//! ```
+//!
+//! Prints `listening on http://ADDR:PORT` once it accepts requests (with `--listen
+//! 127.0.0.1:0` the port the system chose), and stops on SIGINT / SIGTERM or, with
+//! `--stdin-stop`, when its standard input closes. Exit status 2 for a usage error, 1 for a store
+//! or configuration error (the message names the file and what differs).
+
+use latnet_ctld::{serve, Service, ServiceConfig};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] \
+[--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--stdin-stop]";
+
+struct Args {
+    db: PathBuf,
+    listen: String,
+    cfg: ServiceConfig,
+    stdin_stop: bool,
+}
+
+fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut db = PathBuf::from("out/chameleon-service/controller.db");
+    let mut listen = "127.0.0.1:8700".to_owned();
+    let mut cfg = ServiceConfig {
+        system: "chameleon".into(),
+        k: None,
+        hosts_per_edge: None,
+        queues: 8,
+        topology: None,
+    };
+    let mut stdin_stop = false;
+    let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
+        let v = v.ok_or_else(|| format!("{flag}: expected a value"))?;
+        v.parse::<usize>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{flag}: expected a whole number >= 1, got {v:?}"))
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--db" => db = it.next().ok_or("--db: expected a file")?.into(),
+            "--listen" => listen = it.next().ok_or("--listen: expected ADDR:PORT")?,
+            "--system" => cfg.system = it.next().ok_or("--system: expected a system")?,
+            "--queues" => cfg.queues = num("--queues", it.next())?,
+            "--k" => cfg.k = Some(num("--k", it.next())?),
+            "--hosts-per-edge" => cfg.hosts_per_edge = Some(num("--hosts-per-edge", it.next())?),
+            "--topology" => {
+                let p = it.next().ok_or("--topology: expected a file")?;
+                let text =
+                    std::fs::read_to_string(&p).map_err(|e| format!("--topology {p}: {e}"))?;
+                cfg.topology = Some(text);
+            }
+            "--stdin-stop" => stdin_stop = true,
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if cfg.k.is_some() == cfg.topology.is_some() {
+        return Err("give exactly one of --k (a fat-tree) and --topology FILE".into());
+    }
+    Ok(Args { db, listen, cfg, stdin_stop })
+}
+
+#[allow(clippy::print_stdout)] // the address line is the binary's output
+fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("latnet-ctld: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("latnet-ctld: {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+    }
+    let mut svc = match Service::open(&args.db, args.cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("latnet-ctld: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let server = match tiny_http::Server::http(&args.listen) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("latnet-ctld: --listen {}: {e}", args.listen);
+            return ExitCode::from(1);
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    // SIGINT / SIGTERM end the process as usual: every request is committed to the store
+    // (one transaction) before it is answered, so nothing answered is lost.
+    if args.stdin_stop {
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            s.store(true, Ordering::Relaxed);
+        });
+    }
+    let addr = server.server_addr().to_ip().map_or(args.listen.clone(), |a| a.to_string());
+    println!(
+        "listening on http://{addr} ({} flows from {})",
+        svc.controller().len(),
+        args.db.display()
+    );
+    serve(&server, &mut svc, || stop.load(Ordering::Relaxed));
+    ExitCode::SUCCESS
+}

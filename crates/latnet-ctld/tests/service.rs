@@ -1,0 +1,294 @@
+//! The Chameleon service: API answers, the SQLite store surviving a restart to the same
+//! state, refusing another configuration or a changed log, and a real HTTP round trip.
+
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
+use latnet_ctld::{serve, Service, ServiceConfig, ServiceError};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+fn cfg(k: usize) -> ServiceConfig {
+    ServiceConfig {
+        system: "chameleon".into(),
+        k: Some(k),
+        hosts_per_edge: None,
+        queues: 8,
+        topology: None,
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("latnet-ctld-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d.join("controller.db")
+}
+
+fn post(svc: &mut Service, body: Value) -> (u16, Value) {
+    svc.handle("POST", "/flows", body.to_string().as_bytes())
+}
+
+fn req(src: &str, dst: &str, rate: u64, deadline_us: u64) -> Value {
+    json!({"src": src, "dst": dst, "rate_bps": rate, "burst_bytes": 1500, "deadline_ns": deadline_us * 1000})
+}
+
+fn table_flows(db: &Path) -> Vec<Value> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut st = c.prepare("SELECT json FROM flows ORDER BY id").unwrap();
+    let rows = st.query_map([], |r| r.get::<_, String>(0)).unwrap();
+    rows.map(|r| serde_json::from_str(&r.unwrap()).unwrap()).collect()
+}
+
+fn without_rerouted(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("rerouted");
+    v
+}
+
+#[test]
+fn flows_are_admitted_listed_removed_and_survive_a_restart() {
+    let db = tmp("restart");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let (st, hosts) = svc.handle("GET", "/hosts", b"");
+    assert_eq!(st, 200);
+    let hosts: Vec<String> = serde_json::from_value(hosts).unwrap();
+    assert_eq!(hosts.len(), 16);
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let (st, f) = post(&mut svc, req(&hosts[i], &hosts[15 - i], 50_000_000, 5000));
+        assert_eq!(st, 201, "{f}");
+        assert_eq!(f["src"], hosts[i].as_str());
+        assert!(f["guarantee_ns"].as_u64().unwrap() <= 5_000_000);
+        assert_eq!(f["path"].as_array().unwrap().first().unwrap(), hosts[i].as_str());
+        assert!(f["rerouted"].is_array());
+        ids.push(f["id"].as_u64().unwrap());
+    }
+    let (st, _) = svc.handle("DELETE", &format!("/flows/{}", ids[3]), b"");
+    assert_eq!(st, 204);
+    assert_eq!(svc.handle("DELETE", &format!("/flows/{}", ids[3]), b"").0, 404);
+    assert_eq!(svc.handle("GET", &format!("/flows/{}", ids[3]), b"").0, 404);
+    let (st, one) = svc.handle("GET", &format!("/flows/{}", ids[4]), b"");
+    assert_eq!(st, 200);
+    assert_eq!(one["id"], ids[4]);
+    let (_, before) = svc.handle("GET", "/flows", b"");
+    assert_eq!(before.as_array().unwrap().len(), 11);
+    // what a client reads from the file is what the service answers
+    assert_eq!(table_flows(&db), *before.as_array().unwrap());
+    drop(svc);
+
+    let mut again = Service::open(&db, cfg(4)).unwrap();
+    let (_, after) = again.handle("GET", "/flows", b"");
+    assert_eq!(after, before);
+    // and it goes on from there: the next id follows the last one ever given
+    let (st, f) = post(&mut again, req(&hosts[0], &hosts[1], 1_000_000, 9000));
+    assert_eq!(st, 201);
+    assert_eq!(f["id"].as_u64().unwrap(), ids.last().unwrap() + 1);
+    assert_eq!(again.handle("GET", "/health", b"").1, json!({"ok": true, "flows": 12}));
+}
+
+#[test]
+fn a_restart_keeps_rerouted_flows_where_they_were_moved() {
+    let db = tmp("reroute");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let (_, hosts) = svc.handle("GET", "/hosts", b"");
+    let h = |i: usize| hosts[i % 16].as_str().unwrap().to_owned();
+    // tight deadlines and fat flows across the pods until the controller has moved flows
+    let mut moved = 0;
+    for i in 0..400 {
+        let (st, f) = post(
+            &mut svc,
+            req(
+                &h(i * 5),
+                &h(i * 7 + 3),
+                60_000_000 + (i as u64 % 7) * 10_000_000,
+                1200 + (i as u64 % 5) * 300,
+            ),
+        );
+        if st == 201 {
+            moved += f["rerouted"].as_array().unwrap().len();
+        }
+        if moved >= 3 {
+            break;
+        }
+    }
+    let stats = svc.handle("GET", "/stats", b"").1;
+    assert!(moved >= 3, "no reroutes: {stats}");
+    let (_, before) = svc.handle("GET", "/flows", b"");
+    let table = table_flows(&db);
+    for (a, b) in table.iter().zip(before.as_array().unwrap()) {
+        assert_eq!(a, b, "flow {} in the table differs", b["id"]);
+    }
+    assert_eq!(table.len(), before.as_array().unwrap().len());
+    drop(svc);
+    let mut again = Service::open(&db, cfg(4)).unwrap();
+    assert_eq!(again.handle("GET", "/flows", b"").1, before);
+    assert_eq!(again.handle("GET", "/stats", b"").1, stats);
+}
+
+#[test]
+fn bad_requests_name_the_field_and_change_nothing() {
+    let db = tmp("bad");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let (_, hosts) = svc.handle("GET", "/hosts", b"");
+    let (a, b) = (hosts[0].as_str().unwrap().to_owned(), hosts[9].as_str().unwrap().to_owned());
+    let cases: Vec<(Value, u16, &str, &str)> = vec![
+        (
+            json!({"src": a, "dst": b, "rate_bps": 1000, "burst_bytes": 100}),
+            400,
+            "deadline_ns",
+            "missing",
+        ),
+        (
+            json!({"src": a, "dst": b, "rate_bps": -5, "burst_bytes": 100, "deadline_ns": 1000000}),
+            400,
+            "rate_bps",
+            ">= 1",
+        ),
+        (
+            json!({"src": a, "dst": b, "rate_bps": 1.5, "burst_bytes": 100, "deadline_ns": 1000000}),
+            400,
+            "rate_bps",
+            "whole number",
+        ),
+        (
+            json!({"src": 3, "dst": b, "rate_bps": 1000, "burst_bytes": 100, "deadline_ns": 1000000}),
+            400,
+            "src",
+            "a host name",
+        ),
+        (
+            json!({"src": a, "dst": b, "rate_bps": 1000, "burst_bytes": 100, "deadline_ns": 1000000, "prio": 1}),
+            400,
+            "prio",
+            "unknown field",
+        ),
+        (
+            json!({"src": "h9_9_9", "dst": b, "rate_bps": 1000, "burst_bytes": 100, "deadline_ns": 1000000}),
+            422,
+            "src",
+            "unknown host",
+        ),
+        (
+            json!({"src": a, "dst": "h9_9_9", "rate_bps": 1000, "burst_bytes": 100, "deadline_ns": 1000000}),
+            422,
+            "dst",
+            "unknown host",
+        ),
+        (
+            json!({"src": a, "dst": a, "rate_bps": 1000, "burst_bytes": 100, "deadline_ns": 1000000}),
+            422,
+            "dst",
+            "same host",
+        ),
+        (
+            json!({"src": a, "dst": b, "rate_bps": 1000, "burst_bytes": 100, "deadline_ns": 10}),
+            422,
+            "deadline_ns",
+            "below the minimum",
+        ),
+    ];
+    for (body, status, field, why) in cases {
+        let (st, r) = post(&mut svc, body.clone());
+        assert_eq!(st, status, "{body} -> {r}");
+        assert_eq!(r["field"], field, "{body} -> {r}");
+        let text = r.to_string();
+        assert!(text.contains(why), "{body} -> {r}");
+    }
+    let (st, r) = svc.handle("POST", "/flows", b"{not json");
+    assert_eq!(st, 400);
+    assert!(r["error"].as_str().unwrap().contains("not JSON"), "{r}");
+    // refused: more than a 1 Gbit/s link carries
+    let (st, r) = post(&mut svc, req(&a, &b, 2_000_000_000, 1000));
+    assert_eq!((st, r["code"].as_str()), (409, Some("no-path")), "{r}");
+    assert!(!r["reason"].as_str().unwrap().is_empty());
+    assert_eq!(svc.handle("GET", "/nowhere", b"").0, 404);
+    assert_eq!(svc.handle("PUT", "/flows", b"").0, 405);
+    assert_eq!(svc.handle("GET", "/flows/abc", b"").0, 404);
+    assert_eq!(svc.controller().len(), 0);
+    drop(svc);
+    // only the refused request reached the controller, so only it is in the log
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let n: i64 = c.query_row("SELECT COUNT(*) FROM log", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 1);
+    let again = Service::open(&db, cfg(4)).unwrap();
+    assert_eq!(again.controller().stats().rejected, 1);
+}
+
+#[test]
+fn a_store_refuses_another_configuration_and_a_changed_log() {
+    let db = tmp("refuse");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let (_, hosts) = svc.handle("GET", "/hosts", b"");
+    let h = |i: usize| hosts[i].as_str().unwrap().to_owned();
+    for i in 0..4 {
+        assert_eq!(post(&mut svc, req(&h(i), &h(8 + i), 10_000_000, 4000)).0, 201);
+    }
+    drop(svc);
+    let e = Service::open(&db, cfg(6)).unwrap_err();
+    assert!(matches!(&e, ServiceError::Mismatch { field, .. } if field == "k"), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("controller.db") && msg.contains("k = 4") && msg.contains("with 6"),
+        "{msg}"
+    );
+    let mut q = cfg(4);
+    q.queues = 4;
+    let e = Service::open(&db, q).unwrap_err();
+    assert!(e.to_string().contains("queues = 8"), "{e}");
+    // someone edits the log: the replay notices at that entry
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute(
+        "UPDATE log SET outcome = '{\"outcome\":\"admitted\",\"id\":7,\"rerouted\":[]}' WHERE seq = 3",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let e = Service::open(&db, cfg(4)).unwrap_err();
+    assert!(matches!(e, ServiceError::Diverged { seq: 3, .. }), "{e}");
+    assert!(e.to_string().contains("log entry 3 (request)"), "{e}");
+}
+
+fn http(addr: &str, raw: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(raw.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn the_service_answers_over_http() {
+    let db = tmp("http");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let addr = server.server_addr().to_ip().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || serve(&server, &mut svc, || s2.load(Ordering::Relaxed)));
+    let body = req("h0_0_0", "h3_1_1", 1_000_000, 10_000).to_string();
+    let raw = format!(
+        "POST /flows HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (st, text) = http(&addr, &raw);
+    assert_eq!(st, 201, "{text}");
+    let f: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(f["dst"], "h3_1_1");
+    let (st, text) = http(&addr, "GET /flows HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(st, 200);
+    let list: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(without_rerouted(f), list[0]);
+    let big = "x".repeat(latnet_ctld::MAX_BODY + 10);
+    let raw = format!(
+        "POST /flows HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{big}",
+        big.len()
+    );
+    assert_eq!(http(&addr, &raw).0, 413);
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}

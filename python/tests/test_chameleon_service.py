@@ -1,0 +1,124 @@
+"""`latnet chameleon serve`: the controller as a REST service (latnet-ctld) on loopback, its
+SQLite store read with Python's sqlite3, a restart answering with the same flows, and a store
+refused when the service is started with other settings."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+
+import pytest
+
+LATNET = [sys.executable, "-m", "latnet.cli"]
+
+
+@contextmanager
+def service(db, *extra):
+    """Start the service on a free loopback port; yield its base URL; stop it."""
+    argv = [*LATNET, "chameleon", "serve", "--db", str(db), "--listen", "127.0.0.1:0", *extra]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("listening on "):
+            p.wait(timeout=10)
+            raise AssertionError(f"no service: {line!r} {p.stderr.read()!r}")
+        yield line.split()[2]
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def call(base, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+            return r.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode())
+
+
+def flow(src, dst, rate=20_000_000, deadline_ms=5):
+    return {
+        "src": src,
+        "dst": dst,
+        "rate_bps": rate,
+        "burst_bytes": 3000,
+        "deadline_ns": deadline_ms * 1_000_000,
+    }
+
+
+def test_service_admits_persists_and_restarts_to_the_same_flows(tmp_path):
+    db = tmp_path / "ctl" / "controller.db"
+    with service(db, "--k", "4") as base:
+        st, hosts = call(base, "GET", "/hosts")
+        assert st == 200 and len(hosts) == 16
+        ids = []
+        for i in range(6):
+            st, f = call(base, "POST", "/flows", flow(hosts[i], hosts[15 - i]))
+            assert st == 201, f
+            assert f["path"][0] == hosts[i] and f["path"][-1] == hosts[15 - i]
+            assert f["guarantee_ns"] <= 5_000_000 and f["tags"] and f["shaper"]["rate_bps"]
+            ids.append(f["id"])
+        assert call(base, "DELETE", f"/flows/{ids[2]}") == (204, None)
+        st, err = call(base, "POST", "/flows", {**flow(hosts[0], hosts[1]), "rate_bps": "fast"})
+        assert st == 400 and err["field"] == "rate_bps", err
+        st, err = call(base, "POST", "/flows", flow(hosts[0], "h7_7_7"))
+        assert st == 422 and err["field"] == "dst" and err["code"] == "unknown-host", err
+        st, err = call(base, "POST", "/flows", flow(hosts[0], hosts[1], rate=3_000_000_000))
+        assert st == 409 and err["code"] == "no-path", err
+        st, before = call(base, "GET", "/flows")
+        assert [f["id"] for f in before] == [i for i in ids if i != ids[2]]
+    # the store, read as any SQLite client would
+    con = sqlite3.connect(db)
+    rows = [json.loads(r[0]) for r in con.execute("SELECT json FROM flows ORDER BY id")]
+    ops = [r[0] for r in con.execute("SELECT op FROM log ORDER BY seq")]
+    con.close()
+    assert rows == before
+    # six admissions, one removal, one refusal; the invalid requests were not logged
+    assert ops == ["request"] * 6 + ["remove", "request"]
+    with service(db, "--k", "4") as base:
+        assert call(base, "GET", "/flows") == (200, before)
+        st, stats = call(base, "GET", "/stats")
+        assert (stats["admitted"], stats["rejected"], stats["flows"]) == (6, 1, 5)
+        st, f = call(base, "POST", "/flows", flow(hosts[3], hosts[4]))
+        assert st == 201 and f["id"] == ids[-1] + 1
+
+
+def test_service_refuses_a_store_made_with_other_settings(tmp_path):
+    db = tmp_path / "controller.db"
+    with service(db, "--k", "4", "--queues", "4") as base:
+        assert call(base, "GET", "/health") == (200, {"ok": True, "flows": 0})
+    p = subprocess.run(
+        [*LATNET, "chameleon", "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--k", "6"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 1, p
+    assert str(db) in p.stderr and "k = 4" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (["--k", "0"], "--k: expected a whole number >= 1"),
+        (["--k", "4", "--topology", "x.toml"], "--topology x.toml"),
+        (["--listen", "nowhere", "--k", "4"], "--listen nowhere"),
+    ],
+)
+def test_service_usage_errors_name_the_option(tmp_path, argv, why):
+    p = subprocess.run(
+        [*LATNET, "chameleon", "serve", "--db", str(tmp_path / "c.db"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode in (1, 2) and why in p.stderr, p.stderr
