@@ -62,6 +62,7 @@ bench: setup
 	$(PY) bench/chameleon_runtime.py
 	$(PY) bench/ns3_tcp_dumbbell.py
 	$(PY) bench/sweep_dask.py
+	$(PY) bench/chameleon_service.py
 
 reproduce: setup
 	@for s in lbf l4s ffp pacing chameleon; do \

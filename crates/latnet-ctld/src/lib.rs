@@ -209,6 +209,8 @@ fn apply(ctl: &mut Controller, op: &Op) -> Result<(Outcome, String), Rejection> 
                 burst: Bytes::new(r.burst_bytes),
                 deadline: Duration::from_nanos(r.deadline_ns),
             };
+            // an invalid request is answered without touching the controller's state
+            ctl.validate(&fr)?;
             Ok(match ctl.request(fr) {
                 Ok(a) => (Outcome::Admitted { id: a.id, rerouted: a.rerouted }, String::new()),
                 Err(e) if e.is_invalid() => return Err(e),
@@ -526,8 +528,8 @@ impl Service {
         &self.ctl
     }
 
-    /// Answer one request. A failure to write the store is a 500 and leaves the controller
-    /// as the store has it (the operation is undone by reopening, see [`Service::open`]).
+    /// Answer one request. A failure to write the store is a 500, and the controller goes back
+    /// to what the store holds (replayed as in [`Service::open`]).
     pub fn handle(&mut self, method: &str, path: &str, body: &[u8]) -> Reply {
         let path = path.split('?').next().unwrap_or("");
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -545,7 +547,7 @@ impl Service {
                 (
                     200,
                     json!({"flows": self.ctl.len(), "admitted": s.admitted, "rejected": s.rejected,
-                           "invalid": s.invalid, "reroutes": s.reroutes,
+                           "reroutes": s.reroutes,
                            "admitted_after_reroute": s.admitted_after_reroute}),
                 )
             }
@@ -599,14 +601,12 @@ impl Service {
         }
     }
 
-    /// Apply `op` and record it. An invalid request (422) changes nothing and is not logged; a
-    /// store that cannot be written (500) leaves the controller as it was.
+    /// Apply `op` and record it. An invalid request (422) changes nothing and is not logged; when
+    /// the store cannot be written (500) the controller is rebuilt from what the store holds.
     fn commit(&mut self, op: Op) -> Result<(Outcome, String), Reply> {
-        let before = self.ctl.clone();
         let (outcome, reason) = match apply(&mut self.ctl, &op) {
             Ok(x) => x,
             Err(e) => {
-                self.ctl = before;
                 let field = match &op {
                     Op::Request(r) => field_of(&e, r),
                     Op::Remove { .. } => "id",
@@ -618,8 +618,19 @@ impl Service {
             }
         };
         if let Err(e) = self.store.record(&self.ctl, &op, &outcome) {
-            self.ctl = before;
-            return Err(err(500, None, format!("the store could not be written: {e}")));
+            // back to what the store holds (rare: a full disk, a file removed underneath)
+            let rebuilt = self.cfg.controller().map_err(ServiceError::Config).and_then(|mut c| {
+                self.store.replay(&mut c)?;
+                Ok(c)
+            });
+            let also = match rebuilt {
+                Ok(c) => {
+                    self.ctl = c;
+                    String::new()
+                }
+                Err(r) => format!("; rebuilding from the store failed too ({r})"),
+            };
+            return Err(err(500, None, format!("the store could not be written: {e}{also}")));
         }
         Ok((outcome, reason))
     }

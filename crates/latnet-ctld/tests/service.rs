@@ -292,3 +292,28 @@ fn the_service_answers_over_http() {
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }
+
+#[test]
+fn a_failed_write_is_a_500_and_the_controller_keeps_what_the_store_holds() {
+    let db = tmp("fail");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    for (a, b) in [("h0_0_0", "h3_1_1"), ("h1_0_0", "h2_1_1")] {
+        assert_eq!(post(&mut svc, req(a, b, 5_000_000, 5000)).0, 201);
+    }
+    let (_, before) = svc.handle("GET", "/flows", b"");
+    // the next write fails (as on a full disk)
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch(
+        "CREATE TRIGGER full BEFORE INSERT ON log BEGIN SELECT RAISE(FAIL, 'disk full'); END;",
+    )
+    .unwrap();
+    let (st, r) = post(&mut svc, req("h0_1_0", "h3_0_1", 5_000_000, 5000));
+    assert_eq!(st, 500, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("disk full"), "{r}");
+    assert_eq!(svc.handle("GET", "/flows", b"").1, before);
+    assert_eq!(svc.handle("DELETE", "/flows/0", b"").0, 500);
+    assert_eq!(svc.handle("GET", "/flows", b"").1, before);
+    c.execute_batch("DROP TRIGGER full;").unwrap();
+    let (st, f) = post(&mut svc, req("h0_1_0", "h3_0_1", 5_000_000, 5000));
+    assert_eq!((st, f["id"].as_u64()), (201, Some(2)), "{f}");
+}
