@@ -22,10 +22,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import numpy as np
 
 from ._latnet import ChameleonController as Controller
-from ._latnet import chameleon_crosscheck, chameleon_eval
+from ._latnet import LatnetError, chameleon_crosscheck, chameleon_eval
 
 __all__ = [
     "SYSTEMS",
+    "Client",
     "Controller",
     "crosscheck",
     "evaluate",
@@ -153,3 +154,81 @@ def summarize(runs: Iterable[dict]) -> dict:
 def crosscheck(**kwargs) -> dict:
     """Admit a set and check it packet by packet in the simulator (see ``chameleon_crosscheck``)."""
     return json.loads(chameleon_crosscheck(**kwargs))
+
+
+class Client:
+    """A client of ``latnet chameleon serve`` with the in-process ``Controller``'s interface:
+    ``request`` returns the same dict (``admitted`` and ``id`` / ``rerouted``, or ``code`` /
+    ``reason``), ``remove`` a bool, ``flows`` and ``hosts`` the same lists.
+
+        >>> svc = chameleon.Client("http://127.0.0.1:8700")
+        >>> svc.request("h0_0_0", "h3_1_1", rate_bps=2e6, burst_bytes=300, deadline_ns=10e6)
+    """
+
+    def __init__(self, base_url: str, timeout_s: float = 30.0):
+        self.base = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+        import urllib.error
+        import urllib.request
+
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+                text = r.read().decode()
+                return r.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as e:
+            text = e.read().decode()
+            try:
+                return e.code, json.loads(text)
+            except ValueError:
+                return e.code, {"error": text}
+
+    def request(
+        self, src: str, dst: str, rate_bps: float, burst_bytes: float, deadline_ns: float
+    ) -> dict:
+        """Ask for a flow (numbers are sent as whole numbers, as the controller counts them)."""
+
+        def whole(x: float) -> float | int:
+            return int(x) if float(x).is_integer() else x
+
+        body = {
+            "src": src,
+            "dst": dst,
+            "rate_bps": whole(rate_bps),
+            "burst_bytes": whole(burst_bytes),
+            "deadline_ns": whole(deadline_ns),
+        }
+        st, r = self._call("POST", "/flows", body)
+        if st == 201:
+            return {"admitted": True, "id": r["id"], "rerouted": r["rerouted"]}
+        if st in (409, 422):
+            return {"admitted": False, "code": r["code"], "reason": r["reason"]}
+        raise LatnetError(f"{self.base}/flows: {st} {r}")
+
+    def remove(self, id: int) -> bool:
+        st, r = self._call("DELETE", f"/flows/{id}")
+        if st in (204, 404):
+            return st == 204
+        raise LatnetError(f"{self.base}/flows/{id}: {st} {r}")
+
+    def _get(self, path: str):
+        st, r = self._call("GET", path)
+        if st != 200:
+            raise LatnetError(f"{self.base}{path}: {st} {r}")
+        return r
+
+    def flows(self) -> list[dict]:
+        return self._get("/flows")
+
+    def hosts(self) -> list[str]:
+        return self._get("/hosts")
+
+    def stats(self) -> dict:
+        return self._get("/stats")
+
+    def __len__(self) -> int:
+        return self._get("/health")["flows"]

@@ -20,6 +20,7 @@ def test_controller_admits_inspects_and_removes():
     assert f["path"][0] == hosts[0] and f["path"][-1] == hosts[-1]
     assert len(f["tags"]) == len(f["path"]) - 2, "one tag per switch"
     assert len(f["queues"]) == len(f["path"]) - 1
+    assert all(isinstance(q, int) for q in f["queues"])  # a list, not bytes
     assert f["guarantee_ns"] <= f["deadline_ns"]
     assert f["shaper"] == {"rate_bps": 2_000_000, "burst_bytes": 300}
     assert ctl.remove(r["id"]) and not ctl.remove(r["id"])

@@ -122,3 +122,38 @@ def test_service_usage_errors_name_the_option(tmp_path, argv, why):
         timeout=30,
     )
     assert p.returncode in (1, 2) and why in p.stderr, p.stderr
+
+
+def test_service_decides_exactly_as_the_library(tmp_path):
+    """The same 150 requests (and removals) to the in-process controller and to the service
+    through `chameleon.Client`: every answer equal (ids, reroutes, refusal codes and reasons),
+    and the same flows."""
+    import random
+
+    from latnet import chameleon
+
+    ctl = chameleon.Controller(k=4, queues=8)
+    hosts = ctl.hosts()
+    rng = random.Random(3)
+    ops = []
+    for _ in range(150):
+        a, b = rng.sample(hosts, 2)
+        rate = rng.choice([5, 20, 50, 120]) * 1_000_000
+        ops.append(("request", (a, b, rate, rng.choice([1500, 9000]), rng.choice([2, 5]) * 10**6)))
+        if rng.random() < 0.15:
+            ops.append(("remove", rng.randrange(0, 60)))
+    ops.append(("request", ("h0_0_0", "h9_9_9", 10**6, 1500, 10**7)))  # invalid: same answer
+    with service(tmp_path / "c.db", "--k", "4") as base:
+        svc = chameleon.Client(base)
+        assert svc.hosts() == hosts
+        for op, arg in ops:
+            if op == "request":
+                assert svc.request(*arg) == ctl.request(*arg), arg
+            else:
+                assert svc.remove(arg) == ctl.remove(arg), arg
+        for a, b in zip(svc.flows(), ctl.flows(), strict=True):
+            assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}
+        assert len(svc) == len(ctl) > 0
+        # the stream exercised admissions, refusals and reroutes (124, 26 and 24 here)
+        st = svc.stats()
+        assert st["admitted"] > 100 and st["rejected"] > 10 and st["reroutes"] > 10, st

@@ -334,7 +334,9 @@ impl ChameleonController {
                 let path: Vec<&str> =
                     e.path(t).iter().map(|&n| t.nodes()[n].name.as_str()).collect();
                 d.set_item("path", path)?;
-                d.set_item("queues", e.hops.iter().map(|h| h.queue).collect::<Vec<_>>())?;
+                // a list of ints (a Vec<u8> would become bytes)
+                let queues: Vec<u32> = e.hops.iter().map(|h| u32::from(h.queue)).collect();
+                d.set_item("queues", queues)?;
                 d.set_item(
                     "budgets_ns",
                     e.hops.iter().map(|h| h.budget.as_nanos()).collect::<Vec<_>>(),
