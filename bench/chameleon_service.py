@@ -2,8 +2,8 @@
 stream of requests (host pairs, 1-20 Mbit/s, bursts of 1,500-15,000 bytes, deadlines of 2-20
 ms) offered to the controller in this process (`chameleon.Controller.request`) and over HTTP
 to `latnet chameleon serve` (one request per connection, committed to SQLite before the
-answer). Checks that both admit the same flows with the same ids, then prints a Markdown
-table for BENCHMARKS.md.
+answer; through `chameleon.Client`). Checks that both give the same answer to every request,
+then prints a Markdown table for BENCHMARKS.md.
 
     .venv/bin/python bench/chameleon_service.py [--requests 400] [--k 4] [--queues 8]
 """
@@ -11,15 +11,12 @@ table for BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from latnet import chameleon
@@ -42,15 +39,6 @@ def stream(hosts: list[str], n: int, seed: int = 7) -> list[dict]:
     return out
 
 
-def post(base: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(base + "/flows", data=json.dumps(body).encode(), method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -65,12 +53,17 @@ def main() -> None:
     ctl = chameleon.Controller(k=args.k, queues=args.queues)
     reqs = stream(ctl.hosts(), args.requests)
 
-    local, local_ids = [], []
-    for r in reqs:
-        t0 = time.perf_counter()
-        d = ctl.request(r["src"], r["dst"], r["rate_bps"], r["burst_bytes"], r["deadline_ns"])
-        local.append(time.perf_counter() - t0)
-        local_ids.append(d.get("id"))
+    def offer(target) -> tuple[list[float], list[dict]]:
+        times, answers = [], []
+        for r in reqs:
+            t0 = time.perf_counter()
+            args = (r["src"], r["dst"], r["rate_bps"], r["burst_bytes"], r["deadline_ns"])
+            d = target.request(*args)
+            times.append(time.perf_counter() - t0)
+            answers.append(d)
+        return times, answers
+
+    local, local_answers = offer(ctl)
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "controller.db"
@@ -79,21 +72,16 @@ def main() -> None:
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         try:
             base = p.stdout.readline().split()[2]
-            remote, remote_ids = [], []
-            for r in reqs:
-                t0 = time.perf_counter()
-                st, body = post(base, r)
-                remote.append(time.perf_counter() - t0)
-                remote_ids.append(body.get("id") if st == 201 else None)
+            remote, remote_answers = offer(chameleon.Client(base))
         finally:
             p.terminate()
             p.wait(timeout=10)
-    if local_ids != remote_ids:
+    if local_answers != remote_answers:
         raise SystemExit("the service and the library disagree: not a benchmark, a bug")
-    admitted = sum(i is not None for i in local_ids)
+    admitted = sum(a["admitted"] for a in local_answers)
     print(
         f"{args.requests} requests, k={args.k}, {args.queues} queues, {admitted} admitted; "
-        "the same ids in both\n"
+        "the same answer to every request in both\n"
     )
     print("| path | p50 (us) | p99 (us) | mean (us) | requests/s |")
     print("|---|---:|---:|---:|---:|")
