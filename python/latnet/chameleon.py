@@ -230,5 +230,10 @@ class Client:
     def stats(self) -> dict:
         return self._get("/stats")
 
+    def log(self, after: int = 0, limit: int = 1000) -> dict:
+        """The operations after entry ``after`` with their outcomes, and ``last``: poll with
+        ``after`` = the last ``last`` to learn which flows were moved."""
+        return self._get(f"/log?after={int(after)}&limit={int(limit)}")
+
     def __len__(self) -> int:
         return self._get("/health")["flows"]

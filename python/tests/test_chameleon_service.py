@@ -146,14 +146,26 @@ def test_service_decides_exactly_as_the_library(tmp_path):
     with service(tmp_path / "c.db", "--k", "4") as base:
         svc = chameleon.Client(base)
         assert svc.hosts() == hosts
+        logged = 0  # valid requests and removals of existing flows reach the log
         for op, arg in ops:
             if op == "request":
-                assert svc.request(*arg) == ctl.request(*arg), arg
+                answer = svc.request(*arg)
+                assert answer == ctl.request(*arg), arg
+                logged += answer.get("code") != "unknown-host"
             else:
-                assert svc.remove(arg) == ctl.remove(arg), arg
+                found = svc.remove(arg)
+                assert found == ctl.remove(arg), arg
+                logged += found
         for a, b in zip(svc.flows(), ctl.flows(), strict=True):
             assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}
         assert len(svc) == len(ctl) > 0
         # the stream exercised admissions, refusals and reroutes (124, 26 and 24 here)
         st = svc.stats()
         assert st["admitted"] > 100 and st["rejected"] > 10 and st["reroutes"] > 10, st
+        # the log holds every request that reached the controller and every removal, and the
+        # flows it says were moved are the ones the answers said
+        log = svc.log(limit=1000)
+        assert len(log["entries"]) == log["last"] == logged
+        moved = {f for e in log["entries"] for f in e.get("rerouted", []) + e.get("moved", [])}
+        admitted = {e["id"] for e in log["entries"] if e.get("outcome") == "admitted"}
+        assert moved and moved <= admitted

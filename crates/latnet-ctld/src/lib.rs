@@ -23,6 +23,7 @@
 //! | `GET /stats` | 200 the controller's counters |
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved) |
 //! | `GET /flows` | 200 every admitted flow |
+//! | `GET /log?after=SEQ&limit=N` | 200 `{"entries": [...], "last": SEQ}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes); 400 a bad parameter, naming it |
 //! | `GET /flows/ID` | 200 the flow; 404 |
 //! | `DELETE /flows/ID` | 204; 404 |
 
@@ -37,6 +38,9 @@ use std::sync::Arc;
 
 /// Largest request body accepted (bytes).
 pub const MAX_BODY: usize = 64 * 1024;
+
+/// Most log entries one `GET /log` returns.
+pub const MAX_LOG_PAGE: i64 = 1000;
 
 /// What went wrong opening or writing the service's state.
 #[derive(Debug, thiserror::Error)]
@@ -394,6 +398,40 @@ impl Store {
         Ok(())
     }
 
+    /// Log entries after `after` (at most `limit`), and the newest entry's number (0: none).
+    fn entries(&self, after: i64, limit: i64) -> Result<(Vec<Value>, i64), ServiceError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT seq, body, outcome FROM log WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(params![after, limit], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })
+            .map_err(|e| self.sql(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, body, outcome) = row.map_err(|e| self.sql(e))?;
+            let parse =
+                |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::String(t.into()));
+            let mut entry = json!({"seq": seq});
+            // `op` and the request's fields from the body, `outcome` and its fields beside them
+            for part in [parse(&body), parse(&outcome)] {
+                if let Value::Object(m) = part {
+                    for (k, v) in m {
+                        entry[k] = v;
+                    }
+                }
+            }
+            out.push(entry);
+        }
+        let last: i64 = self
+            .conn
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM log", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))?;
+        Ok((out, last))
+    }
+
     /// Log `op` with its outcome and bring `flows` up to date, in one transaction.
     fn record(&self, ctl: &Controller, op: &Op, outcome: &Outcome) -> Result<(), ServiceError> {
         let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
@@ -531,7 +569,7 @@ impl Service {
     /// Answer one request. A failure to write the store is a 500, and the controller goes back
     /// to what the store holds (replayed as in [`Service::open`]).
     pub fn handle(&mut self, method: &str, path: &str, body: &[u8]) -> Reply {
-        let path = path.split('?').next().unwrap_or("");
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (method, parts.as_slice()) {
             ("GET", ["health"]) => (200, json!({"ok": true, "flows": self.ctl.len()})),
@@ -551,6 +589,7 @@ impl Service {
                            "admitted_after_reroute": s.admitted_after_reroute}),
                 )
             }
+            ("GET", ["log"]) => self.get_log(query),
             ("GET", ["flows"]) => {
                 (200, Value::Array(self.ctl.flows().map(|e| flow_json(&self.ctl, e)).collect()))
             }
@@ -573,12 +612,48 @@ impl Service {
                     Err(reply) => reply,
                 }
             }
-            (_, ["health" | "hosts" | "config" | "stats" | "flows"] | ["flows", _]) => {
+            (_, ["health" | "hosts" | "config" | "stats" | "flows" | "log"] | ["flows", _]) => {
                 err(405, None, format!("{method} is not allowed on {path}"))
             }
             _ => {
                 err(404, None, format!("no such resource {path}; see GET /health, /hosts, /flows"))
             }
+        }
+    }
+
+    /// `GET /log?after=SEQ&limit=N`: the operations after `SEQ` (default 0), oldest first, at
+    /// most `N` (default and at most 1,000), and `last`, the newest entry's number. A host agent
+    /// polls with `after` = the `last` it saw to learn which flows were moved (and re-tag them).
+    fn get_log(&self, query: &str) -> Reply {
+        let mut after = 0i64;
+        let mut limit = MAX_LOG_PAGE;
+        for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let slot = match k {
+                "after" => &mut after,
+                "limit" => &mut limit,
+                other => {
+                    return err(
+                        400,
+                        Some(other),
+                        format!("unknown parameter {other:?}; expected after, limit"),
+                    )
+                }
+            };
+            match v.parse::<i64>() {
+                Ok(n) if n >= 0 => *slot = n,
+                _ => {
+                    return err(
+                        400,
+                        Some(k),
+                        format!("{k}: expected a whole number >= 0, got {v:?}"),
+                    )
+                }
+            }
+        }
+        match self.store.entries(after, limit.min(MAX_LOG_PAGE)) {
+            Ok((entries, last)) => (200, json!({"entries": entries, "last": last})),
+            Err(e) => err(500, None, format!("the store could not be read: {e}")),
         }
     }
 

@@ -317,3 +317,56 @@ fn a_failed_write_is_a_500_and_the_controller_keeps_what_the_store_holds() {
     let (st, f) = post(&mut svc, req("h0_1_0", "h3_0_1", 5_000_000, 5000));
     assert_eq!((st, f["id"].as_u64()), (201, Some(2)), "{f}");
 }
+
+#[test]
+fn the_log_tells_a_polling_agent_what_moved() {
+    let db = tmp("log");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let (_, hosts) = svc.handle("GET", "/hosts", b"");
+    let h = |i: usize| hosts[i % 16].as_str().unwrap().to_owned();
+    let mut answers = Vec::new();
+    for i in 0..120 {
+        let rate = 60_000_000 + (i as u64 % 7) * 10_000_000;
+        let (st, r) =
+            post(&mut svc, req(&h(i * 5), &h(i * 7 + 3), rate, 1200 + (i as u64 % 5) * 300));
+        answers.push((st, r));
+    }
+    assert_eq!(svc.handle("DELETE", "/flows/1", b"").0, 204);
+    let (st, page) = svc.handle("GET", "/log", b"");
+    assert_eq!(st, 200);
+    let entries = page["entries"].as_array().unwrap();
+    // every request reached the controller (none was invalid), then the removal
+    assert_eq!(entries.len(), 121);
+    assert_eq!(page["last"], 121);
+    for ((st, r), e) in answers.iter().zip(entries) {
+        assert_eq!(e["op"], "request");
+        match st {
+            201 => {
+                assert_eq!((&e["outcome"], &e["id"]), (&json!("admitted"), &r["id"]));
+                assert_eq!(e["rerouted"], r["rerouted"]);
+            }
+            409 => {
+                assert_eq!((&e["outcome"], &e["code"]), (&json!("refused"), &r["code"]));
+                assert_eq!(e["moved"], r["rerouted"]);
+            }
+            _ => panic!("{st} {r}"),
+        }
+    }
+    assert!(entries.iter().any(|e| !e["rerouted"].as_array().is_none_or(Vec::is_empty)));
+    assert_eq!(entries[120]["op"], "remove");
+    assert_eq!(entries[120]["id"], 1);
+    // an agent that has seen entry 118 gets the last three; one that has seen all gets none
+    let (_, tail) = svc.handle("GET", "/log?after=118", b"");
+    let seqs: Vec<u64> =
+        tail["entries"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [119, 120, 121]);
+    let (_, none) = svc.handle("GET", "/log?after=121", b"");
+    assert_eq!(none, json!({"entries": [], "last": 121}));
+    let (_, two) = svc.handle("GET", "/log?after=5&limit=2", b"");
+    assert_eq!(two["entries"].as_array().unwrap().len(), 2);
+    assert_eq!(two["entries"][0]["seq"], 6);
+    for (q, field) in [("after=-1", "after"), ("limit=x", "limit"), ("since=3", "since")] {
+        let (st, r) = svc.handle("GET", &format!("/log?{q}"), b"");
+        assert_eq!((st, r["field"].as_str()), (400, Some(field)), "{q}: {r}");
+    }
+}
