@@ -162,10 +162,10 @@ def with_sets(path: str | os.PathLike[str], sets: list[tuple[str, str]]) -> str:
     when the file names none."""
     path = Path(path)
     text = path.read_text()
+    label = f"{path} ({', '.join(f'{k}={v}' for k, v in sets)})"
     top = re.split(r"(?m)^\s*\[", text, maxsplit=1)[0]  # the keys before the first table
     if not re.search(r"(?m)^\s*name\s*=", top):
         sets = [("name", json.dumps(path.stem)), *sets]
-    label = f"{path} ({', '.join(f'{k}={v}' for k, v in sets)})"
     return checked(text, label, sets)
 
 
