@@ -205,7 +205,14 @@ class Client:
         st, r = self._call("POST", "/flows", body)
         if st == 201:
             return {"admitted": True, "id": r["id"], "rerouted": r["rerouted"]}
-        if st in (409, 422):
+        if st == 409:
+            return {
+                "admitted": False,
+                "code": r["code"],
+                "reason": r["reason"],
+                "rerouted": r["rerouted"],
+            }
+        if st == 422:
             return {"admitted": False, "code": r["code"], "reason": r["reason"]}
         raise LatnetError(f"{self.base}/flows: {st} {r}")
 

@@ -225,6 +225,7 @@ pub struct Controller {
     scratch: Scratch,
     stats: Stats,
     rerouted_ever: BTreeSet<FlowId>,
+    moved_by_last: Vec<FlowId>,
 }
 
 /// Largest number of tags the wire format allows (`latnet_wire::MAX_TAGS`).
@@ -273,6 +274,7 @@ impl Controller {
             scratch: Scratch::default(),
             stats: Stats::default(),
             rerouted_ever: BTreeSet::new(),
+            moved_by_last: Vec::new(),
         })
     }
 
@@ -406,8 +408,16 @@ impl Controller {
         Ok(())
     }
 
+    /// Flows the last [`Controller::request`] moved to another path, in the order it moved
+    /// them: an admission's `rerouted`, and also the moves of a request refused in the end
+    /// (rerouting is make-before-break per candidate, and a candidate moved stays moved).
+    pub fn moved_by_last_request(&self) -> &[FlowId] {
+        &self.moved_by_last
+    }
+
     /// Admit a flow if a path exists (rerouting others if configured), reserving it.
     pub fn request(&mut self, r: FlowRequest) -> Result<Admission, Rejection> {
+        self.moved_by_last.clear();
         if let Err(e) = self.validate(&r) {
             self.stats.invalid += 1;
             return Err(e);
@@ -473,6 +483,7 @@ impl Controller {
             self.stats.reroutes += 1;
             self.rerouted_ever.insert(f);
             rerouted.push(f);
+            self.moved_by_last.push(f);
             if let Some(hops) = self.route(&r, 1)? {
                 let id = self.next_id;
                 self.next_id += 1;

@@ -28,7 +28,7 @@
 //! | `DELETE /flows/ID` | 204; 404 |
 
 use latnet_ctl::eval::{EvalOptions, SystemKind};
-use latnet_ctl::{Controller, Embedding, FlowRequest, Hop, Rejection, Topology};
+use latnet_ctl::{Controller, Embedding, FlowRequest, Rejection, Topology};
 use latnet_units::{Bytes, Duration, Rate};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -137,12 +137,18 @@ impl ServiceConfig {
             ("queues", self.queues.to_string()),
             (
                 "topology",
-                self.topology
-                    .as_ref()
-                    .map_or("none".into(), |t| format!("a file of {} bytes", t.len())),
+                self.topology.as_ref().map_or("none".into(), |t| {
+                    format!("a file of {} bytes, FNV-1a {:016x}", t.len(), fnv1a(t))
+                }),
             ),
         ]
     }
+}
+
+/// FNV-1a of a text: a fingerprint that tells two topology files apart in a message.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// A flow request as the API takes it (and the log keeps it).
@@ -204,8 +210,6 @@ fn apply(ctl: &mut Controller, op: &Op) -> Result<(Outcome, String), Rejection> 
             let host = |name: &str| {
                 t.node_id(name).ok_or_else(|| Rejection::UnknownHost(format!("{name:?}")))
             };
-            let before: Vec<(u64, Vec<Hop>)> =
-                ctl.flows().map(|e| (e.id, e.hops.clone())).collect();
             let fr = FlowRequest {
                 src: host(&r.src)?,
                 dst: host(&r.dst)?,
@@ -219,13 +223,7 @@ fn apply(ctl: &mut Controller, op: &Op) -> Result<(Outcome, String), Rejection> 
                 Ok(a) => (Outcome::Admitted { id: a.id, rerouted: a.rerouted }, String::new()),
                 Err(e) if e.is_invalid() => return Err(e),
                 Err(e) => {
-                    // rerouting is make-before-break per candidate: a request that is refused
-                    // in the end may still have moved flows, and they stay moved
-                    let moved = before
-                        .iter()
-                        .filter(|(id, hops)| ctl.flow(*id).is_some_and(|now| now.hops != *hops))
-                        .map(|(id, _)| *id)
-                        .collect();
+                    let moved = ctl.moved_by_last_request().to_vec();
                     (Outcome::Refused { code: e.code().to_owned(), moved }, e.to_string())
                 }
             })
@@ -313,7 +311,7 @@ impl Store {
                         message: format!("config: {e}"),
                     })?;
                 for ((field, stored), (_, given)) in old.fields().into_iter().zip(cfg.fields()) {
-                    if stored != given || (field == "topology" && old.topology != cfg.topology) {
+                    if stored != given {
                         return Err(ServiceError::Mismatch {
                             path: store.path.clone(),
                             field: field.to_owned(),

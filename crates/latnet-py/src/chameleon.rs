@@ -243,7 +243,8 @@ impl ChameleonController {
     }
 
     /// Ask for a flow. Returns a dict: `admitted` (bool), and either `id` and `rerouted` (ids
-    /// of flows moved to make room), or `code` and `reason` (why not). Invalid requests —
+    /// of flows moved to make room), or `code` and `reason` (why not; a refusal also has
+    /// `rerouted`, the flows moved while looking for room, which stay moved). Invalid requests —
     /// unknown hosts, a rate, burst or deadline that is not a positive number, a deadline
     /// below what any path offers — are refused the same way, never raised.
     fn request<'py>(
@@ -305,7 +306,13 @@ impl ChameleonController {
                 d.set_item("id", a.id)?;
                 d.set_item("rerouted", a.rerouted)?;
             }
-            Err(e) => refuse(&d, e.code(), e.to_string())?,
+            Err(e) => {
+                refuse(&d, e.code(), e.to_string())?;
+                if !e.is_invalid() {
+                    // flows moved while the controller looked for room stay moved
+                    d.set_item("rerouted", self.inner.moved_by_last_request().to_vec())?;
+                }
+            }
         }
         Ok(d)
     }

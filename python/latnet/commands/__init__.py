@@ -9,9 +9,26 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 
 
 def register_all(subparsers) -> None:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         mod = importlib.import_module(f"{__name__}.{info.name}")
         mod.register(subparsers)
+
+
+def run_progress(enabled: bool, total: int, desc: str):
+    """A tqdm bar counting runs, as ``(callback(done, total), close)``; no-ops when not
+    ``enabled``."""
+    if not enabled:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="run", file=sys.stderr, leave=False)
+
+    def cb(done: int, _total: int) -> None:
+        bar.n = done
+        bar.refresh()
+
+    return cb, bar.close

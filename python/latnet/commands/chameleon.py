@@ -14,20 +14,7 @@ import sys
 
 from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize
 from ..table import render
-
-
-def _progress(enabled: bool, total: int, desc: str):
-    if not enabled:
-        return None, lambda: None
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, desc=desc, unit="run", file=sys.stderr, leave=False)
-
-    def cb(done: int, _total: int) -> None:
-        bar.n = done
-        bar.refresh()
-
-    return cb, bar.close
+from . import run_progress
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -58,7 +45,7 @@ def _topo_kwargs(args) -> dict:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    cb, close = _progress(not args.quiet and sys.stderr.isatty(), args.runs, args.system)
+    cb, close = run_progress(not args.quiet and sys.stderr.isatty(), args.runs, args.system)
     try:
         runs = evaluate(
             args.system,

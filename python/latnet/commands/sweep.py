@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import sweep
 from ..plot import SWEEP_METRICS
+from . import run_progress
 
 
 def _assignment(many: bool):
@@ -49,20 +50,6 @@ def _positive(text: str) -> int:
     return n
 
 
-def _progress(enabled: bool, total: int):
-    if not enabled:
-        return None, lambda: None
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, desc="sweep", unit="run", file=sys.stderr, leave=False)
-
-    def cb(done: int, _total: int) -> None:
-        bar.n = done
-        bar.refresh()
-
-    return cb, bar.close
-
-
 def _clean(x):
     """JSON has no NaN: null instead."""
     if isinstance(x, float) and not math.isfinite(x):
@@ -95,7 +82,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     where = f"Dask scheduler {args.scheduler}" if args.scheduler else "local processes"
     if not args.quiet:
         print(f"{npoints} points x {len(seeds)} seeds = {total} runs on {where}", file=sys.stderr)
-    cb, close = _progress(not args.quiet and sys.stderr.isatty(), total)
+    cb, close = run_progress(not args.quiet and sys.stderr.isatty(), total, "sweep")
     try:
         runs = sweep.run_sweep(
             path,

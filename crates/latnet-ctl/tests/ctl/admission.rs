@@ -365,3 +365,41 @@ fn study_runs_are_deterministic_and_chameleon_beats_the_baselines() {
     assert!(accepted[4] <= 32, "QJump admits at most n = 32 flows");
     assert!("nope".parse::<SystemKind>().unwrap_err().contains("chameleon"));
 }
+
+/// `moved_by_last_request` names exactly the flows whose path or queues the last request
+/// changed: an admission's `rerouted`, and the moves a refused request made before giving up.
+#[test]
+fn the_flows_a_request_moved_are_reported_also_when_it_is_refused() {
+    let topo = fat_tree(4, 2);
+    let mut c = controller(&topo, CtlConfig::chameleon(8).unwrap_or_else(|e| panic!("{e}")));
+    let hosts: Vec<String> = topo.hosts().iter().map(|&h| topo.nodes()[h].name.clone()).collect();
+    let (mut admitted_moves, mut refused_moves) = (0, 0);
+    for i in 0..400usize {
+        let before: Vec<_> = c.flows().map(|e| (e.id, e.hops.clone())).collect();
+        let (a, b) = (&hosts[(i * 5) % 16], &hosts[(i * 7 + 3) % 16]);
+        if a == b {
+            continue;
+        }
+        let mbps = 60 + (i as u64 % 7) * 10;
+        let us = 1200 + (i as u64 % 5) * 300;
+        let mut r = req(&topo, a, b, mbps, 1500, 1);
+        r.deadline = Duration::from_micros(us);
+        let out = c.request(r);
+        let changed: Vec<u64> = before
+            .iter()
+            .filter(|(id, hops)| c.flow(*id).is_some_and(|now| now.hops != *hops))
+            .map(|(id, _)| *id)
+            .collect();
+        let mut reported = c.moved_by_last_request().to_vec();
+        reported.sort_unstable();
+        assert_eq!(reported, changed, "request {i}: {out:?}");
+        match out {
+            Ok(adm) => {
+                assert_eq!(adm.rerouted, c.moved_by_last_request());
+                admitted_moves += adm.rerouted.len();
+            }
+            Err(_) => refused_moves += changed.len(),
+        }
+    }
+    assert!(admitted_moves > 0 && refused_moves > 0, "{admitted_moves} {refused_moves}");
+}
