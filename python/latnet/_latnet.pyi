@@ -105,6 +105,8 @@ def chameleon_crosscheck(
     background: bool = True,
     tries: int | None = None,
     misbehave: int = 1,
+    phases: list[str] | None = None,
+    scenarios: bool = False,
 ) -> str: ...
 
 class ChameleonController:

@@ -30,6 +30,19 @@ from .testbed import Testbed
 START_MARGIN_NS = 1_000_000_000
 #: Least time left for starting receivers and senders once the switches are up.
 SENDERS_MARGIN_NS = 200_000_000
+#: More of both per switch port beyond the eighth (each opens a receive ring of 8 MB: a k = 4
+#: fat-tree's 20 switches have 48 ports and took 2.1 s to start on two cores) and per flow
+#: beyond the eighth (a sender process each, and maybe a receiver).
+PER_PORT_MARGIN_NS = 80_000_000
+PER_FLOW_MARGIN_NS = 25_000_000
+
+
+def start_margins(switch_ports: int, flows: int) -> tuple[int, int]:
+    """(time from starting the switches to the scenario's time zero, least of it left for the
+    receivers and senders once the switches are up) for a testbed of this size."""
+    senders = SENDERS_MARGIN_NS + PER_FLOW_MARGIN_NS * max(0, flows - 8)
+    extra = PER_PORT_MARGIN_NS * max(0, switch_ports - 8) + senders - SENDERS_MARGIN_NS
+    return START_MARGIN_NS + extra, senders
 
 
 class EmuResults(SummaryFrames):
@@ -166,6 +179,9 @@ def run_emu(
         queues=queues,
         switch_processes=switch_processes,
     )
+    ports = sum(len(n["ifaces"]) for n in tb.plan["nodes"] if n["kind"] == "switch")
+    after, senders = start_margins(ports, len(tb.plan["flows"]))
+    tb.time_zero_after_ns = after
     tb.hop_records = packets if packets is not None else tb.plan["output_packets"]
     if pcap or (pcap is None and tb.plan["output_pcap"]):
         tb.pcap_dir = (out / "pcap").resolve()
@@ -174,9 +190,9 @@ def run_emu(
         # the switches know t0 (their AQM epochs count from it): it was set as they started
         t0 = tb.time_zero_ns
         assert t0 is not None
-        if now_ns() > t0 - SENDERS_MARGIN_NS:
+        if now_ns() > t0 - senders:
             raise LatnetError(
-                f"the switches took more than {(START_MARGIN_NS - SENDERS_MARGIN_NS) / 1e9:g} s "
+                f"the switches took more than {(after - senders) / 1e9:g} s "
                 "to start; no time left to start the senders before the scenario's time zero"
             )
         procs = start_flows(tb, t0, t0 + length)

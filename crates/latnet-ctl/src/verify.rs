@@ -172,9 +172,17 @@ struct SimFlow<'a> {
     size: u32,
 }
 
-/// Run the cross-check of `ctl`'s admitted flows.
-pub fn cross_check(ctl: &Controller, opts: &CheckOptions) -> Result<CheckResult, String> {
-    let topo = ctl.topology().clone();
+/// What every phase shares: the flows that can be simulated, the background, and the switch
+/// queues ordered by load (for aligned phases).
+struct Plan<'a> {
+    flows: Vec<SimFlow<'a>>,
+    skipped: usize,
+    bg: Vec<(usize, usize, Vec<u16>, Rate)>,
+    loaded: Vec<(f64, PortId, usize)>,
+}
+
+fn plan<'a>(ctl: &'a Controller, opts: &CheckOptions) -> Plan<'a> {
+    let topo = ctl.topology();
     let cfg = ctl.config();
     let nq = cfg.switch.len();
     let background = opts.background && nq < 8;
@@ -231,15 +239,52 @@ pub fn cross_check(ctl: &Controller, opts: &CheckOptions) -> Result<CheckResult,
         }
     }
     loaded.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    Plan { flows, skipped, bg, loaded }
+}
 
+impl Plan<'_> {
+    /// The scenario of phase `k` of `opts`.
+    fn scenario(
+        &self,
+        ctl: &Controller,
+        opts: &CheckOptions,
+        k: usize,
+    ) -> Result<Scenario, String> {
+        let phase = opts.phases[k];
+        let seed = opts.seed.wrapping_add(k as u64);
+        let starts = starts(ctl, &self.flows, phase, &self.loaded, seed);
+        scenario(ctl, &self.flows, &starts, &self.bg, opts)
+    }
+}
+
+/// Run the cross-check of `ctl`'s admitted flows.
+pub fn cross_check(ctl: &Controller, opts: &CheckOptions) -> Result<CheckResult, String> {
+    let plan = plan(ctl, opts);
     let mut phases = Vec::new();
     for (k, phase) in opts.phases.iter().enumerate() {
-        let starts = starts(ctl, &flows, *phase, &loaded, opts.seed.wrapping_add(k as u64));
-        let sc = scenario(ctl, &flows, &starts, &bg, opts)?;
+        let sc = plan.scenario(ctl, opts, k)?;
         let res = Simulator::new(sc).run();
-        phases.push(measure(ctl, &flows, &res, phase.name()));
+        phases.push(measure(ctl, &plan.flows, &res, phase.name()));
     }
-    Ok(CheckResult { flows: flows.len(), skipped, background_flows: bg.len(), phases })
+    Ok(CheckResult {
+        flows: plan.flows.len(),
+        skipped: plan.skipped,
+        background_flows: plan.bg.len(),
+        phases,
+    })
+}
+
+/// The scenario of every phase of [`cross_check`], as the simulator runs it: to run the same
+/// admitted set elsewhere (in emulation, on real packets: write it with [`scenario_toml`]).
+/// Admitted flow `id` is named `f<id>`, background flow `j` `be<j>`.
+pub fn phase_scenarios(
+    ctl: &Controller,
+    opts: &CheckOptions,
+) -> Result<Vec<(String, Scenario)>, String> {
+    let plan = plan(ctl, opts);
+    (0..opts.phases.len())
+        .map(|k| Ok((opts.phases[k].name(), plan.scenario(ctl, opts, k)?)))
+        .collect()
 }
 
 fn tx_ns(size: u64, rate: Rate) -> u64 {
@@ -495,4 +540,143 @@ fn measure(
         }
     }
     out
+}
+
+/// `sc` (a scenario of [`phase_scenarios`]) as scenario-file text that reads back to the same
+/// scenario: what `latnet run` and the emulated testbed take. Only the parts the cross-check
+/// builds are written (FIFO and strict-priority queues, token-bucket and constant-rate
+/// sources, tag stacks); anything else is an error naming it.
+pub fn scenario_toml(sc: &Scenario) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let q = |s: &str| toml::Value::String(s.to_owned()).to_string();
+    let node = |i: usize| -> Result<String, String> {
+        sc.nodes.get(i).map(|n| q(&n.name)).ok_or_else(|| format!("no node {i}"))
+    };
+    let queue = |spec: &QueueSpec| -> Result<String, String> {
+        match spec {
+            QueueSpec::Fifo { limits } => Ok(format!(
+                "{{ kind = \"fifo\", limit_packets = {}, limit_bytes = \"{}B\" }}",
+                limits.limit_packets,
+                limits.limit_bytes.get()
+            )),
+            QueueSpec::Priority { classes, limits } => Ok(format!(
+                "{{ kind = \"priority\", classes = {classes}, limit_packets = {}, limit_bytes = \"{}B\" }}",
+                limits.limit_packets,
+                limits.limit_bytes.get()
+            )),
+            other => Err(format!("cannot write queue {other:?}")),
+        }
+    };
+    let mut t = String::new();
+    let s = &sc.sim;
+    let routing = match s.routing {
+        RoutingMetric::Hops => "hops",
+        RoutingMetric::Delay => "delay",
+    };
+    // (writing to a String cannot fail)
+    let _ = write!(
+        t,
+        "name = {}\ndescription = {}\n\n[sim]\nduration = \"{}ns\"\ndrain = \"{}ns\"\nseed = {}\n\
+         tie_break = \"{}\"\nlatency = \"{}\"\nrouting = \"{routing}\"\nswitching = \"{}\"\n",
+        q(&sc.name),
+        q(&sc.description),
+        s.duration.as_nanos(),
+        s.drain.as_nanos(),
+        s.seed,
+        s.tie_break.as_str(),
+        s.latency.as_str(),
+        s.switching.as_str(),
+    );
+    if s.dilation != 1 {
+        let _ = writeln!(t, "dilation = {}", s.dilation);
+    }
+    let o = &sc.output;
+    if o.pcap || o.queues.is_some() || o.timeseries.is_some() {
+        return Err("cannot write outputs other than packets".into());
+    }
+    let _ = writeln!(t, "\n[output]\npackets = {}", o.packets);
+    if sc.lbf.is_some() || !sc.pipelines.is_empty() || !sc.routes.is_empty() {
+        return Err("cannot write LBF, pipelines or explicit routes".into());
+    }
+    for n in &sc.nodes {
+        let kind = match n.kind {
+            SimKind::Host => "host",
+            SimKind::Switch => "switch",
+        };
+        let _ = write!(
+            t,
+            "\n[[nodes]]\nname = {}\nkind = \"{kind}\"\naddress = \"{}\"\n",
+            q(&n.name),
+            n.address
+        );
+        if n.pipeline.is_some() || n.large_flows.is_some() {
+            return Err(format!("node {}: cannot write pipelines or large-flow counters", n.name));
+        }
+        if let ForwardingSpec::TagStack { base } = n.forwarding {
+            let _ = writeln!(t, "forwarding = {{ kind = \"tag-stack\", base = {base} }}");
+        }
+    }
+    for l in &sc.links {
+        let _ = write!(
+            t,
+            "\n[[links]]\na = {}\nb = {}\nrate = \"{}bps\"\ndelay = \"{}ns\"\nloss = {:?}\n\
+             overhead = {}\nqueue_a = {}\nqueue_b = {}\n",
+            node(l.a)?,
+            node(l.b)?,
+            l.rate.bps(),
+            l.delay.as_nanos(),
+            l.loss,
+            l.overhead,
+            queue(&l.queue_ab)?,
+            queue(&l.queue_ba)?,
+        );
+    }
+    for f in &sc.flows {
+        let traffic = match &f.traffic {
+            TrafficSpec::Cbr { rate } => {
+                format!("{{ kind = \"cbr\", rate = \"{}bps\" }}", rate.bps())
+            }
+            TrafficSpec::TokenBucket { rate, burst, peak, release } => {
+                let peak = peak.map_or(String::new(), |p| format!(", peak = \"{}bps\"", p.bps()));
+                let release = match release {
+                    Release::Frame => "frame",
+                    Release::Burst => "burst",
+                };
+                format!(
+                    "{{ kind = \"token-bucket\", rate = \"{}bps\", burst = \"{}B\"{peak}, \
+                     release = \"{release}\" }}",
+                    rate.bps(),
+                    burst.get()
+                )
+            }
+            other => return Err(format!("flow {}: cannot write traffic {other:?}", f.name)),
+        };
+        if f.slo.is_some() {
+            return Err(format!("flow {}: cannot write an LBF objective", f.name));
+        }
+        let _ = write!(
+            t,
+            "\n[[flows]]\nname = {}\nsrc = {}\ndst = {}\npriority = {}\nsize = {}\n\
+             start = \"{}ns\"\nstop = \"{}ns\"\nsrc_port = {}\ndst_port = {}\njitter = \"{}ns\"\n\
+             traffic = {traffic}\n",
+            q(&f.name),
+            node(f.src)?,
+            node(f.dst)?,
+            f.priority,
+            f.size,
+            f.start.as_nanos(),
+            f.stop.as_nanos(),
+            f.src_port,
+            f.dst_port,
+            f.jitter.as_nanos(),
+        );
+        if let Some(n) = f.count {
+            let _ = writeln!(t, "count = {n}");
+        }
+        if !f.tags.is_empty() {
+            let tags: Vec<String> = f.tags.iter().map(u16::to_string).collect();
+            let _ = writeln!(t, "tags = [{}]", tags.join(", "));
+        }
+    }
+    Ok(t)
 }

@@ -124,9 +124,15 @@ fn chameleon_eval(
 /// set in the simulator. Returns JSON: `admitted` and the check result (`flows`, `skipped`,
 /// `background_flows`, `phases` with sent / received / dropped, violation counts and the
 /// largest observed / bound ratios). Releases the GIL.
+///
+/// `phases` picks phases by name (`sync`, `aligned-0`, `aligned-1`, `random-2ms`; default
+/// all). With `scenarios`, the JSON also has `scenarios` (per phase its scenario-file text, to
+/// run the same set elsewhere, e.g. in emulation) and `embeddings` (per admitted flow its
+/// name in those files, `f<id>`, with its request, guarantee and path).
 #[pyfunction]
 #[pyo3(signature = (k=None, queues=4, hosts_per_edge=None, scenario=8, seed=1, system="chameleon",
-    topology_file=None, per_hop_ns=0, duration_ms=20, background=true, tries=None, misbehave=1))]
+    topology_file=None, per_hop_ns=0, duration_ms=20, background=true, tries=None, misbehave=1,
+    phases=None, scenarios=false))]
 #[allow(clippy::too_many_arguments)]
 fn chameleon_crosscheck(
     py: Python<'_>,
@@ -142,7 +148,25 @@ fn chameleon_crosscheck(
     background: bool,
     tries: Option<u64>,
     misbehave: u64,
+    phases: Option<Vec<String>>,
+    scenarios: bool,
 ) -> PyResult<String> {
+    let all = CheckOptions::default().phases;
+    let phases = match phases {
+        None => all,
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                all.iter().find(|p| p.name() == *n).copied().ok_or_else(|| {
+                    let known: Vec<String> = all.iter().map(|p| p.name()).collect();
+                    PyValueError::new_err(format!(
+                        "phases: unknown phase {n:?} (phases: {})",
+                        known.join(", ")
+                    ))
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?,
+    };
     let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
     let topo = topology(k, hosts_per_edge, topology_file)?;
     let opts =
@@ -172,10 +196,43 @@ fn chameleon_crosscheck(
             background,
             seed,
             misbehave,
+            phases,
             ..CheckOptions::default()
         };
         let r = verify::cross_check(&ctl, &check)?;
-        let doc = serde_json::json!({ "admitted": ctl.len(), "check": r });
+        let mut doc = serde_json::json!({ "admitted": ctl.len(), "check": r });
+        if scenarios {
+            let files = verify::phase_scenarios(&ctl, &check)?
+                .iter()
+                .map(|(phase, sc)| {
+                    Ok(serde_json::json!({ "phase": phase, "toml": verify::scenario_toml(sc)? }))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let topo = ctl.topology();
+            let embeddings: Vec<_> = ctl
+                .flows()
+                .map(|e| {
+                    let path: Vec<&str> = e
+                        .hops
+                        .iter()
+                        .map(|h| topo.nodes()[topo.port(h.port).node].name.as_str())
+                        .collect();
+                    serde_json::json!({
+                        "name": format!("f{}", e.id),
+                        "id": e.id,
+                        "src": topo.nodes()[e.request.src].name,
+                        "dst": topo.nodes()[e.request.dst].name,
+                        "rate_bps": e.request.rate.bps(),
+                        "burst_bytes": e.request.burst.get(),
+                        "deadline_ns": e.request.deadline.as_nanos(),
+                        "guarantee_ns": e.guarantee.as_nanos(),
+                        "path": path,
+                    })
+                })
+                .collect();
+            doc["scenarios"] = serde_json::Value::Array(files);
+            doc["embeddings"] = serde_json::Value::Array(embeddings);
+        }
         serde_json::to_string(&doc).map_err(|e| e.to_string())
     });
     out.map_err(PyValueError::new_err)

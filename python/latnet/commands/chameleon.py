@@ -2,7 +2,7 @@
 
 latnet chameleon eval --system chameleon|chameleon-noreroute|silo|silo-noburst|qjump
                       --scenario N --runs R --k K --queues Q [--hosts-per-edge M] ...
-latnet chameleon verify --k K --queues Q [--scenario N] ...
+latnet chameleon verify --k K --queues Q [--scenario N] [--emulated [--dilation K]] ...
 latnet chameleon serve (--k K | --topology FILE) [--db FILE] [--listen ADDR:PORT] ...
 """
 
@@ -97,6 +97,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.emulated:
+        from ..testbed import require_root
+
+        require_root("latnet chameleon verify --emulated")
+    if args.dilation < 1:
+        print("latnet: --dilation: expected a whole factor of at least 1", file=sys.stderr)
+        return 2
     try:
         doc = crosscheck(
             queues=args.queues,
@@ -107,6 +114,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             duration_ms=args.duration_ms,
             background=not args.no_background,
             tries=args.tries,
+            phases=args.phases,
+            scenarios=args.emulated,
             **_topo_kwargs(args),
         )
     except ValueError as e:
@@ -128,17 +137,58 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 p["dropped"],
                 viol + p["misrouted"],
                 f"{p['max_e2e_over_deadline']:.3f}",
+                f"{p['max_e2e_over_guarantee']:.3f}",
                 f"{p['max_queue_over_budget']:.3f}",
                 f"{p['max_queue_over_bound']:.3f}",
             ]
         )
     headers = ["phase", "sent", "recv", "drop", "violations"]
-    headers += ["e2e/deadline", "queue/budget", "queue/bound"]
+    headers += ["e2e/deadline", "e2e/guarantee", "queue/budget", "queue/bound"]
+    print("simulated:")
     print(render(headers, rows))
     bad = sum(
         p["deadline_violations"] + p["budget_violations"] + p["bound_violations"] + p["dropped"]
         for p in c["phases"]
     )
+    if not args.emulated:
+        return 1 if bad else 0
+    from pathlib import Path
+
+    from .. import LatnetError
+    from ..chameleon import emulate
+
+    out = Path(args.out)
+    try:
+        emu = emulate(doc, out, dilation=args.dilation)
+    except (LatnetError, ValueError) as e:
+        print(f"latnet: {e}", file=sys.stderr)
+        return 1
+    slower = f", {args.dilation} times slower than real time" if args.dilation > 1 else ""
+    print(f"emulated (real packets{slower}; latencies from the sender's socket to the receiver's):")
+    rows = [
+        [
+            r["phase"],
+            r["sent"],
+            r["received"],
+            r["lost"],
+            r["deadline_violations"],
+            r["guarantee_violations"],
+            f"{r['max_e2e_over_deadline']:.3f}",
+            f"{r['max_e2e_over_guarantee']:.3f}",
+        ]
+        for r in emu
+    ]
+    headers = ["phase", "sent", "recv", "lost", "over deadline", "over guarantee"]
+    headers += ["e2e/deadline", "e2e/guarantee"]
+    print(render(headers, rows))
+    for r in emu:
+        if r["timing"]:
+            print(f"{r['phase']}: {r['timing']}")
+    doc["emulated"] = emu
+    del doc["scenarios"]
+    (out / "verify.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out / 'verify.json'} and each phase's run under {out}/")
+    bad += sum(r["deadline_violations"] + r["lost"] for r in emu)
     return 1 if bad else 0
 
 
@@ -201,6 +251,31 @@ def register(subparsers) -> None:
     v.add_argument("--duration-ms", type=int, default=20, help="sending time (default 20 ms)")
     v.add_argument("--tries", type=int, help="offer this many requests, keep what is admitted")
     v.add_argument("--no-background", action="store_true", help="no best-effort background")
+    v.add_argument(
+        "--phases",
+        nargs="+",
+        metavar="PHASE",
+        help="phases to run: sync, aligned-0, aligned-1, random-2ms (default all)",
+    )
+    v.add_argument(
+        "--emulated",
+        action="store_true",
+        help="also run each phase on real packets in the emulated testbed (root; network "
+        "namespaces, latnet-switch) and check every packet against its deadline and guarantee",
+    )
+    v.add_argument(
+        "--dilation",
+        type=int,
+        default=1,
+        metavar="K",
+        help="with --emulated: run K times slower than real time (default 1)",
+    )
+    v.add_argument(
+        "--out",
+        default="out/chameleon-verify",
+        metavar="DIR",
+        help="with --emulated: where the runs go (default out/chameleon-verify)",
+    )
     v.set_defaults(func=cmd_verify)
     register_serve(sub)
 

@@ -161,3 +161,33 @@ fn misbehaving_sources_are_caught() {
     assert!(p.bound_violations > 0, "four-fold bursts and rates must overrun some bound");
     assert!(r.violations() > 0);
 }
+
+/// The phases' scenarios written as scenario files (what `latnet chameleon verify --emulated`
+/// hands the testbed) read back to the very scenarios the cross-check simulates, and the file
+/// of a phase, simulated, gives that phase's result.
+#[test]
+fn phase_scenarios_write_as_files_that_read_back_the_same() {
+    use latnet_ctl::verify::{phase_scenarios, scenario_toml};
+    let topo = fat_tree(4, 1);
+    let mut ctl = controller(&topo, CtlConfig::chameleon(4).unwrap_or_else(|e| panic!("{e}")));
+    assert!(fill_all(&mut ctl, 8, 3, 30) > 10);
+    let opts = CheckOptions { duration: Duration::from_millis(5), ..CheckOptions::default() };
+    let scs = phase_scenarios(&ctl, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = scs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["sync", "aligned-0", "aligned-1", "random-2ms"]);
+    let direct = cross_check(&ctl, &opts).unwrap_or_else(|e| panic!("{e}"));
+    for (k, (name, sc)) in scs.iter().enumerate() {
+        assert!(sc.flows.iter().any(|f| f.tags.len() >= 3), "{name}: no long path");
+        let text = scenario_toml(sc).unwrap_or_else(|e| panic!("{e}"));
+        let back = latnet_sim::Scenario::from_str_named(name, &text)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+        assert_eq!(&back, sc, "{name}");
+        let one = CheckOptions {
+            phases: vec![opts.phases[k]],
+            seed: opts.seed + k as u64,
+            ..opts.clone()
+        };
+        let again = cross_check(&ctl, &one).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again.phases[0], direct.phases[k], "{name}");
+    }
+}
