@@ -30,6 +30,7 @@ __all__ = [
     "Controller",
     "crosscheck",
     "emulate",
+    "replay",
     "evaluate",
     "eval_task",
     "run_tasks",
@@ -157,6 +158,51 @@ def crosscheck(**kwargs) -> dict:
     return json.loads(chameleon_crosscheck(**kwargs))
 
 
+def replay(client: Client) -> Controller:
+    """An in-process controller in the state of the service ``client`` talks to: built with
+    the service's settings (``GET /config``) and fed its log (``GET /log``, every request and
+    removal in order). The controller is deterministic, so each operation must come out as the
+    service logged it (ids, reroutes, refusals); a ``LatnetError`` names the first that does
+    not."""
+    import tempfile
+
+    cfg = client._get("/config")
+    kw: dict = {"queues": cfg["queues"], "system": cfg["system"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        if cfg.get("topology") is not None:
+            path = os.path.join(tmp, "topology.toml")
+            with open(path, "w") as f:
+                f.write(cfg["topology"])
+            kw["topology_file"] = path
+        else:
+            kw |= {"k": cfg["k"], "hosts_per_edge": cfg.get("hosts_per_edge")}
+        ctl = Controller(**kw)
+    after = 0
+    while True:
+        page = client.log(after=after, limit=1000)
+        for e in page["entries"]:
+            if e["op"] == "request":
+                r = ctl.request(
+                    e["src"], e["dst"], e["rate_bps"], e["burst_bytes"], e["deadline_ns"]
+                )
+                if e["outcome"] == "admitted":
+                    want = {"admitted": True, "id": e["id"], "rerouted": sorted(e["rerouted"])}
+                else:
+                    want = {"admitted": False, "code": e["code"], "rerouted": sorted(e["moved"])}
+                got = {k: sorted(r[k]) if k == "rerouted" else r.get(k) for k in want}
+            else:
+                want = {"found": e["found"]}
+                got = {"found": ctl.remove(e["id"])}
+            if got != want:
+                raise LatnetError(
+                    f"the service's log entry {e['seq']} ({e['op']}) gave {want} there and "
+                    f"{got} when replayed here: not the same controller"
+                )
+            after = e["seq"]
+        if not page["entries"] or after >= page["last"]:
+            return ctl
+
+
 def emulate(
     doc: dict,
     out: str | os.PathLike[str],
@@ -247,6 +293,8 @@ class Client:
                 return e.code, json.loads(text)
             except ValueError:
                 return e.code, {"error": text}
+        except urllib.error.URLError as e:
+            raise LatnetError(f"{self.base}: cannot reach the service: {e.reason}") from None
 
     def request(
         self, src: str, dst: str, rate_bps: float, burst_bytes: float, deadline_ns: float

@@ -124,24 +124,30 @@ def test_service_usage_errors_name_the_option(tmp_path, argv, why):
     assert p.returncode in (1, 2) and why in p.stderr, p.stderr
 
 
-def test_service_decides_exactly_as_the_library(tmp_path):
-    """The same 150 requests (and removals) to the in-process controller and to the service
-    through `chameleon.Client`: every answer equal (ids, reroutes, refusal codes and reasons),
-    and the same flows."""
+def stream(hosts, n):
+    """`n` seeded requests between random hosts (5 to 120 Mbit/s, 2 or 5 ms), and removals."""
     import random
 
-    from latnet import chameleon
-
-    ctl = chameleon.Controller(k=4, queues=8)
-    hosts = ctl.hosts()
     rng = random.Random(3)
     ops = []
-    for _ in range(150):
+    for _ in range(n):
         a, b = rng.sample(hosts, 2)
         rate = rng.choice([5, 20, 50, 120]) * 1_000_000
         ops.append(("request", (a, b, rate, rng.choice([1500, 9000]), rng.choice([2, 5]) * 10**6)))
         if rng.random() < 0.15:
             ops.append(("remove", rng.randrange(0, 60)))
+    return ops
+
+
+def test_service_decides_exactly_as_the_library(tmp_path):
+    """The same 150 requests (and removals) to the in-process controller and to the service
+    through `chameleon.Client`: every answer equal (ids, reroutes, refusal codes and reasons),
+    and the same flows."""
+    from latnet import chameleon
+
+    ctl = chameleon.Controller(k=4, queues=8)
+    hosts = ctl.hosts()
+    ops = stream(hosts, 150)
     ops.append(("request", ("h0_0_0", "h9_9_9", 10**6, 1500, 10**7)))  # invalid: same answer
     with service(tmp_path / "c.db", "--k", "4") as base:
         svc = chameleon.Client(base)
@@ -169,3 +175,45 @@ def test_service_decides_exactly_as_the_library(tmp_path):
         moved = {f for e in log["entries"] for f in e.get("rerouted", []) + e.get("moved", [])}
         admitted = {e["id"] for e in log["entries"] if e.get("outcome") == "admitted"}
         assert moved and moved <= admitted
+
+
+def test_verify_checks_what_a_running_service_admitted(tmp_path, capsys):
+    """`latnet chameleon verify --controller URL` rebuilds the service's controller from its
+    settings and log (every outcome must replay as logged, reroutes and refusals included)
+    and cross-checks those flows packet by packet: the same document as a cross-check of an
+    in-process controller given the same requests. A log that does not replay is refused by
+    entry, and a service that is not there is named."""
+    from latnet import LatnetError, chameleon
+    from latnet.cli import main
+
+    local = chameleon.Controller(k=4, queues=4)
+    with service(tmp_path / "c.db", "--k", "4", "--queues", "4") as base:
+        svc = chameleon.Client(base)
+        for op, arg in stream(svc.hosts(), 100):
+            if op == "request":
+                assert svc.request(*arg) == local.request(*arg), arg
+            else:
+                assert svc.remove(arg) == local.remove(arg), arg
+        log = svc.log()["entries"]
+        assert any(e["outcome"] == "refused" for e in log)
+        assert any(e.get("rerouted") or e.get("moved") for e in log), "no reroute to replay"
+        argv = ["chameleon", "verify", "--controller", base, "--phases", "sync", "aligned-0"]
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert f"the service at {base}: {len(local)} flows admitted" in out, out
+        want = json.loads(local.cross_check(phases=["sync", "aligned-0"]))
+        got = json.loads(chameleon.replay(svc).cross_check(phases=["sync", "aligned-0"]))
+        assert got == want and want["check"]["phases"][0]["sent"] > 0
+
+        class Changed(chameleon.Client):
+            def log(self, after=0, limit=1000):
+                page = super().log(after, limit)
+                for e in page["entries"]:
+                    if e["op"] == "remove":
+                        e["found"] = not e["found"]
+                return page
+
+        with pytest.raises(LatnetError, match=r"log entry \d+ \(remove\)"):
+            chameleon.replay(Changed(base))
+    assert main(["chameleon", "verify", "--controller", base]) == 1
+    assert "cannot reach the service" in capsys.readouterr().err

@@ -151,22 +151,7 @@ fn chameleon_crosscheck(
     phases: Option<Vec<String>>,
     scenarios: bool,
 ) -> PyResult<String> {
-    let all = CheckOptions::default().phases;
-    let phases = match phases {
-        None => all,
-        Some(names) => names
-            .iter()
-            .map(|n| {
-                all.iter().find(|p| p.name() == *n).copied().ok_or_else(|| {
-                    let known: Vec<String> = all.iter().map(|p| p.name()).collect();
-                    PyValueError::new_err(format!(
-                        "phases: unknown phase {n:?} (phases: {})",
-                        known.join(", ")
-                    ))
-                })
-            })
-            .collect::<PyResult<Vec<_>>>()?,
-    };
+    let phases = check_phases(phases)?;
     let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
     let topo = topology(k, hosts_per_edge, topology_file)?;
     let opts =
@@ -199,43 +184,71 @@ fn chameleon_crosscheck(
             phases,
             ..CheckOptions::default()
         };
-        let r = verify::cross_check(&ctl, &check)?;
-        let mut doc = serde_json::json!({ "admitted": ctl.len(), "check": r });
-        if scenarios {
-            let files = verify::phase_scenarios(&ctl, &check)?
-                .iter()
-                .map(|(phase, sc)| {
-                    Ok(serde_json::json!({ "phase": phase, "toml": verify::scenario_toml(sc)? }))
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            let topo = ctl.topology();
-            let embeddings: Vec<_> = ctl
-                .flows()
-                .map(|e| {
-                    let path: Vec<&str> = e
-                        .hops
-                        .iter()
-                        .map(|h| topo.nodes()[topo.port(h.port).node].name.as_str())
-                        .collect();
-                    serde_json::json!({
-                        "name": format!("f{}", e.id),
-                        "id": e.id,
-                        "src": topo.nodes()[e.request.src].name,
-                        "dst": topo.nodes()[e.request.dst].name,
-                        "rate_bps": e.request.rate.bps(),
-                        "burst_bytes": e.request.burst.get(),
-                        "deadline_ns": e.request.deadline.as_nanos(),
-                        "guarantee_ns": e.guarantee.as_nanos(),
-                        "path": path,
-                    })
-                })
-                .collect();
-            doc["scenarios"] = serde_json::Value::Array(files);
-            doc["embeddings"] = serde_json::Value::Array(embeddings);
-        }
+        let doc = check_doc(&ctl, &check, scenarios)?;
         serde_json::to_string(&doc).map_err(|e| e.to_string())
     });
     out.map_err(PyValueError::new_err)
+}
+
+/// The cross-check's phases by name (`None`: all of them).
+fn check_phases(names: Option<Vec<String>>) -> PyResult<Vec<verify::Phase>> {
+    let all = CheckOptions::default().phases;
+    let Some(names) = names else { return Ok(all) };
+    names
+        .iter()
+        .map(|n| {
+            all.iter().find(|p| p.name() == *n).copied().ok_or_else(|| {
+                let known: Vec<String> = all.iter().map(|p| p.name()).collect();
+                PyValueError::new_err(format!(
+                    "phases: unknown phase {n:?} (phases: {})",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The cross-check of `ctl`'s admitted set as the JSON document `chameleon_crosscheck`
+/// returns: `admitted`, `check`, and with `scenarios` the phases' scenario files and the
+/// admitted flows' names in them.
+fn check_doc(
+    ctl: &Controller,
+    check: &CheckOptions,
+    scenarios: bool,
+) -> Result<serde_json::Value, String> {
+    let r = verify::cross_check(ctl, check)?;
+    let mut doc = serde_json::json!({ "admitted": ctl.len(), "check": r });
+    if !scenarios {
+        return Ok(doc);
+    }
+    let files = verify::phase_scenarios(ctl, check)?
+        .iter()
+        .map(|(phase, sc)| {
+            Ok(serde_json::json!({ "phase": phase, "toml": verify::scenario_toml(sc)? }))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let topo = ctl.topology();
+    let embeddings: Vec<_> = ctl
+        .flows()
+        .map(|e| {
+            let path: Vec<&str> =
+                e.hops.iter().map(|h| topo.nodes()[topo.port(h.port).node].name.as_str()).collect();
+            serde_json::json!({
+                "name": format!("f{}", e.id),
+                "id": e.id,
+                "src": topo.nodes()[e.request.src].name,
+                "dst": topo.nodes()[e.request.dst].name,
+                "rate_bps": e.request.rate.bps(),
+                "burst_bytes": e.request.burst.get(),
+                "deadline_ns": e.request.deadline.as_nanos(),
+                "guarantee_ns": e.guarantee.as_nanos(),
+                "path": path,
+            })
+        })
+        .collect();
+    doc["scenarios"] = serde_json::Value::Array(files);
+    doc["embeddings"] = serde_json::Value::Array(embeddings);
+    Ok(doc)
 }
 
 /// A Chameleon (or Silo) controller: admit, inspect and remove flows.
@@ -377,6 +390,32 @@ impl ChameleonController {
     /// Remove a flow; False if there is no such flow.
     fn remove(&mut self, id: u64) -> bool {
         self.inner.remove(id).is_some()
+    }
+
+    /// The packet-level cross-check of the flows admitted now, as JSON text (the document of
+    /// `chameleon_crosscheck`, whose `phases` and `scenarios` these are). Releases the GIL.
+    #[pyo3(signature = (duration_ms=20, background=true, seed=1, phases=None, scenarios=false))]
+    fn cross_check(
+        &self,
+        py: Python<'_>,
+        duration_ms: u64,
+        background: bool,
+        seed: u64,
+        phases: Option<Vec<String>>,
+        scenarios: bool,
+    ) -> PyResult<String> {
+        let check = CheckOptions {
+            duration: Duration::from_millis(duration_ms),
+            background,
+            seed,
+            phases: check_phases(phases)?,
+            ..CheckOptions::default()
+        };
+        let ctl = &self.inner;
+        let doc = py
+            .allow_threads(|| check_doc(ctl, &check, scenarios))
+            .map_err(PyValueError::new_err)?;
+        serde_json::to_string(&doc).map_err(|e| LatnetError::new_err(e.to_string()))
     }
 
     /// The admitted flows: id, src, dst, rate_bps, burst_bytes, deadline_ns, guarantee_ns,

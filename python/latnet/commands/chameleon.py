@@ -104,26 +104,47 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.dilation < 1:
         print("latnet: --dilation: expected a whole factor of at least 1", file=sys.stderr)
         return 2
+    from .. import LatnetError
+
     try:
-        doc = crosscheck(
-            queues=args.queues,
-            scenario=args.scenario,
-            seed=args.seed,
-            system=args.system,
-            per_hop_ns=int(args.per_hop_us * 1000),
-            duration_ms=args.duration_ms,
-            background=not args.no_background,
-            tries=args.tries,
-            phases=args.phases,
-            scenarios=args.emulated,
-            **_topo_kwargs(args),
-        )
+        if args.controller:
+            from ..chameleon import Client, replay
+
+            ctl = replay(Client(args.controller))
+            doc = json.loads(
+                ctl.cross_check(
+                    duration_ms=args.duration_ms,
+                    background=not args.no_background,
+                    seed=args.seed,
+                    phases=args.phases,
+                    scenarios=args.emulated,
+                )
+            )
+            who = f"the service at {args.controller}"
+        else:
+            doc = crosscheck(
+                queues=args.queues,
+                scenario=args.scenario,
+                seed=args.seed,
+                system=args.system,
+                per_hop_ns=int(args.per_hop_us * 1000),
+                duration_ms=args.duration_ms,
+                background=not args.no_background,
+                tries=args.tries,
+                phases=args.phases,
+                scenarios=args.emulated,
+                **_topo_kwargs(args),
+            )
+            who = args.system
     except ValueError as e:
         print(f"latnet: {e}", file=sys.stderr)
         return 2
+    except LatnetError as e:
+        print(f"latnet: {e}", file=sys.stderr)
+        return 1
     c = doc["check"]
     print(
-        f"{args.system}: {doc['admitted']} flows admitted, {c['flows']} simulated "
+        f"{who}: {doc['admitted']} flows admitted, {c['flows']} simulated "
         f"({c['skipped']} skipped), {c['background_flows']} best-effort background flows"
     )
     rows = []
@@ -154,7 +175,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 1 if bad else 0
     from pathlib import Path
 
-    from .. import LatnetError
     from ..chameleon import emulate
 
     out = Path(args.out)
@@ -251,6 +271,13 @@ def register(subparsers) -> None:
     v.add_argument("--duration-ms", type=int, default=20, help="sending time (default 20 ms)")
     v.add_argument("--tries", type=int, help="offer this many requests, keep what is admitted")
     v.add_argument("--no-background", action="store_true", help="no best-effort background")
+    v.add_argument(
+        "--controller",
+        metavar="URL",
+        help="check the flows a running `latnet chameleon serve` admitted (its settings and "
+        "log replayed here) instead of drawing requests; --k, --topology, --queues, "
+        "--scenario, --system, --tries and --per-hop-us are then the service's",
+    )
     v.add_argument(
         "--phases",
         nargs="+",
