@@ -191,3 +191,24 @@ fn phase_scenarios_write_as_files_that_read_back_the_same() {
         assert_eq!(again.phases[0], direct.phases[k], "{name}");
     }
 }
+
+/// What the writer cannot write is an error naming it, never a file that reads back as
+/// something else.
+#[test]
+fn scenario_toml_refuses_what_it_cannot_write() {
+    use latnet_ctl::verify::{phase_scenarios, scenario_toml};
+    use latnet_sim::traffic::TrafficSpec;
+    let topo = fat_tree(4, 1);
+    let mut ctl = controller(&topo, CtlConfig::chameleon(4).unwrap_or_else(|e| panic!("{e}")));
+    fill_all(&mut ctl, 8, 3, 5);
+    let opts = CheckOptions { phases: vec![Phase::Sync], ..CheckOptions::default() };
+    let (_, sc) = phase_scenarios(&ctl, &opts).unwrap_or_else(|e| panic!("{e}")).remove(0);
+    let mut pcap = sc.clone();
+    pcap.output.pcap = true;
+    assert_eq!(scenario_toml(&pcap).unwrap_err(), "cannot write outputs other than packets");
+    let mut poisson = sc.clone();
+    poisson.flows[0].traffic = TrafficSpec::Poisson { rate: latnet_units::Rate::from_bps(1_000) };
+    let err = scenario_toml(&poisson).unwrap_err();
+    let name = &sc.flows[0].name;
+    assert!(err.starts_with(&format!("flow {name}: cannot write traffic Poisson")), "{err}");
+}
