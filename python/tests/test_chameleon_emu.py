@@ -55,4 +55,9 @@ def test_emulated_verify_refuses_bad_arguments_before_building_anything(tmp_path
     assert main([*argv, "--phases", "sideways", "--emulated", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert 'unknown phase "sideways"' in err and "aligned-0" in err
+    # without --tries the whole admitted set (hundreds of flows) would be a sender each
+    argv = ["chameleon", "verify", "--k", "4", "--phases", "sync", "--emulated"]
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--emulated:" in err and "--tries" in err, err
     assert not any(tmp_path.iterdir())

@@ -96,6 +96,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Most flows `verify --emulated` runs: each is a sender process in its host's namespace, and
+#: two cores keep a few dozen of them on time at the dilations used here.
+MAX_EMULATED_FLOWS = 64
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.emulated:
         from ..testbed import require_root
@@ -173,6 +178,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     if not args.emulated:
         return 1 if bad else 0
+    senders = c["flows"] + c["background_flows"]
+    if senders > MAX_EMULATED_FLOWS:
+        print(
+            f"latnet: --emulated: {senders} flows (admitted and background) is more than the "
+            f"emulated testbed runs here (at most {MAX_EMULATED_FLOWS}: one sender process "
+            "each); offer fewer requests with --tries, or --no-background",
+            file=sys.stderr,
+        )
+        return 2
     from pathlib import Path
 
     from ..chameleon import emulate
