@@ -108,6 +108,24 @@ def chameleon_crosscheck(
     phases: list[str] | None = None,
     scenarios: bool = False,
 ) -> str: ...
+def chameleon_transitions(
+    k: int | None = None,
+    queues: int = 4,
+    hosts_per_edge: int | None = None,
+    scenario: int = 8,
+    seed: int = 1,
+    system: str = "chameleon",
+    topology_file: str | os.PathLike[str] | None = None,
+    per_hop_ns: int = 0,
+    duration_ms: int = 10,
+    background: bool = True,
+    tries: int = 1000,
+    max_transitions: int = 3,
+    orders: list[str] | None = None,
+    phases: list[str] | None = None,
+    at_ms: int = 3,
+    lag_ms: int = 5,
+) -> str: ...
 
 class ChameleonController:
     def __init__(

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import numpy as np
 
 from ._latnet import ChameleonController as Controller
-from ._latnet import LatnetError, chameleon_crosscheck, chameleon_eval
+from ._latnet import LatnetError, chameleon_crosscheck, chameleon_eval, chameleon_transitions
 
 __all__ = [
     "SYSTEMS",
@@ -156,6 +156,12 @@ def summarize(runs: Iterable[dict]) -> dict:
 def crosscheck(**kwargs) -> dict:
     """Admit a set and check it packet by packet in the simulator (see ``chameleon_crosscheck``)."""
     return json.loads(chameleon_crosscheck(**kwargs))
+
+
+def transitions(**kwargs) -> dict:
+    """Offer requests and simulate each change that moved flows in every re-tag order (see
+    ``chameleon_transitions``)."""
+    return json.loads(chameleon_transitions(**kwargs))
 
 
 def replay(client: Client) -> Controller:

@@ -1,7 +1,7 @@
 //! Bindings of the Chameleon controller (`latnet-ctl`): a `Controller` class for library use,
-//! and two batch functions for the CLI and `latnet reproduce chameleon` that run whole studies
-//! with the GIL released (`chameleon_eval`, `chameleon_crosscheck`). Results cross the
-//! boundary as JSON text or plain dicts. This is the edge where wall-clock time is read: the
+//! and batch functions for the CLI and `latnet reproduce chameleon` that run whole studies
+//! with the GIL released (`chameleon_eval`, `chameleon_crosscheck`, `chameleon_transitions`).
+//! Results cross the boundary as JSON text or plain dicts. This is the edge where wall-clock time is read: the
 //! study driver gets a monotonic clock from here.
 
 use crate::LatnetError;
@@ -185,6 +185,109 @@ fn chameleon_crosscheck(
             ..CheckOptions::default()
         };
         let doc = check_doc(&ctl, &check, scenarios)?;
+        serde_json::to_string(&doc).map_err(|e| e.to_string())
+    });
+    out.map_err(PyValueError::new_err)
+}
+
+/// Offer `tries` requests of `scenario` (seeded) and, for each of the first
+/// `max_transitions` that moved admitted flows (admitted after rerouting, or refused with
+/// moves that stay), simulate the change in each of `orders` (`sequential`, `together`,
+/// `new-first`, the moves `lag_ms` after the new flow; default all) and `phases` (default `sync`
+/// and `random-2ms`), the change beginning `at_ms` into the run (see
+/// `latnet_ctl::verify::transition_check`). Returns JSON:
+/// `requests`, `admitted`, `refused`, `with_moves` (requests that moved flows) and
+/// `transitions` (per change: `request` index, `new_flow`, `moved`, `old_guarantee_ns`,
+/// `runs` per phase and order). Releases the GIL.
+#[pyfunction]
+#[pyo3(signature = (k=None, queues=4, hosts_per_edge=None, scenario=8, seed=1, system="chameleon",
+    topology_file=None, per_hop_ns=0, duration_ms=10, background=true, tries=1000,
+    max_transitions=3, orders=None, phases=None, at_ms=3, lag_ms=5))]
+#[allow(clippy::too_many_arguments)]
+fn chameleon_transitions(
+    py: Python<'_>,
+    k: Option<usize>,
+    queues: usize,
+    hosts_per_edge: Option<usize>,
+    scenario: usize,
+    seed: u64,
+    system: &str,
+    topology_file: Option<PathBuf>,
+    per_hop_ns: u64,
+    duration_ms: u64,
+    background: bool,
+    tries: u64,
+    max_transitions: usize,
+    orders: Option<Vec<String>>,
+    phases: Option<Vec<String>>,
+    at_ms: u64,
+    lag_ms: u64,
+) -> PyResult<String> {
+    let phases = match phases {
+        Some(p) => check_phases(Some(p))?,
+        None => check_phases(Some(vec!["sync".into(), "random-2ms".into()]))?,
+    };
+    let orders: Vec<verify::Order> = match orders {
+        None => verify::Order::ALL.to_vec(),
+        Some(o) => o
+            .iter()
+            .map(|n| n.parse().map_err(|e: String| PyValueError::new_err(format!("orders: {e}"))))
+            .collect::<PyResult<_>>()?,
+    };
+    if orders.is_empty() {
+        return Err(PyValueError::new_err("orders: expected at least one order"));
+    }
+    let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
+    let topo = topology(k, hosts_per_edge, topology_file)?;
+    let opts =
+        EvalOptions { queues, per_hop: Duration::from_nanos(per_hop_ns), ..EvalOptions::default() };
+    let Some(cfg) = opts.config(kind).map_err(PyValueError::new_err)? else {
+        return Err(PyValueError::new_err("QJump keeps no per-queue model to cross-check"));
+    };
+    let check = CheckOptions {
+        duration: Duration::from_millis(duration_ms),
+        background,
+        seed,
+        phases,
+        ..CheckOptions::default()
+    };
+    let (at, lag) = (Duration::from_millis(at_ms), Duration::from_millis(lag_ms));
+    let out = py.allow_threads(|| -> Result<String, String> {
+        let mut ctl = Controller::new(topo.clone(), cfg)?;
+        let mut wl = Workload::new(scenario, topo.hosts(), seed, 0)?;
+        let (mut admitted, mut refused, mut with_moves) = (0u64, 0u64, 0u64);
+        let mut transitions = Vec::new();
+        for i in 0..tries {
+            let before = (transitions.len() < max_transitions).then(|| ctl.clone());
+            let out = ctl.request(wl.next_request().request);
+            match &out {
+                Ok(_) => admitted += 1,
+                Err(_) => refused += 1,
+            }
+            let moved = ctl.moved_by_last_request().to_vec();
+            if moved.is_empty() {
+                continue;
+            }
+            with_moves += 1;
+            let Some(before) = before else { continue };
+            let t = verify::Transition {
+                before: &before,
+                after: &ctl,
+                new_flow: out.as_ref().ok().map(|a| a.id),
+                moved: &moved,
+            };
+            let r = verify::transition_check(&t, &check, at, lag, &orders)?;
+            let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
+            v["request"] = serde_json::json!(i);
+            transitions.push(v);
+        }
+        let doc = serde_json::json!({
+            "requests": tries,
+            "admitted": admitted,
+            "refused": refused,
+            "with_moves": with_moves,
+            "transitions": transitions,
+        });
         serde_json::to_string(&doc).map_err(|e| e.to_string())
     });
     out.map_err(PyValueError::new_err)
@@ -464,6 +567,7 @@ impl ChameleonController {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(chameleon_eval, m)?)?;
     m.add_function(wrap_pyfunction!(chameleon_crosscheck, m)?)?;
+    m.add_function(wrap_pyfunction!(chameleon_transitions, m)?)?;
     m.add_class::<ChameleonController>()?;
     Ok(())
 }

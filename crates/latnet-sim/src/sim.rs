@@ -96,11 +96,14 @@ struct HopStat {
     lat: LatencyStats,
 }
 
+/// A flow's frame templates, each from the creation instant it applies (the first from zero).
+type Templates = Vec<(Time, Vec<u8>)>;
+
 #[derive(Debug)]
 struct FlowState {
     source: Source,
     rng: ChaCha8Rng,
-    template: Vec<u8>,
+    templates: Templates,
     sent: u64,
     received: u64,
     rx_bytes: u64,
@@ -176,7 +179,8 @@ impl Simulator {
             })
             .collect();
         // Sizes and priorities were validated with the scenario: building cannot fail.
-        let templates: Vec<(Vec<u8>, Option<usize>)> = sc
+        // per flow its frame templates from the instant each applies, and its LBF offset
+        let templates: Vec<(Templates, Option<usize>)> = sc
             .flows
             .iter()
             .map(|f| {
@@ -186,21 +190,29 @@ impl Simulator {
                 match &f.slo {
                     Some(slo) => {
                         crate::lbf::template(f.src, f.dst, src, dst, dscp, sp, dp, size, slo)
-                            .map(|(t, o)| (t, Some(o)))
+                            .map(|(t, o)| (vec![(Time::ZERO, t)], Some(o)))
                     }
-                    // a tagged flow's size includes its tags (validated: no LBF block with tags)
-                    None => hdr::udp_template(
-                        f.src,
-                        f.dst,
-                        src,
-                        dst,
-                        dscp,
-                        sp,
-                        dp,
-                        size - 4 * f.tags.len(),
-                    )
-                    .and_then(|mut t| hdr::push_tags(&mut t, &f.tags).map(|()| t))
-                    .map(|t| (t, None)),
+                    // a tagged flow's size includes its tags (validated: no LBF block with
+                    // tags), whichever stack it pushes
+                    None => {
+                        let tagged = |at: Time, tags: &[u16]| {
+                            hdr::udp_template(
+                                f.src,
+                                f.dst,
+                                src,
+                                dst,
+                                dscp,
+                                sp,
+                                dp,
+                                size - 4 * tags.len(),
+                            )
+                            .and_then(|mut t| hdr::push_tags(&mut t, tags).map(|()| (at, t)))
+                        };
+                        std::iter::once(tagged(Time::ZERO, &f.tags))
+                            .chain(f.retag.iter().map(|r| tagged(r.at, &r.tags)))
+                            .collect::<Result<Vec<_>, _>>()
+                            .map(|t| (t, None))
+                    }
                 }
                 .unwrap_or_else(|e| panic!("validated flow {}: {e}", f.name))
             })
@@ -212,10 +224,10 @@ impl Simulator {
             .iter()
             .zip(templates)
             .enumerate()
-            .map(|(i, (f, (template, _)))| FlowState {
+            .map(|(i, (f, (templates, _)))| FlowState {
                 source: Source::new(f.traffic.clone(), f.size, f.start).with_jitter(f.jitter),
                 rng: rng_for(STREAM_FLOW + i as u64),
-                template,
+                templates,
                 sent: 0,
                 received: 0,
                 rx_bytes: 0,
@@ -233,7 +245,7 @@ impl Simulator {
             flows.push(FlowState {
                 source: Source::new(f.traffic.clone(), f.size, f.start),
                 rng: rng_for(STREAM_FLOW + (sc.flows.len() + k) as u64),
-                template: Vec::new(),
+                templates: Vec::new(),
                 sent: 0,
                 received: 0,
                 rx_bytes: 0,
@@ -405,7 +417,11 @@ impl Simulator {
         let spec = &self.sc.flows[i];
         let (src, dst, size, priority) = (spec.src, spec.dst, spec.size, spec.priority);
         let f = &mut self.flows[i];
-        let data = f.template.clone();
+        let now = self.now;
+        let data = match f.templates.iter().rev().find(|(at, _)| *at <= now) {
+            Some((_, t)) => t.clone(),
+            None => Vec::new(),
+        };
         let virtual_len = size.saturating_sub(data.len() as u32);
         let meta = Meta {
             id: self.next_id,

@@ -127,6 +127,74 @@ traffic = { kind = "cbr", rate = "10Mbps" }
         assert_eq!(port("s4", "h2").tx_bytes, 10 * (500 - 12));
     }
 
+    /// A re-tag moves the flow at the instant it names: the packets created before it take the
+    /// first stack's path (over s2), those created at or after it the second's (over s3), the
+    /// frames keep their size, and the packet records say which packet went which way.
+    #[test]
+    fn retag_moves_the_flow_at_its_instant() {
+        // 10 Mbit/s of 500 B frames: one every 400 us, the first at 0; re-tag at 2 ms
+        let r = run(r#"
+[output]
+packets = true
+[[flows]]
+src = "h1"
+dst = "h2"
+size = 500
+count = 10
+tags = [10, 11, 20]
+retag = [{ at = "2ms", tags = [21, 13, 20] }]
+traffic = { kind = "cbr", rate = "10Mbps" }
+"#);
+        let f = &r.flows[0];
+        assert_eq!((f.sent, f.received), (10, 10), "{:?}", f.drops);
+        let port = |n: &str, p: &str| {
+            r.ports
+                .iter()
+                .find(|x| x.node == n && x.peer == p)
+                .unwrap_or_else(|| panic!("{n}->{p}"))
+        };
+        // created at 0, 0.4, ..., 1.6 ms: five over s2; 2.0 .. 3.6 ms: five over s3
+        assert_eq!(port("s1", "s2").tx_packets, 5);
+        assert_eq!(port("s1", "s3").tx_packets, 5);
+        assert_eq!(port("s3", "s4").classes[3].enqueued, 5);
+        assert_eq!(port("s4", "h2").tx_bytes, 10 * (500 - 12));
+        let log = r.log.as_ref().unwrap_or_else(|| panic!("no packet log"));
+        let s2 = r.nodes.iter().position(|n| n.name == "s2").unwrap_or_else(|| panic!("s2"));
+        for h in log.hops.iter().filter(|h| h.hop == 1) {
+            let p = log.packets.iter().find(|p| p.seq == h.seq).unwrap_or_else(|| panic!("seq"));
+            let via_s2 = r.ports[h.port as usize].peer == r.nodes[s2].name;
+            assert_eq!(via_s2, p.created_ns < 2_000_000, "packet {}", h.seq);
+        }
+    }
+
+    #[test]
+    fn bad_retag_is_explained() {
+        let err = |flow: &str| {
+            Scenario::from_str_named("diamond.toml", &diamond(flow))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        let flow = |extra: &str| {
+            format!(
+                "[[flows]]\nsrc = \"h1\"\ndst = \"h2\"\nsize = 54\n{extra}\n\
+                 traffic = {{ kind = \"cbr\", rate = \"1Mbps\" }}\n"
+            )
+        };
+        let e = err(&flow("retag = [{ at = \"1ms\", tags = [1] }]"));
+        assert!(e.contains("flows[0].retag") && e.contains("first `tags`"), "{e}");
+        let e = err(&flow(
+            "tags = [1]\nretag = [{ at = \"2ms\", tags = [1] }, { at = \"1ms\", tags = [2] }]",
+        ));
+        assert!(e.contains("flows[0].retag[1].at") && e.contains("increasing"), "{e}");
+        let e = err(&flow("tags = [1]\nretag = [{ at = \"1ms\", tags = [1, 2, 3, 4] }]"));
+        assert!(e.contains("flows[0].size") && e.contains("at least 58"), "{e}");
+        let e = err(&flow("tags = [1]\nretag = [{ at = \"1ms\", tags = [4096] }]"));
+        assert!(e.contains("flows[0].retag[0].tags") && e.contains("0 to 4095"), "{e}");
+        let e = err(&flow("tags = [1]\nretag = [{ at = \"1ms\" }]"));
+        assert!(e.contains("tags"), "{e}");
+    }
+
     #[test]
     fn missing_or_unknown_tags_are_dropped_as_no_route() {
         let r = run(r#"

@@ -183,8 +183,10 @@ pub struct SwitchCore {
     pub ports: Vec<EmuPort>,
     port_of_global: Vec<Option<usize>>,
     flows: HashMap<FlowKey, FlowId>,
-    /// Per flow, the 802.1Q tag stack its source pushes (the host tagger of source routing).
-    flow_tags: Vec<Vec<u16>>,
+    /// Per flow, the 802.1Q tag stacks its source pushes (the host tagger of source routing),
+    /// each from the sequence number of the first packet created at or after its `retag`
+    /// instant: the simulator's choice by creation time, read off the packet's stamp.
+    flow_tags: Vec<Vec<(u64, Vec<u16>)>>,
     /// Per packet-source flow (latnet's own senders), the octets in front of its latnet
     /// payload after the UDP header (the LBF shim, if any): where the switch reads a packet's
     /// sequence number (for LBF notification records) and send instant (for `hop_latency`).
@@ -464,7 +466,7 @@ impl SwitchCore {
             ports,
             port_of_global,
             flows,
-            flow_tags: sc.flows.iter().map(|f| f.tags.clone()).collect(),
+            flow_tags: (0..sc.flows.len()).map(|i| tag_schedule(sc, i)).collect(),
             flow_payload_at,
             clock_origin_ns,
             hop_latency,
@@ -759,7 +761,8 @@ impl SwitchCore {
         if from_host.is_some() {
             // The source's tagger, as the simulator's host does it: the flow's tag stack,
             // the first switch's tag outermost (the frame grows by 4 bytes per tag).
-            if let Some(tags) = self.flow_tags.get(meta.flow as usize) {
+            let stacks = self.flow_tags.get(meta.flow as usize);
+            if let Some((_, tags)) = stacks.and_then(|s| s.iter().rev().find(|s| s.0 <= meta.seq)) {
                 for &t in tags.iter().rev() {
                     if latnet_wire::push_vlan(&mut data, latnet_wire::VlanTag::new(t)).is_err() {
                         let pkt = Packet::new(data, 0, meta);
@@ -1027,6 +1030,23 @@ impl SwitchCore {
     pub fn next_wakeup(&self) -> Option<Time> {
         (0..self.ports.len()).filter_map(|i| self.port_event(i)).map(|(t, _)| t).min()
     }
+}
+
+/// Flow `i`'s tag stacks, each with the sequence number of the first packet that carries it.
+fn tag_schedule(sc: &Scenario, i: usize) -> Vec<(u64, Vec<u16>)> {
+    let f = &sc.flows[i];
+    let mut out = vec![(0, f.tags.clone())];
+    if !f.retag.is_empty() {
+        let mut emissions = crate::traffic::Emissions::new(sc, i).peekable();
+        let mut seq = 0u64;
+        for r in &f.retag {
+            while emissions.next_if(|&t| t < r.at).is_some() {
+                seq += 1;
+            }
+            out.push((seq, r.tags.clone()));
+        }
+    }
+    out
 }
 
 /// The forwarding model of switch `n`, built exactly as the simulator builds it.

@@ -178,10 +178,10 @@ fn header_len(f: &FlowSpec) -> usize {
     }
 }
 
-/// Bytes of a flow's tag stack: its `size` includes them, but the switch the source is
+/// Bytes of a flow's largest tag stack: its `size` includes them, but the switch the source is
 /// attached to pushes them (the source's tagger), so the host sends a frame that much shorter.
 fn tag_bytes(f: &FlowSpec) -> usize {
-    4 * f.tags.len()
+    4 * f.tag_stacks().map(<[u16]>::len).max().unwrap_or(0)
 }
 
 fn check_size(f: &FlowSpec, prefix: usize) -> io::Result<()> {
@@ -268,7 +268,9 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     sys::precise_timers();
     sys::install_stop_handler();
     let mut emissions = Emissions::new(sc, i);
-    let mut payload = vec![0u8; f.size as usize - tag_bytes(f) - header_len(f)];
+    // the payload of a packet whose source pushes `tags` (the frame keeps its size)
+    let payload_len = |tags: &[u16]| f.size as usize - 4 * tags.len() - header_len(f);
+    let mut payload = vec![0u8; f.tag_stacks().map(payload_len).max().unwrap_or(0)];
     payload[..prefix.len()].copy_from_slice(&prefix);
     let mut rep =
         SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0, late_100us: 0 };
@@ -281,11 +283,12 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
             now = sys::mono_ns();
         }
         let late = now.saturating_sub(due);
+        let payload = &mut payload[..payload_len(f.tags_at(t))];
         rep.late_max_ns = rep.late_max_ns.max(late);
         rep.late_100us += u64::from(late > 100_000);
         let stamp = sys::mono_ns();
         // carry = "timestamp": the switches read the same clock (CLOCK_MONOTONIC)
-        if let Some(mut b) = stamp_at.and_then(|o| latnet_wire::lbf::block_mut(&mut payload, o)) {
+        if let Some(mut b) = stamp_at.and_then(|o| latnet_wire::lbf::block_mut(payload, o)) {
             b.set_value_ns(stamp);
         }
         fill_payload(&mut payload[prefix.len()..], i as u16, rep.sent as u32, stamp);
@@ -295,9 +298,9 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
                 if let Some(mut b) = latnet_wire::lbf::block_mut(h, *at) {
                     b.set_value_ns(stamp);
                 }
-                sys::send_with_hop_options(sock.as_raw_fd(), &payload, dst6, h)
+                sys::send_with_hop_options(sock.as_raw_fd(), payload, dst6, h)
             }
-            _ => sock.send_to(&payload, dst),
+            _ => sock.send_to(payload, dst),
         };
         if sent.is_err() {
             rep.send_errors += 1;

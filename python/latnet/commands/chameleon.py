@@ -1,8 +1,9 @@
-"""`latnet chameleon eval`, `verify` and `serve`: the Chameleon admission controller.
+"""`latnet chameleon eval`, `verify`, `transitions` and `serve`: the Chameleon admission controller.
 
 latnet chameleon eval --system chameleon|chameleon-noreroute|silo|silo-noburst|qjump
                       --scenario N --runs R --k K --queues Q [--hosts-per-edge M] ...
 latnet chameleon verify --k K --queues Q [--scenario N] [--emulated [--dilation K]] ...
+latnet chameleon transitions --k K --queues Q [--tries N] [--orders ...] ...
 latnet chameleon serve (--k K | --topology FILE) [--db FILE] [--listen ADDR:PORT] ...
 """
 
@@ -12,7 +13,7 @@ import argparse
 import json
 import sys
 
-from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize
+from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize, transitions
 from ..table import render
 from . import run_progress
 
@@ -226,6 +227,74 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_transitions(args: argparse.Namespace) -> int:
+    try:
+        doc = transitions(
+            queues=args.queues,
+            scenario=args.scenario,
+            seed=args.seed,
+            system=args.system,
+            per_hop_ns=int(args.per_hop_us * 1000),
+            duration_ms=args.duration_ms,
+            background=not args.no_background,
+            tries=args.tries,
+            max_transitions=args.max_transitions,
+            orders=args.orders,
+            phases=args.phases,
+            at_ms=args.at_ms,
+            lag_ms=args.lag_ms,
+            **_topo_kwargs(args),
+        )
+    except ValueError as e:
+        print(f"latnet: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"{args.system}: {doc['requests']} requests, {doc['admitted']} admitted, "
+        f"{doc['refused']} refused; {doc['with_moves']} of them moved admitted flows, the "
+        f"first {len(doc['transitions'])} simulated in each order (moves applied to the "
+        f"sources {args.at_ms} ms into the run; new-first: {args.lag_ms} ms after the new flow)"
+    )
+    rows = []
+    bad = 0
+    for t in doc["transitions"]:
+        new = "-" if t["new_flow"] is None else t["new_flow"]
+        for r in t["runs"]:
+            p = r["result"]
+            viol = p["deadline_violations"] + p["budget_violations"]
+            viol += p["dropped"] + p["misrouted"]
+            if r["order"] == "sequential":
+                bad += viol
+            rows.append(
+                [
+                    t["request"],
+                    new,
+                    len(t["moved"]),
+                    p["phase"],
+                    r["order"],
+                    r["old_path_packets"],
+                    p["sent"],
+                    p["received"],
+                    p["deadline_violations"],
+                    p["budget_violations"],
+                    p["dropped"] + p["misrouted"],
+                    f"{p['max_e2e_over_deadline']:.3f}",
+                    f"{p['max_queue_over_budget']:.3f}",
+                ]
+            )
+    headers = ["request", "new flow", "moved", "phase", "order", "old-path pkts"]
+    headers += ["sent", "recv", "over deadline", "over budget", "drop+misrouted"]
+    headers += ["e2e/deadline", "queue/budget"]
+    if rows:
+        print(render(headers, rows))
+    if args.json:
+        from pathlib import Path
+
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 1 if bad else 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "chameleon",
@@ -318,6 +387,63 @@ def register(subparsers) -> None:
         help="with --emulated: where the runs go (default out/chameleon-verify)",
     )
     v.set_defaults(func=cmd_verify)
+
+    t = sub.add_parser(
+        "transitions",
+        help="simulate admissions that moved flows, in each order a host agent may apply them",
+        description="Offer a scenario's requests; for each of the first that moved admitted "
+        "flows, simulate the change packet by packet in each order: sequential (moves one "
+        "at a time, each after the previous old path drained, the new flow last: only states "
+        "the controller checked), together (all at once) and new-first (the new flow, then "
+        "the moves once the old paths could have drained). Sources send their whole burst "
+        "every burst/rate; each packet is held to the path it was sent on. Exit status 1 if "
+        "the sequential order missed a deadline or a budget (the others are reported).",
+    )
+    t.add_argument("--system", default="chameleon", choices=["chameleon"])
+    _common(t)
+    t.add_argument("--tries", type=int, default=1000, help="requests offered (default 1000)")
+    t.add_argument(
+        "--max-transitions",
+        type=int,
+        default=3,
+        metavar="N",
+        help="simulate the first N requests that moved flows (default 3)",
+    )
+    t.add_argument(
+        "--orders",
+        nargs="+",
+        metavar="ORDER",
+        help="sequential, together, new-first (default all)",
+    )
+    t.add_argument(
+        "--phases",
+        nargs="+",
+        metavar="PHASE",
+        help="how the sources start: sync, aligned-0, aligned-1, random-2ms "
+        "(default sync random-2ms)",
+    )
+    t.add_argument(
+        "--at-ms",
+        type=int,
+        default=3,
+        help="the change begins this far into the run (default 3, after the random phase's starts)",
+    )
+    t.add_argument(
+        "--lag-ms",
+        type=int,
+        default=5,
+        help="new-first: the moves reach the sources this long after the new flow starts "
+        "(default 5)",
+    )
+    t.add_argument(
+        "--duration-ms",
+        type=int,
+        default=10,
+        help="sending time after the change's last step (default 10 ms)",
+    )
+    t.add_argument("--no-background", action="store_true", help="no best-effort background")
+    t.add_argument("--json", metavar="FILE", help="also write every run")
+    t.set_defaults(func=cmd_transitions)
     register_serve(sub)
 
 

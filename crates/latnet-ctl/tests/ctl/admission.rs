@@ -197,59 +197,7 @@ fn invalid_requests_get_a_clear_reason() {
 /// paths merge, so it must fit there twice: 2 x 400 Mbit/s.)
 #[test]
 fn rerouting_makes_room_as_in_fig_6() {
-    let src = r#"
-[defaults.link]
-rate = "1Gbps"
-[[nodes]]
-name = "s1"
-kind = "switch"
-[[nodes]]
-name = "m1"
-kind = "switch"
-[[nodes]]
-name = "m2"
-kind = "switch"
-[[nodes]]
-name = "s2"
-kind = "switch"
-[[nodes]]
-name = "h1"
-kind = "host"
-[[nodes]]
-name = "h2"
-kind = "host"
-[[nodes]]
-name = "h3"
-kind = "host"
-[[nodes]]
-name = "h6"
-kind = "host"
-[[links]]
-a = "s1"
-b = "m1"
-[[links]]
-a = "s1"
-b = "m2"
-[[links]]
-a = "m1"
-b = "s2"
-[[links]]
-a = "m2"
-b = "s2"
-[[links]]
-a = "h1"
-b = "s1"
-[[links]]
-a = "h2"
-b = "s1"
-[[links]]
-a = "h3"
-b = "s2"
-[[links]]
-a = "m1"
-b = "h6"
-"#;
-    let t = topo(src);
+    let t = topo(crate::FIG6);
     for reroute in [false, true] {
         let mut cfg = CtlConfig::chameleon(2).unwrap_or_else(|e| panic!("{e}"));
         cfg.reroute = reroute.then_some(RerouteConfig::default());

@@ -190,6 +190,17 @@ fn phase_scenarios_write_as_files_that_read_back_the_same() {
         let again = cross_check(&ctl, &one).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(again.phases[0], direct.phases[k], "{name}");
     }
+    // a re-tagged flow (as the transition check writes them) reads back too
+    let mut sc = scs[0].1.clone();
+    let later: Vec<u16> = sc.flows[0].tags.iter().rev().copied().collect();
+    sc.flows[0].retag = vec![
+        latnet_sim::scenario::Retag { at: latnet_units::Time::from_nanos(1_500_000), tags: later },
+        latnet_sim::scenario::Retag { at: latnet_units::Time::from_nanos(2_000_001), tags: vec![] },
+    ];
+    let text = scenario_toml(&sc).unwrap_or_else(|e| panic!("{e}"));
+    let back = latnet_sim::Scenario::from_str_named("retag", &text)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(back, sc);
 }
 
 /// What the writer cannot write is an error naming it, never a file that reads back as

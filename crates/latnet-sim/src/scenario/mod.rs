@@ -236,6 +236,31 @@ pub struct FlowSpec {
     /// 802.1Q tag stack the source pushes, outermost (first switch) first; empty for none.
     /// `size` includes the 4 bytes of each tag.
     pub tags: Vec<u16>,
+    /// Later tag stacks, in increasing order of `at`: a packet created at or after `at` (and
+    /// before the next entry's) carries that stack instead of `tags` (a reroute at the source,
+    /// as a controller's host agent applies it). The frame keeps its `size`.
+    pub retag: Vec<Retag>,
+}
+
+/// A tag stack a flow's source pushes from an instant on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retag {
+    /// First creation time the stack applies to.
+    pub at: Time,
+    /// The stack, outermost (first switch) first.
+    pub tags: Vec<u16>,
+}
+
+impl FlowSpec {
+    /// The tag stack of a packet created at `t`.
+    pub fn tags_at(&self, t: Time) -> &[u16] {
+        self.retag.iter().rev().find(|r| r.at <= t).map_or(&self.tags, |r| &r.tags)
+    }
+
+    /// Every tag stack the flow pushes: `tags`, then each `retag` entry's.
+    pub fn tag_stacks(&self) -> impl Iterator<Item = &[u16]> {
+        std::iter::once(self.tags.as_slice()).chain(self.retag.iter().map(|r| r.tags.as_slice()))
+    }
 }
 
 /// What to write besides the summary.
@@ -425,6 +450,14 @@ struct RawFlow {
     jitter: Option<Spanned<Duration>>,
     slo: Option<Spanned<lbf::RawSlo>>,
     tags: Option<Spanned<Vec<u16>>>,
+    retag: Option<Spanned<Vec<RawRetag>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetag {
+    at: Time,
+    tags: Vec<u16>,
 }
 
 // ---------------- validation ----------------
@@ -808,37 +841,65 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         if !(MIN_FRAME..=MAX_FRAME).contains(&size) {
             return Err(cx.at(Some(f.size.span()), key("size"), format!("expected a frame length in bytes from {MIN_FRAME} (Ethernet + IPv4 + UDP headers) to {MAX_FRAME}, got {size}")));
         }
+        let check_stack = |v: &[u16], span: std::ops::Range<usize>, what: String| {
+            if v.len() > latnet_wire::MAX_TAGS {
+                return Err(cx.at(
+                    Some(span),
+                    what,
+                    format!("expected at most {} tags, got {}", latnet_wire::MAX_TAGS, v.len()),
+                ));
+            }
+            if let Some(bad) = v.iter().find(|&&x| x > 4095) {
+                return Err(cx.at(
+                    Some(span),
+                    what,
+                    format!("expected 802.1Q VIDs from 0 to 4095, got {bad}"),
+                ));
+            }
+            let need = MIN_FRAME + 4 * v.len() as u32;
+            if size < need {
+                return Err(cx.at(
+                    Some(f.size.span()),
+                    key("size"),
+                    format!(
+                        "expected at least {need} bytes: headers plus 4 bytes per tag, got {size}"
+                    ),
+                ));
+            }
+            Ok(())
+        };
         let tags = match &f.tags {
             None => Vec::new(),
             Some(t) => {
-                let v = t.get_ref().clone();
-                if v.len() > latnet_wire::MAX_TAGS {
+                check_stack(t.get_ref(), t.span(), key("tags"))?;
+                t.get_ref().clone()
+            }
+        };
+        let mut retag: Vec<Retag> = Vec::new();
+        if let Some(r) = &f.retag {
+            if f.tags.is_none() {
+                return Err(cx.at(
+                    Some(r.span()),
+                    key("retag"),
+                    "`retag` changes a flow's `tags` stack; give the flow its first `tags`",
+                ));
+            }
+            for (j, e) in r.get_ref().iter().enumerate() {
+                check_stack(&e.tags, r.span(), format!("{}[{j}].tags", key("retag")))?;
+                if retag.last().is_some_and(|p| p.at >= e.at) {
                     return Err(cx.at(
-                        Some(t.span()),
-                        key("tags"),
-                        format!("expected at most {} tags, got {}", latnet_wire::MAX_TAGS, v.len()),
-                    ));
-                }
-                if let Some(bad) = v.iter().find(|&&x| x > 4095) {
-                    return Err(cx.at(
-                        Some(t.span()),
-                        key("tags"),
-                        format!("expected 802.1Q VIDs from 0 to 4095, got {bad}"),
-                    ));
-                }
-                let need = MIN_FRAME + 4 * v.len() as u32;
-                if size < need {
-                    return Err(cx.at(
-                        Some(f.size.span()),
-                        key("size"),
+                        Some(r.span()),
+                        format!("{}[{j}].at", key("retag")),
                         format!(
-                            "expected at least {need} bytes: headers plus 4 bytes per tag, got {size}"
+                            "expected instants in increasing order, got {} after {}",
+                            e.at,
+                            retag.last().map_or(Time::ZERO, |p| p.at)
                         ),
                     ));
                 }
-                v
+                retag.push(Retag { at: e.at, tags: e.tags.clone() });
             }
-        };
+        }
         let start = f.start.unwrap_or(Time::ZERO);
         let stop_limit = Time::from_duration(duration);
         let stop = f.stop.as_ref().map_or(stop_limit, |s| (*s.get_ref()).min(stop_limit));
@@ -925,6 +986,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             jitter: f.jitter.as_ref().map_or(Duration::ZERO, |j| *j.get_ref()),
             slo,
             tags,
+            retag,
         });
     }
     let node_lbf: Vec<_> = raw.nodes.iter().map(|n| n.lbf.as_ref()).collect();

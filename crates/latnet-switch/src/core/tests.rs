@@ -383,6 +383,64 @@ fn host_tagger_pushes_the_flow_tag_stack() {
     assert_eq!(core.ports.iter().map(|p| p.tx_bytes).sum::<u64>(), 300 + 296);
 }
 
+/// A re-tagged flow: the source's tagger pushes the stack of the packet's creation instant,
+/// read off its sequence number exactly as the simulator's sources number their packets (1
+/// Mbit/s of 300 B frames: one every 2.4 ms, so with the re-tag at 5 ms packets 0-2 carry
+/// `[10]` and packets 3 and later `[10, 99]`). Packets without latnet's stamp keep the first stack.
+#[test]
+fn host_tagger_follows_the_retag_schedule_by_sequence_number() {
+    let text = SC.replace(
+        "size = 1250",
+        "size = 300\ntags = [10]\nretag = [{ at = \"5ms\", tags = [10, 99] }]",
+    );
+    let sc = tag_stack_scenario(&text);
+    let f = &sc.flows[0];
+    // the host sends the frame without the tags its stack will add
+    let sent = |seq: Option<u32>, tags: usize| {
+        let len = 300 - 4 * tags;
+        let mut fr = Vec::new();
+        latnet_wire::build_udp_ipv4(
+            &mut fr,
+            latnet_wire::EthernetAddress(port_mac(0)),
+            latnet_wire::EthernetAddress(port_mac(1)),
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.3".parse().unwrap(),
+            0,
+            latnet_wire::Ecn::NotEct,
+            64,
+            f.src_port,
+            f.dst_port,
+            len - 42,
+        )
+        .unwrap();
+        fr.resize(len, 0);
+        if let Some(seq) = seq {
+            crate::traffic::fill_payload(&mut fr[42..], 0, seq, u64::from(seq) * 2_400_000);
+        }
+        fr
+    };
+    let input = [
+        (0, sent(Some(0), 1)),
+        (2_400_000, sent(Some(2), 1)),
+        (4_800_000, sent(Some(3), 2)),
+        (7_200_000, sent(Some(4), 2)),
+        (9_600_000, sent(None, 1)),
+    ];
+    let mut core = SwitchCore::new(&sc, "s1").unwrap();
+    let out = drive(&mut core, &input, &[]);
+    assert_eq!(out.len(), 5, "{out:?}");
+    // s1 popped 10; what is left is the inner tag 99 of the re-tagged packets
+    let inner: Vec<Option<u16>> = out
+        .iter()
+        .map(|(_, _, fr)| {
+            (fr[12..14] == [0x81, 0x00]).then(|| u16::from_be_bytes([fr[14], fr[15]]) & 0x0fff)
+        })
+        .collect();
+    assert_eq!(inner, [None, None, Some(99), Some(99), None]);
+    // every frame was 300 bytes on the host's port, as the scenario's size says
+    assert_eq!(core.ports.iter().find(|p| p.global == 0).map(|p| p.tx_bytes), Some(5 * 300));
+}
+
 /// A tag the kernel handed over beside the frame is put back before forwarding, and a partial
 /// checksum's offsets (counted on the frame without it) move with it.
 #[test]

@@ -18,6 +18,9 @@
 //! against the queue's budget and its current network-calculus bound. Links get a propagation
 //! delay equal to the controller's per-hop constant, so `Σ (sojourn + propagation) ≤ Σ (D +
 //! per_hop)` is what the guarantee promises.
+//!
+//! [`transition_check`] does the same while a request's reroutes are applied: the moved
+//! flows' sources are re-tagged mid-run, in the order a host agent chooses ([`Order`]).
 
 use crate::controller::{Controller, Embedding};
 use crate::topo::{NodeKind, PortId};
@@ -33,6 +36,9 @@ use latnet_units::{Bytes, Duration, Rate, Time};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+
+mod transition;
+pub use transition::{transition_check, Order, Transition, TransitionResult, TransitionRun};
 
 /// When the sources start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,7 +270,7 @@ pub fn cross_check(ctl: &Controller, opts: &CheckOptions) -> Result<CheckResult,
     for (k, phase) in opts.phases.iter().enumerate() {
         let sc = plan.scenario(ctl, opts, k)?;
         let res = Simulator::new(sc).run();
-        phases.push(measure(ctl, &plan.flows, &res, phase.name()));
+        phases.push(measure(ctl, &plan.flows, &[], true, &res, phase.name()));
     }
     Ok(CheckResult {
         flows: plan.flows.len(),
@@ -427,6 +433,7 @@ fn scenario(
             jitter: Duration::ZERO,
             slo: None,
             tags: f.tags.clone(),
+            retag: Vec::new(),
         })
         .collect();
     for (j, (s, d, tags, rate)) in bg.iter().enumerate() {
@@ -445,6 +452,7 @@ fn scenario(
             jitter: Duration::ZERO,
             slo: None,
             tags: tags.clone(),
+            retag: Vec::new(),
         });
     }
     let max_deadline = flows.iter().map(|f| f.e.request.deadline).max().unwrap_or(Duration::ZERO);
@@ -476,9 +484,21 @@ fn scenario(
     Ok(sc)
 }
 
+/// Flow `i`'s packets created before `until` took the path of `e` (a flow moved during the
+/// run: its source was re-tagged at `until`).
+struct OldPath<'a> {
+    until: Time,
+    e: &'a Embedding,
+}
+
+/// The worst observations of one run. Each packet is held to the embedding it was sent on:
+/// `old[i]`'s before its re-tag, flow `i`'s own after. With `bounds`, each queue sojourn is
+/// also held to the queue's current network-calculus bound in `ctl`.
 fn measure(
     ctl: &Controller,
     flows: &[SimFlow<'_>],
+    old: &[Option<OldPath<'_>>],
+    bounds: bool,
     res: &latnet_sim::Results,
     phase: String,
 ) -> PhaseResult {
@@ -486,21 +506,41 @@ fn measure(
     let mut out = PhaseResult { phase, events: res.events, ..PhaseResult::default() };
     let Some(log) = &res.log else { return out };
     let n = flows.len();
+    // per flow, the first sequence number sent on its current embedding (sources send in
+    // creation order)
+    let mut first_new = vec![0u64; n];
+    for (i, o) in old.iter().enumerate().take(n) {
+        if o.is_some() {
+            first_new[i] = u64::MAX;
+        }
+    }
+    for r in &log.packets {
+        let i = r.flow as usize;
+        if let Some(Some(o)) = old.get(i) {
+            if r.created_ns >= o.until.as_nanos() {
+                first_new[i] = first_new[i].min(r.seq);
+            }
+        }
+    }
+    let embedding = |i: usize, seq: u64| match old.get(i) {
+        Some(Some(o)) if seq < first_new[i] => o.e,
+        _ => flows[i].e,
+    };
     for r in &log.packets {
         let i = r.flow as usize;
         if i >= n {
             continue;
         }
-        let f = &flows[i];
+        let e = embedding(i, r.seq);
         out.sent += 1;
         match (r.latency_ns, r.drop) {
             (Some(lat), _) => {
                 out.received += 1;
-                let dl = f.e.request.deadline.as_nanos() as f64;
-                let g = f.e.guarantee.as_nanos().max(1) as f64;
+                let dl = e.request.deadline.as_nanos() as f64;
+                let g = e.guarantee.as_nanos().max(1) as f64;
                 out.max_e2e_over_deadline = out.max_e2e_over_deadline.max(lat as f64 / dl);
                 out.max_e2e_over_guarantee = out.max_e2e_over_guarantee.max(lat as f64 / g);
-                if lat > f.e.request.deadline.as_nanos() {
+                if lat > e.request.deadline.as_nanos() {
                     out.deadline_violations += 1;
                 }
             }
@@ -514,8 +554,9 @@ fn measure(
             continue;
         }
         let f = &flows[i];
+        let e = embedding(i, h.seq);
         let hop = usize::from(h.hop);
-        let Some(want) = f.e.hops.get(hop) else {
+        let Some(want) = e.hops.get(hop) else {
             out.misrouted += 1;
             continue;
         };
@@ -529,6 +570,9 @@ fn measure(
         out.max_queue_over_budget = out.max_queue_over_budget.max(sojourn as f64 / budget as f64);
         if sojourn > budget {
             out.budget_violations += 1;
+        }
+        if !bounds {
+            continue;
         }
         if let Some(b) = ctl.bounds(want.port, usize::from(want.queue)) {
             let bound = b.delay.as_f64();
@@ -673,9 +717,19 @@ pub fn scenario_toml(sc: &Scenario) -> Result<String, String> {
         if let Some(n) = f.count {
             let _ = writeln!(t, "count = {n}");
         }
-        if !f.tags.is_empty() {
-            let tags: Vec<String> = f.tags.iter().map(u16::to_string).collect();
-            let _ = writeln!(t, "tags = [{}]", tags.join(", "));
+        let stack = |tags: &[u16]| tags.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
+        if !f.tags.is_empty() || !f.retag.is_empty() {
+            let _ = writeln!(t, "tags = [{}]", stack(&f.tags));
+        }
+        if !f.retag.is_empty() {
+            let entries: Vec<String> = f
+                .retag
+                .iter()
+                .map(|r| {
+                    format!("{{ at = \"{}ns\", tags = [{}] }}", r.at.as_nanos(), stack(&r.tags))
+                })
+                .collect();
+            let _ = writeln!(t, "retag = [{}]", entries.join(", "));
         }
     }
     Ok(t)
