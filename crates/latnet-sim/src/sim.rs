@@ -449,8 +449,13 @@ impl Simulator {
         let node = self.topo.ports[from].peer;
         pkt.meta.ingress_port = self.topo.ports[self.topo.ports[from].reverse].local;
         let Some(fwd) = self.forwarders[node].as_mut() else {
-            // A host: accept what is addressed to it.
+            // A host: accept what is addressed to it. A frame that still carries 802.1Q tags
+            // had a longer tag stack than its path has switches: a host without VLAN
+            // interfaces discards it (as the kernel does in emulation).
             return match hdr::route_info(&pkt.data) {
+                Ok(i) if i.headers.vlan_tags > 0 => {
+                    self.drop_at_node(node, pkt, DropReason::NoRoute)
+                }
                 Ok(i) if self.host_by_addr.get(&i.dst) == Some(&node) => match i.l4 {
                     latnet_wire::L4::Tcp { .. } => self.tcp_receive(node, pkt, &i.headers),
                     _ => self.deliver(pkt),

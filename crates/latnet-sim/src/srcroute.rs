@@ -5,7 +5,8 @@
 //! `t / base` in queue `t % base` (the packet's priority for the strict-priority scheduler).
 //! Nothing else is looked at: no FIB, no TTL. A frame without a tag, or whose tag names a port
 //! the switch does not have, is dropped as `no-route`; a frame whose tag stack does not parse
-//! is dropped as `malformed`.
+//! is dropped as `malformed`. A frame that reaches a host with tags left (a stack longer than
+//! the path) is dropped there as `no-route`, as a host without VLAN interfaces discards it.
 
 use crate::switch::{Forward, SwitchCtx};
 use latnet_dataplane::{DropReason, Packet};
@@ -221,6 +222,20 @@ traffic = { kind = "cbr", rate = "10Mbps" }
         assert_eq!(r.flows[1].drops.get("no-route"), Some(&4));
         let s2 = r.nodes.iter().find(|n| n.name == "s2").unwrap_or_else(|| panic!("s2"));
         assert_eq!(s2.drops.get("no-route"), Some(&4));
+        // one tag too many: h2 gets the frame with a tag left and discards it
+        let r = run(r#"
+[[flows]]
+name = "too-many"
+src = "h1"
+dst = "h2"
+size = 100
+count = 2
+tags = [10, 11, 20, 7]
+traffic = { kind = "cbr", rate = "10Mbps" }
+"#);
+        assert_eq!((r.flows[0].received, r.flows[0].drops.get("no-route")), (0, Some(&2)));
+        let h2 = r.nodes.iter().find(|n| n.name == "h2").unwrap_or_else(|| panic!("h2"));
+        assert_eq!(h2.drops.get("no-route"), Some(&2));
     }
 
     #[test]

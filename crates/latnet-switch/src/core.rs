@@ -791,6 +791,11 @@ impl SwitchCore {
                     }
                 }
                 match self.port_of_global.get(g).copied().flatten() {
+                    // a frame with tags left toward a host: its kernel would discard it
+                    // unseen; counted here as the simulator's host counts it
+                    Some(i) if self.to_host(i) && vlan_tagged(&pkt.data) => {
+                        self.count_drop(now, pkt, DropReason::NoRoute, None)
+                    }
                     Some(i) => {
                         self.counters.forwarded += 1;
                         if let Some(n) = self.flow_forwarded.get_mut(pkt.meta.flow as usize) {
@@ -802,6 +807,16 @@ impl SwitchCore {
                 }
             }
             Forward::Drop(r) => self.count_drop(now, pkt, r, None),
+        }
+    }
+
+    /// Port `i` is the switch's egress toward a host.
+    fn to_host(&self, i: usize) -> bool {
+        match self.ports.get(i).map(|p| p.role) {
+            Some(Role::Egress { iface }) => {
+                self.ifaces.get(iface).is_some_and(|f| f.from_host.is_some())
+            }
+            _ => false,
         }
     }
 
@@ -1030,6 +1045,13 @@ impl SwitchCore {
     pub fn next_wakeup(&self) -> Option<Time> {
         (0..self.ports.len()).filter_map(|i| self.port_event(i)).map(|(t, _)| t).min()
     }
+}
+
+/// The frame carries an 802.1Q / 802.1ad tag after its MAC addresses.
+fn vlan_tagged(frame: &[u8]) -> bool {
+    frame.get(12..14).is_some_and(|t| {
+        latnet_wire::ethernet::EtherType(u16::from_be_bytes([t[0], t[1]])).is_vlan_tpid()
+    })
 }
 
 /// Flow `i`'s tag stacks, each with the sequence number of the first packet that carries it.
