@@ -20,7 +20,7 @@
 //! | `GET /health` | 200 `{"ok": true, "flows": N}` |
 //! | `GET /hosts` | 200 the host names |
 //! | `GET /config` | 200 the service's configuration |
-//! | `GET /stats` | 200 the controller's counters |
+//! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started; they are not logged) |
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved) |
 //! | `GET /flows` | 200 every admitted flow |
 //! | `GET /log?after=SEQ&limit=N` | 200 `{"entries": [...], "last": SEQ}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes); 400 a bad parameter, naming it |
@@ -471,6 +471,8 @@ pub struct Service {
     ctl: Controller,
     store: Store,
     cfg: ServiceConfig,
+    /// Requests answered 422 since the service started (they are not logged).
+    invalid: u64,
 }
 
 /// A status and a JSON body (`Value::Null`: no body).
@@ -556,7 +558,7 @@ impl Service {
     /// Open the store at `db` for `cfg` (creating it), replaying its log.
     pub fn open(db: &Path, cfg: ServiceConfig) -> Result<Service, ServiceError> {
         let (store, ctl) = Store::open(db, &cfg)?;
-        Ok(Service { ctl, store, cfg })
+        Ok(Service { ctl, store, cfg, invalid: 0 })
     }
 
     /// The controller (read only).
@@ -583,7 +585,7 @@ impl Service {
                 (
                     200,
                     json!({"flows": self.ctl.len(), "admitted": s.admitted, "rejected": s.rejected,
-                           "reroutes": s.reroutes,
+                           "invalid": self.invalid, "reroutes": s.reroutes,
                            "admitted_after_reroute": s.admitted_after_reroute}),
                 )
             }
@@ -684,6 +686,7 @@ impl Service {
                     Op::Request(r) => field_of(&e, r),
                     Op::Remove { .. } => "id",
                 };
+                self.invalid += 1;
                 return Err((
                     422,
                     json!({"code": e.code(), "reason": e.to_string(), "field": field}),

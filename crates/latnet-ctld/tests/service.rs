@@ -208,6 +208,12 @@ fn bad_requests_name_the_field_and_change_nothing() {
     assert_eq!(svc.handle("PUT", "/flows", b"").0, 405);
     assert_eq!(svc.handle("GET", "/flows/abc", b"").0, 404);
     assert_eq!(svc.controller().len(), 0);
+    // the four 422 answers are counted (400s never reached the controller)
+    let stats = svc.handle("GET", "/stats", b"").1;
+    assert_eq!(
+        (&stats["invalid"], &stats["rejected"], &stats["admitted"]),
+        (&json!(4), &json!(1), &json!(0))
+    );
     drop(svc);
     // only the refused request reached the controller, so only it is in the log
     let c = rusqlite::Connection::open(&db).unwrap();
