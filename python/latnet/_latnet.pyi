@@ -157,4 +157,18 @@ class ChameleonController:
         phases: list[str] | None = None,
         scenarios: bool = False,
     ) -> str: ...
+    def copy(self) -> ChameleonController: ...
+    def transitions(
+        self,
+        before: ChameleonController,
+        new_flow: int | None,
+        moved: list[int],
+        duration_ms: int = 10,
+        background: bool = True,
+        seed: int = 1,
+        phases: list[str] | None = None,
+        orders: list[str] | None = None,
+        at_ms: int = 3,
+        lag_ms: int = 5,
+    ) -> str: ...
     def __len__(self) -> int: ...

@@ -164,12 +164,13 @@ def transitions(**kwargs) -> dict:
     return json.loads(chameleon_transitions(**kwargs))
 
 
-def replay(client: Client) -> Controller:
+def replay(client: Client, on_move=None) -> Controller:
     """An in-process controller in the state of the service ``client`` talks to: built with
     the service's settings (``GET /config``) and fed its log (``GET /log``, every request and
     removal in order). The controller is deterministic, so each operation must come out as the
     service logged it (ids, reroutes, refusals); a ``LatnetError`` names the first that does
-    not."""
+    not. ``on_move(before, after, entry)``, if given, is called after each logged request that
+    moved admitted flows, with a copy of the controller from just before it."""
     import tempfile
 
     cfg = client._get("/config")
@@ -187,6 +188,8 @@ def replay(client: Client) -> Controller:
     while True:
         page = client.log(after=after, limit=1000)
         for e in page["entries"]:
+            moves = e.get("rerouted") or e.get("moved")
+            before = ctl.copy() if on_move is not None and moves else None
             if e["op"] == "request":
                 r = ctl.request(
                     e["src"], e["dst"], e["rate_bps"], e["burst_bytes"], e["deadline_ns"]
@@ -204,6 +207,8 @@ def replay(client: Client) -> Controller:
                     f"the service's log entry {e['seq']} ({e['op']}) gave {want} there and "
                     f"{got} when replayed here: not the same controller"
                 )
+            if before is not None:
+                on_move(before, ctl, e)
             after = e["seq"]
         if not page["entries"] or after >= page["last"]:
             return ctl

@@ -181,17 +181,25 @@ def test_verify_checks_what_a_running_service_admitted(tmp_path, capsys):
     """`latnet chameleon verify --controller URL` rebuilds the service's controller from its
     settings and log (every outcome must replay as logged, reroutes and refusals included)
     and cross-checks those flows packet by packet: the same document as a cross-check of an
-    in-process controller given the same requests. A log that does not replay is refused by
-    entry, and a service that is not there is named."""
+    in-process controller given the same requests; `transitions --controller URL` simulates
+    the service's first move while it happens, as the in-process controller's. A log that
+    does not replay is refused by entry, and a service that is not there is named."""
     from latnet import LatnetError, chameleon
     from latnet.cli import main
 
     local = chameleon.Controller(k=4, queues=4)
+    first_move = None
     with service(tmp_path / "c.db", "--k", "4", "--queues", "4") as base:
         svc = chameleon.Client(base)
         for op, arg in stream(svc.hosts(), 100):
+            before = local.copy()
             if op == "request":
-                assert svc.request(*arg) == local.request(*arg), arg
+                r = local.request(*arg)
+                assert svc.request(*arg) == r, arg
+                if r["rerouted"] and first_move is None:
+                    new = r["id"] if r["admitted"] else None
+                    doc = local.transitions(before, new, r["rerouted"], phases=["sync"])
+                    first_move = json.loads(doc)
             else:
                 assert svc.remove(arg) == local.remove(arg), arg
         log = svc.log()["entries"]
@@ -215,5 +223,17 @@ def test_verify_checks_what_a_running_service_admitted(tmp_path, capsys):
 
         with pytest.raises(LatnetError, match=r"log entry \d+ \(remove\)"):
             chameleon.replay(Changed(base))
+        # the service's first move, simulated while it happens: as the in-process one
+        out_json = tmp_path / "t.json"
+        argv = ["chameleon", "transitions", "--controller", base, "--max-transitions", "1"]
+        assert main(argv + ["--phases", "sync", "--json", str(out_json)]) == 0
+        assert "log entry" in capsys.readouterr().out
+        doc = json.loads(out_json.read_text())
+        assert doc["with_moves"] == sum(1 for e in log if e.get("rerouted") or e.get("moved"))
+        (t,) = doc["transitions"]
+        del t["request"]
+        assert t == first_move and t["runs"][0]["result"]["sent"] > 0
     assert main(["chameleon", "verify", "--controller", base]) == 1
+    assert "cannot reach the service" in capsys.readouterr().err
+    assert main(["chameleon", "transitions", "--controller", base]) == 1
     assert "cannot reach the service" in capsys.readouterr().err

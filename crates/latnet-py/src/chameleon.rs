@@ -223,33 +223,13 @@ fn chameleon_transitions(
     at_ms: u64,
     lag_ms: u64,
 ) -> PyResult<String> {
-    let phases = match phases {
-        Some(p) => check_phases(Some(p))?,
-        None => check_phases(Some(vec!["sync".into(), "random-2ms".into()]))?,
-    };
-    let orders: Vec<verify::Order> = match orders {
-        None => verify::Order::ALL.to_vec(),
-        Some(o) => o
-            .iter()
-            .map(|n| n.parse().map_err(|e: String| PyValueError::new_err(format!("orders: {e}"))))
-            .collect::<PyResult<_>>()?,
-    };
-    if orders.is_empty() {
-        return Err(PyValueError::new_err("orders: expected at least one order"));
-    }
+    let (check, orders) = transition_options(duration_ms, background, seed, phases, orders)?;
     let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
     let topo = topology(k, hosts_per_edge, topology_file)?;
     let opts =
         EvalOptions { queues, per_hop: Duration::from_nanos(per_hop_ns), ..EvalOptions::default() };
     let Some(cfg) = opts.config(kind).map_err(PyValueError::new_err)? else {
         return Err(PyValueError::new_err("QJump keeps no per-queue model to cross-check"));
-    };
-    let check = CheckOptions {
-        duration: Duration::from_millis(duration_ms),
-        background,
-        seed,
-        phases,
-        ..CheckOptions::default()
     };
     let (at, lag) = (Duration::from_millis(at_ms), Duration::from_millis(lag_ms));
     let out = py.allow_threads(|| -> Result<String, String> {
@@ -291,6 +271,37 @@ fn chameleon_transitions(
         serde_json::to_string(&doc).map_err(|e| e.to_string())
     });
     out.map_err(PyValueError::new_err)
+}
+
+/// The options of a transition check: the phases by name (default `sync` and `random-2ms`) and
+/// the orders by name (default all).
+fn transition_options(
+    duration_ms: u64,
+    background: bool,
+    seed: u64,
+    phases: Option<Vec<String>>,
+    orders: Option<Vec<String>>,
+) -> PyResult<(CheckOptions, Vec<verify::Order>)> {
+    let phases =
+        check_phases(Some(phases.unwrap_or_else(|| vec!["sync".into(), "random-2ms".into()])))?;
+    let orders: Vec<verify::Order> = match orders {
+        None => verify::Order::ALL.to_vec(),
+        Some(o) => o
+            .iter()
+            .map(|n| n.parse().map_err(|e: String| PyValueError::new_err(format!("orders: {e}"))))
+            .collect::<PyResult<_>>()?,
+    };
+    if orders.is_empty() {
+        return Err(PyValueError::new_err("orders: expected at least one order"));
+    }
+    let check = CheckOptions {
+        duration: Duration::from_millis(duration_ms),
+        background,
+        seed,
+        phases,
+        ..CheckOptions::default()
+    };
+    Ok((check, orders))
 }
 
 /// The cross-check's phases by name (`None`: all of them).
@@ -519,6 +530,47 @@ impl ChameleonController {
             .allow_threads(|| check_doc(ctl, &check, scenarios))
             .map_err(PyValueError::new_err)?;
         serde_json::to_string(&doc).map_err(|e| LatnetError::new_err(e.to_string()))
+    }
+
+    /// A copy in the same state (to keep the state before a request).
+    fn copy(&self) -> ChameleonController {
+        ChameleonController { inner: self.inner.clone() }
+    }
+
+    /// The change from `before` (a copy taken just before the last request) to now,
+    /// simulated packet by packet in each re-tag order: `new_flow` is the flow the request
+    /// admitted (None if refused), `moved` the flows it moved, in the order moved (see
+    /// `chameleon_transitions` for the other arguments). JSON text: `new_flow`, `moved`,
+    /// `old_guarantee_ns`, `flows`, `skipped`, `runs`. Releases the GIL.
+    #[pyo3(signature = (before, new_flow, moved, duration_ms=10, background=true, seed=1,
+        phases=None, orders=None, at_ms=3, lag_ms=5))]
+    #[allow(clippy::too_many_arguments)]
+    fn transitions(
+        &self,
+        py: Python<'_>,
+        before: &ChameleonController,
+        new_flow: Option<u64>,
+        moved: Vec<u64>,
+        duration_ms: u64,
+        background: bool,
+        seed: u64,
+        phases: Option<Vec<String>>,
+        orders: Option<Vec<String>>,
+        at_ms: u64,
+        lag_ms: u64,
+    ) -> PyResult<String> {
+        let (check, orders) = transition_options(duration_ms, background, seed, phases, orders)?;
+        let (at, lag) = (Duration::from_millis(at_ms), Duration::from_millis(lag_ms));
+        let t = verify::Transition {
+            before: &before.inner,
+            after: &self.inner,
+            new_flow,
+            moved: &moved,
+        };
+        let r = py
+            .allow_threads(|| verify::transition_check(&t, &check, at, lag, &orders))
+            .map_err(PyValueError::new_err)?;
+        serde_json::to_string(&r).map_err(|e| LatnetError::new_err(e.to_string()))
     }
 
     /// The admitted flows: id, src, dst, rate_bps, burst_bytes, deadline_ns, guarantee_ns,

@@ -228,30 +228,47 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_transitions(args: argparse.Namespace) -> int:
+    from .. import LatnetError
+
+    opts = {
+        "duration_ms": args.duration_ms,
+        "background": not args.no_background,
+        "seed": args.seed,
+        "orders": args.orders,
+        "phases": args.phases,
+        "at_ms": args.at_ms,
+        "lag_ms": args.lag_ms,
+    }
     try:
-        doc = transitions(
-            queues=args.queues,
-            scenario=args.scenario,
-            seed=args.seed,
-            system=args.system,
-            per_hop_ns=int(args.per_hop_us * 1000),
-            duration_ms=args.duration_ms,
-            background=not args.no_background,
-            tries=args.tries,
-            max_transitions=args.max_transitions,
-            orders=args.orders,
-            phases=args.phases,
-            at_ms=args.at_ms,
-            lag_ms=args.lag_ms,
-            **_topo_kwargs(args),
-        )
+        if args.controller:
+            doc = _service_transitions(args.controller, args.max_transitions, opts)
+            print(
+                f"the service at {args.controller}: {doc['requests']} logged requests, "
+                f"{doc['with_moves']} of them moved admitted flows"
+            )
+        else:
+            doc = transitions(
+                queues=args.queues,
+                scenario=args.scenario,
+                system=args.system,
+                per_hop_ns=int(args.per_hop_us * 1000),
+                tries=args.tries,
+                max_transitions=args.max_transitions,
+                **opts,
+                **_topo_kwargs(args),
+            )
+            print(
+                f"{args.system}: {doc['requests']} requests, {doc['admitted']} admitted, "
+                f"{doc['refused']} refused; {doc['with_moves']} of them moved admitted flows"
+            )
     except ValueError as e:
         print(f"latnet: {e}", file=sys.stderr)
         return 2
+    except LatnetError as e:
+        print(f"latnet: {e}", file=sys.stderr)
+        return 1
     print(
-        f"{args.system}: {doc['requests']} requests, {doc['admitted']} admitted, "
-        f"{doc['refused']} refused; {doc['with_moves']} of them moved admitted flows, the "
-        f"first {len(doc['transitions'])} simulated in each order (moves applied to the "
+        f"the first {len(doc['transitions'])} simulated in each order (moves applied to the "
         f"sources {args.at_ms} ms into the run; new-first: {args.lag_ms} ms after the new flow)"
     )
     rows = []
@@ -281,7 +298,8 @@ def cmd_transitions(args: argparse.Namespace) -> int:
                     f"{p['max_queue_over_budget']:.3f}",
                 ]
             )
-    headers = ["request", "new flow", "moved", "phase", "order", "old-path pkts"]
+    first = "log entry" if args.controller else "request"
+    headers = [first, "new flow", "moved", "phase", "order", "old-path pkts"]
     headers += ["sent", "recv", "over deadline", "over budget", "drop+misrouted"]
     headers += ["e2e/deadline", "queue/budget"]
     if rows:
@@ -293,6 +311,30 @@ def cmd_transitions(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 1 if bad else 0
+
+
+def _service_transitions(url: str, most: int, opts: dict) -> dict:
+    """The moves a running service made (its log replayed here), the first ``most`` of them
+    simulated as ``transitions`` does; ``request`` is the log entry's number."""
+    from ..chameleon import Client, replay
+
+    found: list[dict] = []
+    counts = {"with_moves": 0}
+
+    def on_move(before, after, e):
+        counts["with_moves"] += 1
+        if len(found) >= most:
+            return
+        new = e["id"] if e["outcome"] == "admitted" else None
+        moved = e.get("rerouted") or e.get("moved")
+        t = json.loads(after.transitions(before, new, moved, **opts))
+        found.append(t | {"request": e["seq"]})
+
+    client = Client(url)
+    replay(client, on_move=on_move)
+    st = client.stats()
+    counts["requests"] = st["admitted"] + st["rejected"]
+    return counts | {"transitions": found}
 
 
 def register(subparsers) -> None:
@@ -442,6 +484,13 @@ def register(subparsers) -> None:
         help="sending time after the change's last step (default 10 ms)",
     )
     t.add_argument("--no-background", action="store_true", help="no best-effort background")
+    t.add_argument(
+        "--controller",
+        metavar="URL",
+        help="check the moves a running `latnet chameleon serve` made (its settings and log "
+        "replayed here) instead of drawing requests; --k, --topology, --queues, --scenario, "
+        "--tries and --per-hop-us are then the service's",
+    )
     t.add_argument("--json", metavar="FILE", help="also write every run")
     t.set_defaults(func=cmd_transitions)
     register_serve(sub)

@@ -14,58 +14,7 @@ use std::sync::Arc;
 /// Two edge switches `s1`, `s2` joined over two spines `m1`, `m2` (1 Gbit/s links); hosts
 /// `h1`, `h2` on `s1`, `h3` on `s2`, `h6` on `m1`: the topology of the paper's Fig. 6, where
 /// a flow h2 -> h3 over `m1` is moved to `m2` to make room for h1 -> h6.
-pub const FIG6: &str = r#"
-[defaults.link]
-rate = "1Gbps"
-[[nodes]]
-name = "s1"
-kind = "switch"
-[[nodes]]
-name = "m1"
-kind = "switch"
-[[nodes]]
-name = "m2"
-kind = "switch"
-[[nodes]]
-name = "s2"
-kind = "switch"
-[[nodes]]
-name = "h1"
-kind = "host"
-[[nodes]]
-name = "h2"
-kind = "host"
-[[nodes]]
-name = "h3"
-kind = "host"
-[[nodes]]
-name = "h6"
-kind = "host"
-[[links]]
-a = "s1"
-b = "m1"
-[[links]]
-a = "s1"
-b = "m2"
-[[links]]
-a = "m1"
-b = "s2"
-[[links]]
-a = "m2"
-b = "s2"
-[[links]]
-a = "h1"
-b = "s1"
-[[links]]
-a = "h2"
-b = "s1"
-[[links]]
-a = "h3"
-b = "s2"
-[[links]]
-a = "m1"
-b = "h6"
-"#;
+pub const FIG6: &str = include_str!("../../../../experiments/chameleon/fig6.toml");
 
 pub fn fat_tree(k: usize, m: usize) -> Arc<Topology> {
     Arc::new(Topology::fat_tree(k, m, Rate::from_gbps(1)).unwrap_or_else(|e| panic!("{e}")))
