@@ -49,14 +49,22 @@ SWEEP_METRICS = {
 }
 
 
-def sweep(runs: list[dict], path: str | os.PathLike[str], metric: str = "latency_p99_ns") -> str:
+def sweep(
+    runs: list[dict],
+    path: str | os.PathLike[str],
+    metric: str = "latency_p99_ns",
+    spread: str = "sd",
+) -> str:
     """Draw one metric of a sweep (``latnet.sweep.run_sweep``'s runs) into a PNG at ``path``:
     the first varied key along x (in the order given), one line per flow and combination of the
-    other keys, the mean over seeds with the sample standard deviation as error bars."""
+    other keys, the mean over seeds with error bars of ``spread`` (``sd``: the sample standard
+    deviation; ``ci95``: the 95 % confidence interval of the mean)."""
     from .sweep import summary_frame
 
     if metric not in SWEEP_METRICS:
         raise ValueError(f"metric: expected one of {', '.join(SWEEP_METRICS)}, got {metric!r}")
+    if spread not in ("sd", "ci95"):
+        raise ValueError(f"spread: expected sd or ci95, got {spread!r}")
     if not runs or not runs[0]["point"]:
         raise ValueError("a sweep plot needs at least one varied key")
     label, scale = SWEEP_METRICS[metric]
@@ -73,7 +81,7 @@ def sweep(runs: list[dict], path: str | os.PathLike[str], metric: str = "latency
         ax.errorbar(
             pos,
             df[f"{metric}_mean"] / scale,
-            yerr=df[f"{metric}_sd"].fillna(0.0) / scale,
+            yerr=df[f"{metric}_{spread}"].fillna(0.0) / scale,
             marker="o",
             capsize=3,
             label=name,
@@ -82,7 +90,8 @@ def sweep(runs: list[dict], path: str | os.PathLike[str], metric: str = "latency
     ax.set_xlabel(xkey)
     ax.set_ylabel(label)
     seeds = int(sf["runs"].max())
-    ax.set_title(f"mean ± sd over {seeds} seed{'s' if seeds != 1 else ''}")
+    what = "sd" if spread == "sd" else "95 % CI"
+    ax.set_title(f"mean ± {what} over {seeds} seed{'s' if seeds != 1 else ''}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()

@@ -390,15 +390,43 @@ SUMMARY_COLUMNS = [
 ]
 
 
+#: Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom.
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179]
+_T95 += [2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064]
+_T95 += [2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def t95(dof: int) -> float:
+    """The two-sided 95 % quantile of Student's t with ``dof`` degrees of freedom (NaN below
+    1): the table for 1..30, beyond it the Cornish-Fisher expansion around the normal
+    quantile (within 1e-4 there)."""
+    if dof < 1:
+        return float("nan")
+    if dof <= len(_T95):
+        return _T95[dof - 1]
+    z, v = 1.959964, float(dof)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+    )
+
+
 def summary_frame(runs: list[dict]) -> pd.DataFrame:
-    """Per point and flow, the mean and sample standard deviation over seeds of
-    ``SUMMARY_COLUMNS`` (``<col>_mean`` / ``<col>_sd``; sd is NaN with one seed), and ``runs``."""
+    """Per point and flow, over seeds, of ``SUMMARY_COLUMNS``: the mean (``<col>_mean``), the
+    sample standard deviation (``<col>_sd``) and the half-width of the mean's 95 % confidence
+    interval by Student's t (``<col>_ci95`` = t(n - 1) sd / sqrt(n)); sd and ci95 are NaN with
+    one seed. And ``runs``, the seeds per row."""
     df = flows_frame(runs)
     keys = list(runs[0]["point"]) if runs else []
     g = df.groupby(keys + ["flow"], sort=False, dropna=False)
     out = g[SUMMARY_COLUMNS].agg(["mean", "std"])
     out.columns = [f"{c}_{'sd' if s == 'std' else s}" for c, s in out.columns]
     out["runs"] = g.size()
+    factor = out["runs"].map(lambda n: t95(n - 1) / np.sqrt(n) if n > 1 else float("nan"))
+    for c in SUMMARY_COLUMNS:
+        out[f"{c}_ci95"] = out[f"{c}_sd"] * factor
     return out.reset_index()
 
 
@@ -411,10 +439,14 @@ def _pm(mean: float, sd: float, scale: float, nd: int) -> str:
     return s
 
 
-def summary_table(runs: list[dict]) -> str:
-    """The summary frame as a text table (means ± sd over seeds)."""
+def summary_table(runs: list[dict], spread: str = "sd") -> str:
+    """The summary frame as a text table: means ± ``spread`` over seeds (``sd``, the sample
+    standard deviation, or ``ci95``, the half-width of the 95 % confidence interval)."""
     from .table import render
 
+    titles = {"sd": "mean ± sd over seeds", "ci95": "mean ± 95 % confidence interval over seeds"}
+    if spread not in titles:
+        raise ValueError(f"spread: expected sd or ci95, got {spread!r}")
     sf = summary_frame(runs)
     keys = list(runs[0]["point"]) if runs else []
     rows = []
@@ -424,12 +456,12 @@ def summary_table(runs: list[dict]) -> str:
             + [
                 r["flow"],
                 str(r["runs"]),
-                _pm(r["throughput_bps_mean"], r["throughput_bps_sd"], 1e6, 2),
-                _pm(100 * r["loss_rate_mean"], 100 * r["loss_rate_sd"], 1, 2),
-                _pm(r["latency_p50_ns_mean"], r["latency_p50_ns_sd"], 1e3, 1),
-                _pm(r["latency_p99_ns_mean"], r["latency_p99_ns_sd"], 1e3, 1),
-                _pm(r["latency_max_ns_mean"], r["latency_max_ns_sd"], 1e3, 1),
+                _pm(r["throughput_bps_mean"], r[f"throughput_bps_{spread}"], 1e6, 2),
+                _pm(100 * r["loss_rate_mean"], 100 * r[f"loss_rate_{spread}"], 1, 2),
+                _pm(r["latency_p50_ns_mean"], r[f"latency_p50_ns_{spread}"], 1e3, 1),
+                _pm(r["latency_p99_ns_mean"], r[f"latency_p99_ns_{spread}"], 1e3, 1),
+                _pm(r["latency_max_ns_mean"], r[f"latency_max_ns_{spread}"], 1e3, 1),
             ]
         )
     headers = keys + ["flow", "seeds", "Mbit/s", "loss %", "p50 us", "p99 us", "max us"]
-    return render(headers, rows, title="mean ± sd over seeds")
+    return render(headers, rows, title=titles[spread])

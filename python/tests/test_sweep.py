@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -129,10 +130,26 @@ def test_sweep_runs_every_point_and_seed_and_matches_single_runs(tmp_path, capsy
     assert len(summ) == 4 * 4 and (summ["runs"] == 2).all()
     p = summ[summ["flow"] == "poisson2"]
     assert (p["latency_p99_ns_sd"] > 0).any()
+    # two seeds: the mean's 95 % interval is t(1) = 12.706 standard errors wide each side
+    want = 12.706 * p["latency_p99_ns_sd"] / np.sqrt(2)
+    assert np.allclose(p["latency_p99_ns_ci95"], want, rtol=1e-12)
+    assert "mean ± 95 % confidence interval" in sweep.summary_table(doc["runs"], spread="ci95")
     lost = df.groupby(["links[0].rate", "links[0].queue.limit_packets"])["dropped"].sum()
     assert lost[("80Mbps", 20)] > lost[("80Mbps", 200)] > 0
     # at 200 Mbit/s only the bursts (290 Mbit/s for 5 ms, 37 frames too many) overflow a queue
     assert lost[("80Mbps", 20)] > lost[("200Mbps", 20)] > lost[("200Mbps", 200)] == 0
+
+
+def test_t95_quantiles():
+    """Student's t, two-sided 95 %: the table's ends, the expansion beyond it continuing the
+    table (t(31) just below t(30) = 2.042) and falling toward the normal 1.960."""
+    assert sweep.t95(1) == 12.706 and sweep.t95(30) == 2.042
+    assert np.isnan(sweep.t95(0))
+    assert 2.035 < sweep.t95(31) < 2.042
+    assert abs(sweep.t95(60) - 2.000) < 1e-3 and abs(sweep.t95(120) - 1.980) < 1e-3
+    vals = [sweep.t95(v) for v in range(1, 200)]
+    assert all(a > b for a, b in zip(vals[:-1], vals[1:], strict=True))
+    assert abs(sweep.t95(100_000) - 1.960) < 1e-3
 
 
 def test_sweep_checks_every_point_before_running(tmp_path, capsys):

@@ -109,14 +109,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     }
     (out / "sweep.json").write_text(json.dumps(_clean(doc), indent=2) + "\n")
     written = ["sweep.csv", "sweep-summary.csv", "sweep.json"]
+    spread = "ci95" if args.ci else "sd"
     if args.plot_metrics:
         from ..plot import sweep as plot_sweep
 
         for metric in args.plot_metrics:
             name = f"sweep-{metric.removesuffix('_ns').removesuffix('_bps')}.png"
-            plot_sweep(runs, out / name, metric=metric)
+            plot_sweep(runs, out / name, metric=metric, spread=spread)
             written.append(name)
-    print(sweep.summary_table(runs))
+    print(sweep.summary_table(runs, spread=spread))
     if not args.quiet:
         print(f"\nwrote {', '.join(written)} to {out}/")
     return 0
@@ -171,9 +172,15 @@ def register(sub) -> None:
         choices=sorted(SWEEP_METRICS),
         metavar="METRIC",
         help="draw sweep-METRIC.png: the metric against the first varied key, a line per flow "
-        "(and per value of the other keys), mean ± sd over seeds; METRIC is one of "
+        "(and per value of the other keys), mean ± sd (or --ci) over seeds; METRIC is one of "
         + ", ".join(SWEEP_METRICS)
         + " (default: latency_p99_ns)",
+    )
+    p.add_argument(
+        "--ci",
+        action="store_true",
+        help="show the 95 %% confidence interval of each mean (Student's t over the seeds) "
+        "instead of the standard deviation, in the table and the plots (the CSV has both)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress, table only")
     p.set_defaults(func=cmd_sweep)
