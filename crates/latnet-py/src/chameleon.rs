@@ -119,6 +119,26 @@ fn chameleon_eval(
     serde_json::to_string(&out).map_err(|e| LatnetError::new_err(e.to_string()))
 }
 
+/// The topology and configuration of a system the packet-level checks can model (not QJump,
+/// which keeps no per-queue state), with the study's defaults.
+fn checked_system(
+    system: &str,
+    k: Option<usize>,
+    hosts_per_edge: Option<usize>,
+    topology_file: Option<PathBuf>,
+    queues: usize,
+    per_hop_ns: u64,
+) -> PyResult<(Arc<Topology>, CtlConfig)> {
+    let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
+    let topo = topology(k, hosts_per_edge, topology_file)?;
+    let opts =
+        EvalOptions { queues, per_hop: Duration::from_nanos(per_hop_ns), ..EvalOptions::default() };
+    match opts.config(kind).map_err(PyValueError::new_err)? {
+        Some(cfg) => Ok((topo, cfg)),
+        None => Err(PyValueError::new_err("QJump keeps no per-queue model to cross-check")),
+    }
+}
+
 /// Admit requests of `scenario` (seeded) until the first rejection — or, with `tries`, offer
 /// that many and keep what is admitted — then run the packet-level cross-check of the admitted
 /// set in the simulator. Returns JSON: `admitted` and the check result (`flows`, `skipped`,
@@ -152,13 +172,7 @@ fn chameleon_crosscheck(
     scenarios: bool,
 ) -> PyResult<String> {
     let phases = check_phases(phases)?;
-    let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
-    let topo = topology(k, hosts_per_edge, topology_file)?;
-    let opts =
-        EvalOptions { queues, per_hop: Duration::from_nanos(per_hop_ns), ..EvalOptions::default() };
-    let Some(cfg) = opts.config(kind).map_err(PyValueError::new_err)? else {
-        return Err(PyValueError::new_err("QJump keeps no per-queue model to cross-check"));
-    };
+    let (topo, cfg) = checked_system(system, k, hosts_per_edge, topology_file, queues, per_hop_ns)?;
     let out = py.allow_threads(|| -> Result<String, String> {
         let mut ctl = Controller::new(topo.clone(), cfg)?;
         let mut wl = Workload::new(scenario, topo.hosts(), seed, 0)?;
@@ -224,13 +238,7 @@ fn chameleon_transitions(
     lag_ms: u64,
 ) -> PyResult<String> {
     let (check, orders) = transition_options(duration_ms, background, seed, phases, orders)?;
-    let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
-    let topo = topology(k, hosts_per_edge, topology_file)?;
-    let opts =
-        EvalOptions { queues, per_hop: Duration::from_nanos(per_hop_ns), ..EvalOptions::default() };
-    let Some(cfg) = opts.config(kind).map_err(PyValueError::new_err)? else {
-        return Err(PyValueError::new_err("QJump keeps no per-queue model to cross-check"));
-    };
+    let (topo, cfg) = checked_system(system, k, hosts_per_edge, topology_file, queues, per_hop_ns)?;
     let (at, lag) = (Duration::from_millis(at_ms), Duration::from_millis(lag_ms));
     let out = py.allow_threads(|| -> Result<String, String> {
         let mut ctl = Controller::new(topo.clone(), cfg)?;

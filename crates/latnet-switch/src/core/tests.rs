@@ -63,6 +63,27 @@ fn frame(len: usize, prio: u8, sport: u16) -> Vec<u8> {
     f
 }
 
+/// Flow `f`'s untagged UDP frame h1 -> h2 of `len` bytes as its host sends it (payload zero).
+fn host_frame(f: &latnet_sim::scenario::FlowSpec, len: usize) -> Vec<u8> {
+    let mut fr = Vec::new();
+    latnet_wire::build_udp_ipv4(
+        &mut fr,
+        latnet_wire::EthernetAddress(port_mac(0)),
+        latnet_wire::EthernetAddress(port_mac(1)),
+        "10.0.0.1".parse().unwrap(),
+        "10.0.0.3".parse().unwrap(),
+        0,
+        latnet_wire::Ecn::NotEct,
+        64,
+        f.src_port,
+        f.dst_port,
+        len - 42,
+    )
+    .unwrap();
+    fr.resize(len, 0);
+    fr
+}
+
 /// Run the core, calling `advance` at `ticks`; returns (iface, due, frame) of every output.
 fn drive(
     core: &mut SwitchCore,
@@ -353,23 +374,7 @@ fn tag_stack_forwarding_is_built_as_in_the_simulator() {
 #[test]
 fn host_tagger_pushes_the_flow_tag_stack() {
     let sc = tag_stack_scenario(&SC.replace("size = 1250", "size = 300\ntags = [10]"));
-    let f = &sc.flows[0];
-    let mut sent = Vec::new();
-    latnet_wire::build_udp_ipv4(
-        &mut sent,
-        latnet_wire::EthernetAddress(port_mac(0)),
-        latnet_wire::EthernetAddress(port_mac(1)),
-        "10.0.0.1".parse().unwrap(),
-        "10.0.0.3".parse().unwrap(),
-        0,
-        latnet_wire::Ecn::NotEct,
-        64,
-        f.src_port,
-        f.dst_port,
-        296 - 42,
-    )
-    .unwrap();
-    sent.resize(296, 0xab);
+    let sent = host_frame(&sc.flows[0], 296);
     let mut core = SwitchCore::new(&sc, "s1").unwrap();
     let out = drive(&mut core, &[(0, sent.clone())], &[]);
     assert_eq!(core.counters.node_drops.get(DropReason::NoRoute), 0);
@@ -395,26 +400,9 @@ fn host_tagger_follows_the_retag_schedule_by_sequence_number() {
         "size = 300\ntags = [10]\nretag = [{ at = \"5ms\", tags = [10, 99] }]",
     );
     let sc = tag_stack_scenario(&text);
-    let f = &sc.flows[0];
     // the host sends the frame without the tags its stack will add
     let sent = |seq: Option<u32>, tags: usize| {
-        let len = 300 - 4 * tags;
-        let mut fr = Vec::new();
-        latnet_wire::build_udp_ipv4(
-            &mut fr,
-            latnet_wire::EthernetAddress(port_mac(0)),
-            latnet_wire::EthernetAddress(port_mac(1)),
-            "10.0.0.1".parse().unwrap(),
-            "10.0.0.3".parse().unwrap(),
-            0,
-            latnet_wire::Ecn::NotEct,
-            64,
-            f.src_port,
-            f.dst_port,
-            len - 42,
-        )
-        .unwrap();
-        fr.resize(len, 0);
+        let mut fr = host_frame(&sc.flows[0], 300 - 4 * tags);
         if let Some(seq) = seq {
             crate::traffic::fill_payload(&mut fr[42..], 0, seq, u64::from(seq) * 2_400_000);
         }
