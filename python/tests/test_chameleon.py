@@ -114,6 +114,10 @@ def test_cli_transitions_simulates_moves_in_each_order(tmp_path, capsys):
     assert all(r["new_start_ns"] == 3_000_000 + sum(t["old_guarantee_ns"]) for r in seq)
     rc = main(argv + ["--orders", "sideways"])
     assert rc == 2 and "unknown order" in capsys.readouterr().err
+    # a change the controllers do not show is refused by name
+    ctl = chameleon.Controller(k=4, queues=2)
+    with pytest.raises(ValueError, match="moved flow 999 is not in `before`"):
+        ctl.transitions(ctl.copy(), None, [999])
 
 
 def test_reproduce_quick(tmp_path):
