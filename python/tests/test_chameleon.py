@@ -78,6 +78,12 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     assert "t.toml:6:5" in err and "unknown node" in err
     rc = main(["chameleon", "eval", "--k", "5", "--runs", "1", "--quiet"])
     assert rc == 2 and "even k" in capsys.readouterr().err
+    # negative counts are usage errors naming the option, not tracebacks from the bindings
+    for argv in (["transitions", "--tries", "-1"], ["verify", "--duration-ms", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            main(["chameleon", *argv])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and argv[1] in err and "whole number >= " in err, err
 
 
 def test_cli_verify_finds_no_violation(capsys):

@@ -7,9 +7,27 @@ module in this package, in name order.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import pkgutil
 import sys
+
+
+def whole(least: int):
+    """An argparse type: a whole number of at least ``least``, else a usage error naming
+    what was given (instead of a traceback where the number reaches Rust unsigned)."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = least - 1
+        if n < least:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
+        return n
+
+    parse.__name__ = f"whole number >= {least}"
+    return parse
 
 
 def register_all(subparsers) -> None:

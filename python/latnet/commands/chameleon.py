@@ -15,22 +15,22 @@ import sys
 
 from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize, transitions
 from ..table import render
-from . import run_progress
+from . import run_progress, whole
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--k", type=int, default=4, help="fat-tree arity (even; default 4)")
+    p.add_argument("--k", type=whole(1), default=4, help="fat-tree arity (even; default 4)")
     p.add_argument(
         "--hosts-per-edge",
-        type=int,
+        type=whole(1),
         metavar="M",
         help="servers per edge switch (default k/2, the standard fat-tree; the paper's "
         "scalability study uses 40*k/2)",
     )
     p.add_argument("--topology", metavar="FILE", help="a topology file instead of a fat-tree")
-    p.add_argument("--queues", type=int, default=8, help="queues per switch port (default 8)")
-    p.add_argument("--scenario", type=int, default=8, help="workload scenario 1..8 (Table 2)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the request streams")
+    p.add_argument("--queues", type=whole(1), default=8, help="queues per switch port (default 8)")
+    p.add_argument("--scenario", type=whole(0), default=8, help="workload scenario 1..8 (Table 2)")
+    p.add_argument("--seed", type=whole(0), default=1, help="seed of the request streams")
     p.add_argument(
         "--per-hop-us",
         type=float,
@@ -355,7 +355,7 @@ def register(subparsers) -> None:
         "flows.",
     )
     e.add_argument("--system", choices=SYSTEMS, default="chameleon")
-    e.add_argument("--runs", type=int, default=10, help="runs (default 10)")
+    e.add_argument("--runs", type=whole(1), default=10, help="runs (default 10)")
     _common(e)
     e.add_argument(
         "--routing",
@@ -365,14 +365,14 @@ def register(subparsers) -> None:
     )
     e.add_argument(
         "--reroute-limit",
-        type=int,
+        type=whole(0),
         default=20,
         help="candidate flows tried per failed request (paper 20, shipped 10)",
     )
-    e.add_argument("--multiplier", type=int, default=30000, help="rerouting cost multiplier")
+    e.add_argument("--multiplier", type=whole(0), default=30000, help="rerouting cost multiplier")
     e.add_argument("--burst", default="real", choices=["none", "real", "worst-case"])
     e.add_argument("--no-shaping", action="store_true", help="no input-link shaping")
-    e.add_argument("--workers", type=int, help="parallel runs (default: one per core)")
+    e.add_argument("--workers", type=whole(1), help="parallel runs (default: one per core)")
     e.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -393,8 +393,8 @@ def register(subparsers) -> None:
     )
     v.add_argument("--system", default="chameleon", choices=SYSTEMS[:4])
     _common(v)
-    v.add_argument("--duration-ms", type=int, default=20, help="sending time (default 20 ms)")
-    v.add_argument("--tries", type=int, help="offer this many requests, keep what is admitted")
+    v.add_argument("--duration-ms", type=whole(1), default=20, help="sending time (default 20 ms)")
+    v.add_argument("--tries", type=whole(0), help="offer this many requests, keep what is admitted")
     v.add_argument("--no-background", action="store_true", help="no best-effort background")
     v.add_argument(
         "--controller",
@@ -417,7 +417,7 @@ def register(subparsers) -> None:
     )
     v.add_argument(
         "--dilation",
-        type=int,
+        type=whole(1),
         default=1,
         metavar="K",
         help="with --emulated: run K times slower than real time (default 1)",
@@ -443,10 +443,10 @@ def register(subparsers) -> None:
     )
     t.add_argument("--system", default="chameleon", choices=["chameleon"])
     _common(t)
-    t.add_argument("--tries", type=int, default=1000, help="requests offered (default 1000)")
+    t.add_argument("--tries", type=whole(0), default=1000, help="requests offered (default 1000)")
     t.add_argument(
         "--max-transitions",
-        type=int,
+        type=whole(0),
         default=3,
         metavar="N",
         help="simulate the first N requests that moved flows (default 3)",
@@ -466,20 +466,20 @@ def register(subparsers) -> None:
     )
     t.add_argument(
         "--at-ms",
-        type=int,
+        type=whole(0),
         default=3,
         help="the change begins this far into the run (default 3, after the random phase's starts)",
     )
     t.add_argument(
         "--lag-ms",
-        type=int,
+        type=whole(0),
         default=5,
         help="new-first: the moves reach the sources this long after the new flow starts "
         "(default 5)",
     )
     t.add_argument(
         "--duration-ms",
-        type=int,
+        type=whole(1),
         default=10,
         help="sending time after the change's last step (default 10 ms)",
     )
@@ -525,10 +525,10 @@ def register_serve(sub) -> None:
         "committed to the SQLite file --db before it is answered; a restart replays the file's "
         "log and answers with the same flows (a store made with other settings is refused).",
     )
-    s.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
-    s.add_argument("--hosts-per-edge", type=int, metavar="M", help="servers per edge switch")
+    s.add_argument("--k", type=whole(1), default=4, help="fat-tree arity (default 4)")
+    s.add_argument("--hosts-per-edge", type=whole(1), metavar="M", help="servers per edge switch")
     s.add_argument("--topology", metavar="FILE", help="a topology file instead of a fat-tree")
-    s.add_argument("--queues", type=int, default=8, help="queues per switch port (default 8)")
+    s.add_argument("--queues", type=whole(1), default=8, help="queues per switch port (default 8)")
     s.add_argument(
         "--system",
         default="chameleon",

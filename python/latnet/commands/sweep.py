@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import sweep
 from ..plot import SWEEP_METRICS
-from . import run_progress
+from . import run_progress, whole
 
 
 def _assignment(many: bool):
@@ -40,14 +40,7 @@ def _seed_list(text: str) -> list[int]:
     return seeds
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return n
+_positive = whole(1)
 
 
 def _clean(x):
