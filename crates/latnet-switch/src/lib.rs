@@ -10,7 +10,8 @@
 //! |---|---|
 //! | [`core`] | [`core::SwitchCore`]: forwarding, queues, rate / delay emulation; no I/O, no clock |
 //! | [`runner`] | the real-time loop: `CLOCK_MONOTONIC`, receive rings, batched sends, `ppoll`; one switch, or several in one loop ([`runner::run_many`]) |
-//! | [`sys`] | the only `unsafe` code: `AF_PACKET` rings, clocks, signals, socket options |
+//! | [`sys`] | the only `unsafe` code: `AF_PACKET` rings, clocks, signals, socket options, `bpf(2)` |
+//! | [`tagger`] | the host agent's tagger: a BPF program on a host's egress pushing each flow's tag stack, DSCP and shaper class |
 //! | [`plan`] | testbed conventions: namespaces, interface names, MACs, host routes |
 //! | [`stats`] | the statistics file (per interface, port, queue, class, flow, node) |
 //! | [`tcp`] | bulk sender / receiver on the kernel's TCP; the host side of switch-assisted pacing |
@@ -60,5 +61,6 @@ pub mod results;
 pub mod runner;
 pub mod stats;
 pub mod sys;
+pub mod tagger;
 pub mod tcp;
 pub mod traffic;

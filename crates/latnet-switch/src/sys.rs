@@ -11,8 +11,12 @@
 //! * What the TCP pacing tools need: a bound TCP socket, `connect`, raw socket options
 //!   (`IP_OPTIONS`, `SO_MAX_PACING_RATE`, timeouts), `TCP_INFO`, and an IPv4 packet socket.
 //!
+//! * [`bpf`]: the `bpf(2)` calls of the host agent's tagger (maps, programs, `tcx` links).
+//!
 //! Every `unsafe` block states why it is sound. Nothing here interprets packet contents.
 #![allow(unsafe_code)]
+
+pub mod bpf;
 
 use std::ffi::CString;
 use std::io;
