@@ -308,9 +308,17 @@ class Client:
             raise LatnetError(f"{self.base}: cannot reach the service: {e.reason}") from None
 
     def request(
-        self, src: str, dst: str, rate_bps: float, burst_bytes: float, deadline_ns: float
+        self,
+        src: str,
+        dst: str,
+        rate_bps: float,
+        burst_bytes: float,
+        deadline_ns: float,
+        match: dict | None = None,
     ) -> dict:
-        """Ask for a flow (numbers are sent as whole numbers, as the controller counts them)."""
+        """Ask for a flow (numbers are sent as whole numbers, as the controller counts them).
+        ``match`` (``{"proto": "udp", "dst_port": 5001}``, optionally ``src_port``) tells host
+        agents which packets of ``src`` are the flow's; the service keeps it with the flow."""
 
         def whole(x: float) -> float | int:
             return int(x) if float(x).is_integer() else x
@@ -322,6 +330,8 @@ class Client:
             "burst_bytes": whole(burst_bytes),
             "deadline_ns": whole(deadline_ns),
         }
+        if match is not None:
+            body["match"] = match
         st, r = self._call("POST", "/flows", body)
         if st == 201:
             return {"admitted": True, "id": r["id"], "rerouted": r["rerouted"]}
@@ -356,6 +366,24 @@ class Client:
 
     def stats(self) -> dict:
         return self._get("/stats")
+
+    def flow(self, id: int) -> dict | None:
+        """One admitted flow as the service shows it (path, queues, tags, shaper, match), or
+        ``None``."""
+        st, r = self._call("GET", f"/flows/{int(id)}")
+        if st == 404:
+            return None
+        if st != 200:
+            raise LatnetError(f"{self.base}/flows/{id}: {st} {r}")
+        return r
+
+    def config(self) -> dict:
+        return self._get("/config")
+
+    def routes(self, src: str) -> dict:
+        """The best-effort routes of host ``src`` (``queue``, and per destination ``path`` and
+        ``tags``)."""
+        return self._get(f"/routes/{src}")
 
     def log(self, after: int = 0, limit: int = 1000) -> dict:
         """The operations after entry ``after`` with their outcomes, and ``last``: poll with

@@ -348,6 +348,29 @@ impl Controller {
             .collect()
     }
 
+    /// The class below every admitted one that best-effort traffic uses at the switches: one
+    /// more than the configured queues, if the ports' strict-priority schedulers have room for
+    /// it (at most 8 classes) and the tag scheme can encode it. Unreserved: nothing is admitted
+    /// into it, so it only gets what the admitted classes leave.
+    pub fn best_effort_queue(&self) -> Option<u8> {
+        let q = u8::try_from(self.cfg.switch.len()).ok()?;
+        (q < 8 && u16::from(q) < self.cfg.tags.base).then_some(q)
+    }
+
+    /// The best-effort route from host `src` to host `dst`: the switches of a fewest-hops path
+    /// and its tag stack (outermost first) in [`Controller::best_effort_queue`]; `None` if
+    /// there is no such class or `dst` cannot be reached.
+    pub fn best_effort_route(&self, src: NodeId, dst: NodeId) -> Option<(Vec<PortId>, Vec<u16>)> {
+        let q = self.best_effort_queue()?;
+        let path = self.topo.shortest_path(src, dst)?;
+        let tags = path
+            .iter()
+            .filter(|&&p| !self.topo.is_host(self.topo.port(p).node))
+            .map(|&p| self.cfg.tags.tag(self.topo.port(p).local, q))
+            .collect::<Option<Vec<u16>>>()?;
+        Some((path, tags))
+    }
+
     /// The smallest end-to-end delay any path from `src` to `dst` can promise, or `None` if
     /// `dst` is unreachable.
     pub fn min_delay(&mut self, src: NodeId, dst: NodeId) -> Option<Duration> {

@@ -21,7 +21,8 @@
 //! | `GET /hosts` | 200 the host names |
 //! | `GET /config` | 200 the service's configuration |
 //! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started; they are not logged) |
-//! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved) |
+//! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers, a `match` another flow of that source to that destination has; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved). `match` (optional): `{"proto": "udp" \| "tcp", "dst_port", "src_port" (optional)}`, the flow's packets at its source, for host agents; kept with the flow and shown with it |
+//! | `GET /routes/SRC` | 200 `{"src", "queue", "routes": [{"dst", "path", "tags"}]}`: the best-effort route from host `SRC` to each host it reaches (fewest hops, in the class `queue` below the admitted ones; none if the switches have no room for it), for the packets of `SRC` no admitted flow matches; 404 not a host |
 //! | `GET /flows` | 200 every admitted flow |
 //! | `GET /log?after=SEQ&limit=N` | 200 `{"entries": [...], "last": SEQ}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes); 400 a bad parameter, naming it |
 //! | `GET /flows/ID` | 200 the flow; 404 |
@@ -151,6 +152,40 @@ fn fnv1a(text: &str) -> u64 {
         .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// Which packets of the source host belong to a flow: what a host agent's tagger matches
+/// (with the destination host's address). Kept by the service beside the flow; the controller
+/// itself does not look at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowMatch {
+    /// `udp` or `tcp`.
+    pub proto: Proto,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Source port; absent: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_port: Option<u16>,
+}
+
+/// A transport protocol a flow can be matched on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// UDP (17).
+    Udp,
+    /// TCP (6).
+    Tcp,
+}
+
+impl Proto {
+    /// The IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Proto::Udp => 17,
+            Proto::Tcp => 6,
+        }
+    }
+}
+
 /// A flow request as the API takes it (and the log keeps it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
@@ -164,6 +199,9 @@ pub struct Request {
     pub burst_bytes: u64,
     /// End-to-end deadline, ns.
     pub deadline_ns: u64,
+    /// The flow's packets at its source (for host agents); absent in requests that give none.
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub flow_match: Option<FlowMatch>,
 }
 
 /// One operation of the log.
@@ -234,11 +272,11 @@ fn apply(ctl: &mut Controller, op: &Op) -> Result<(Outcome, String), Rejection> 
     }
 }
 
-/// A flow as the API and the `flows` table show it.
-pub fn flow_json(ctl: &Controller, e: &Embedding) -> Value {
+/// A flow as the API and the `flows` table show it (with the `match` its request gave).
+pub fn flow_json(ctl: &Controller, e: &Embedding, m: Option<&FlowMatch>) -> Value {
     let t = ctl.topology();
     let name = |n: usize| t.nodes()[n].name.clone();
-    json!({
+    let mut j = json!({
         "id": e.id,
         "src": name(e.request.src),
         "dst": name(e.request.dst),
@@ -251,7 +289,29 @@ pub fn flow_json(ctl: &Controller, e: &Embedding) -> Value {
         "budgets_ns": e.hops.iter().map(|h| h.budget.as_nanos()).collect::<Vec<_>>(),
         "tags": ctl.tags(e),
         "shaper": {"rate_bps": e.shaper().rate.bps(), "burst_bytes": e.shaper().burst.get()},
-    })
+    });
+    if let Some(m) = m {
+        j["match"] = json!(m);
+    }
+    j
+}
+
+/// The matches of the admitted flows, by id (kept beside the controller, which has none).
+pub type Matches = std::collections::BTreeMap<u64, FlowMatch>;
+
+/// What a logged operation does to the matches.
+fn track(matches: &mut Matches, op: &Op, outcome: &Outcome) {
+    match (op, outcome) {
+        (Op::Request(r), Outcome::Admitted { id, .. }) => {
+            if let Some(m) = r.flow_match {
+                matches.insert(*id, m);
+            }
+        }
+        (Op::Remove { id }, _) => {
+            matches.remove(id);
+        }
+        _ => {}
+    }
 }
 
 /// The SQLite file holding a service's configuration, log and flows.
@@ -267,7 +327,10 @@ impl Store {
     }
 
     /// Open (or create) the store at `path` for `cfg`, and the controller its log leads to.
-    pub fn open(path: &Path, cfg: &ServiceConfig) -> Result<(Store, Controller), ServiceError> {
+    pub fn open(
+        path: &Path,
+        cfg: &ServiceConfig,
+    ) -> Result<(Store, Controller, Matches), ServiceError> {
         let p = path.display().to_string();
         let conn = Connection::open(path)
             .map_err(|e| ServiceError::Sqlite { path: p.clone(), source: e })?;
@@ -323,12 +386,14 @@ impl Store {
             }
         }
         let mut ctl = cfg.controller().map_err(ServiceError::Config)?;
-        store.replay(&mut ctl)?;
-        store.rewrite_flows(&ctl)?;
-        Ok((store, ctl))
+        let matches = store.replay(&mut ctl)?;
+        store.rewrite_flows(&ctl, &matches)?;
+        Ok((store, ctl, matches))
     }
 
-    fn replay(&self, ctl: &mut Controller) -> Result<(), ServiceError> {
+    /// Replay the log into `ctl`, checking every outcome; the admitted flows' matches.
+    fn replay(&self, ctl: &mut Controller) -> Result<Matches, ServiceError> {
+        let mut matches = Matches::new();
         let mut stmt = self
             .conn
             .prepare("SELECT seq, body, outcome FROM log ORDER BY seq")
@@ -356,15 +421,16 @@ impl Store {
                     logged: outcome,
                 });
             }
+            track(&mut matches, &op, &got);
         }
-        Ok(())
+        Ok(matches)
     }
 
-    fn rewrite_flows(&self, ctl: &Controller) -> Result<(), ServiceError> {
+    fn rewrite_flows(&self, ctl: &Controller, matches: &Matches) -> Result<(), ServiceError> {
         let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
         tx.execute("DELETE FROM flows", []).map_err(|e| self.sql(e))?;
         for e in ctl.flows() {
-            self.put_flow(&tx, ctl, e)?;
+            self.put_flow(&tx, ctl, e, matches)?;
         }
         tx.commit().map_err(|e| self.sql(e))
     }
@@ -374,8 +440,9 @@ impl Store {
         tx: &Connection,
         ctl: &Controller,
         e: &Embedding,
+        matches: &Matches,
     ) -> Result<(), ServiceError> {
-        let j = flow_json(ctl, e);
+        let j = flow_json(ctl, e, matches.get(&e.id));
         let id = i64::try_from(e.id).unwrap_or(i64::MAX);
         tx.execute(
             "INSERT OR REPLACE INTO flows
@@ -430,8 +497,15 @@ impl Store {
         Ok((out, last))
     }
 
-    /// Log `op` with its outcome and bring `flows` up to date, in one transaction.
-    fn record(&self, ctl: &Controller, op: &Op, outcome: &Outcome) -> Result<(), ServiceError> {
+    /// Log `op` with its outcome and bring `flows` up to date, in one transaction (`matches`
+    /// already holds what the operation did to them).
+    fn record(
+        &self,
+        ctl: &Controller,
+        matches: &Matches,
+        op: &Op,
+        outcome: &Outcome,
+    ) -> Result<(), ServiceError> {
         let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
         let body = serde_json::to_string(op).unwrap_or_default();
         let out = serde_json::to_string(outcome).unwrap_or_default();
@@ -448,7 +522,7 @@ impl Store {
                 };
                 for fid in new.into_iter().chain(moved) {
                     if let Some(e) = ctl.flow(*fid) {
-                        self.put_flow(&tx, ctl, e)?;
+                        self.put_flow(&tx, ctl, e, matches)?;
                     }
                 }
             }
@@ -471,6 +545,8 @@ pub struct Service {
     ctl: Controller,
     store: Store,
     cfg: ServiceConfig,
+    /// The admitted flows' matches (the controller keeps none).
+    matches: Matches,
     /// Requests answered 422 since the service started (they are not logged).
     invalid: u64,
 }
@@ -498,7 +574,7 @@ fn parse_request(body: &[u8]) -> Result<Request, Reply> {
             "expected a JSON object with src, dst, rate_bps, burst_bytes, deadline_ns",
         ));
     };
-    const FIELDS: [&str; 5] = ["src", "dst", "rate_bps", "burst_bytes", "deadline_ns"];
+    const FIELDS: [&str; 6] = ["src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"];
     if let Some(k) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(err(
             400,
@@ -534,7 +610,59 @@ fn parse_request(body: &[u8]) -> Result<Request, Reply> {
         rate_bps: positive("rate_bps", "bits per second")?,
         burst_bytes: positive("burst_bytes", "bytes")?,
         deadline_ns: positive("deadline_ns", "nanoseconds")?,
+        flow_match: m.get("match").map(parse_match).transpose()?,
     })
+}
+
+/// `match`: `{"proto": "udp" | "tcp", "dst_port": 1-65535, "src_port": 1-65535 (optional)}`.
+fn parse_match(v: &Value) -> Result<FlowMatch, Reply> {
+    let Value::Object(m) = v else {
+        return Err(err(
+            400,
+            Some("match"),
+            format!(
+                "match: expected an object with proto, dst_port and optionally src_port, got {v}"
+            ),
+        ));
+    };
+    if let Some(k) = m.keys().find(|k| !["proto", "dst_port", "src_port"].contains(&k.as_str())) {
+        let f = format!("match.{k}");
+        return Err(err(
+            400,
+            Some(&f),
+            format!("{f}: unknown; expected proto, dst_port, src_port"),
+        ));
+    }
+    let proto = match m.get("proto") {
+        Some(Value::String(p)) if p == "udp" => Proto::Udp,
+        Some(Value::String(p)) if p == "tcp" => Proto::Tcp,
+        Some(other) => {
+            return Err(err(
+                400,
+                Some("match.proto"),
+                format!("match.proto: expected \"udp\" or \"tcp\", got {other}"),
+            ))
+        }
+        None => {
+            return Err(err(400, Some("match.proto"), "match.proto: missing (\"udp\" or \"tcp\")"))
+        }
+    };
+    let port = |f: &str| -> Result<Option<u16>, Reply> {
+        match m.get(f) {
+            None => Ok(None),
+            Some(v) => match v.as_u64().and_then(|n| u16::try_from(n).ok()).filter(|&n| n >= 1) {
+                Some(n) => Ok(Some(n)),
+                None => {
+                    let name = format!("match.{f}");
+                    Err(err(400, Some(&name), format!("{name}: expected a port, 1-65535, got {v}")))
+                }
+            },
+        }
+    };
+    let Some(dst_port) = port("dst_port")? else {
+        return Err(err(400, Some("match.dst_port"), "match.dst_port: missing (a port, 1-65535)"));
+    };
+    Ok(FlowMatch { proto, dst_port, src_port: port("src_port")? })
 }
 
 /// The request field an invalid request's rejection is about.
@@ -557,8 +685,8 @@ fn field_of(e: &Rejection, r: &Request) -> &'static str {
 impl Service {
     /// Open the store at `db` for `cfg` (creating it), replaying its log.
     pub fn open(db: &Path, cfg: ServiceConfig) -> Result<Service, ServiceError> {
-        let (store, ctl) = Store::open(db, &cfg)?;
-        Ok(Service { ctl, store, cfg, invalid: 0 })
+        let (store, ctl, matches) = Store::open(db, &cfg)?;
+        Ok(Service { ctl, store, cfg, matches, invalid: 0 })
     }
 
     /// The controller (read only).
@@ -590,8 +718,11 @@ impl Service {
                 )
             }
             ("GET", ["log"]) => self.get_log(query),
+            ("GET", ["routes", src]) => self.routes(src),
             ("GET", ["flows"]) => {
-                (200, Value::Array(self.ctl.flows().map(|e| flow_json(&self.ctl, e)).collect()))
+                let all =
+                    self.ctl.flows().map(|e| flow_json(&self.ctl, e, self.matches.get(&e.id)));
+                (200, Value::Array(all.collect()))
             }
             ("POST", ["flows"]) => self.post_flow(body),
             ("GET" | "DELETE", ["flows", id]) => {
@@ -600,7 +731,7 @@ impl Service {
                 };
                 if method == "GET" {
                     return match self.ctl.flow(id) {
-                        Some(e) => (200, flow_json(&self.ctl, e)),
+                        Some(e) => (200, flow_json(&self.ctl, e, self.matches.get(&id))),
                         None => err(404, Some("id"), format!("no flow {id}")),
                     };
                 }
@@ -612,9 +743,11 @@ impl Service {
                     Err(reply) => reply,
                 }
             }
-            (_, ["health" | "hosts" | "config" | "stats" | "flows" | "log"] | ["flows", _]) => {
-                err(405, None, format!("{method} is not allowed on {path}"))
-            }
+            (
+                _,
+                ["health" | "hosts" | "config" | "stats" | "flows" | "log"]
+                | ["flows" | "routes", _],
+            ) => err(405, None, format!("{method} is not allowed on {path}")),
             _ => {
                 err(404, None, format!("no such resource {path}; see GET /health, /hosts, /flows"))
             }
@@ -657,15 +790,59 @@ impl Service {
         }
     }
 
+    /// `GET /routes/SRC`: the best-effort route from host `SRC` to every other host it can
+    /// reach (fewest hops, in the class below the admitted ones): what a host agent gives the
+    /// packets no admitted flow matches, so that ordinary traffic crosses the tag-routed network.
+    fn routes(&self, src: &str) -> Reply {
+        let t = self.ctl.topology();
+        let Some(s) = t.node_id(src).filter(|&n| t.is_host(n)) else {
+            return err(404, Some("src"), format!("no host {src:?}; see GET /hosts"));
+        };
+        let name = |n: usize| t.nodes()[n].name.clone();
+        let routes: Vec<Value> = t
+            .hosts()
+            .into_iter()
+            .filter(|&d| d != s)
+            .filter_map(|d| {
+                let (path, tags) = self.ctl.best_effort_route(s, d)?;
+                let nodes: Vec<String> = std::iter::once(name(s))
+                    .chain(path.iter().map(|&p| name(t.port(p).peer)))
+                    .collect();
+                Some(json!({"dst": name(d), "path": nodes, "tags": tags}))
+            })
+            .collect();
+        (200, json!({"src": src, "queue": self.ctl.best_effort_queue(), "routes": routes}))
+    }
+
     fn post_flow(&mut self, body: &[u8]) -> Reply {
         let r = match parse_request(body) {
             Ok(r) => r,
             Err(reply) => return reply,
         };
+        // two flows of one source with the same match could not be told apart by its tagger
+        if let Some(m) = r.flow_match {
+            let clash = self.matches.iter().find(|(id, other)| {
+                **other == m
+                    && self.ctl.flow(**id).is_some_and(|e| {
+                        let t = self.ctl.topology();
+                        t.nodes()[e.request.src].name == r.src
+                            && t.nodes()[e.request.dst].name == r.dst
+                    })
+            });
+            if let Some((id, _)) = clash {
+                self.invalid += 1;
+                return (
+                    422,
+                    json!({"code": "match-in-use", "field": "match",
+                           "reason": format!("flow {id} from {} to {} has the same match", r.src, r.dst)}),
+                );
+            }
+        }
         match self.commit(Op::Request(r.clone())) {
             Err(reply) => reply,
             Ok((Outcome::Admitted { id, rerouted }, _)) => {
-                let mut j = self.ctl.flow(id).map_or(Value::Null, |e| flow_json(&self.ctl, e));
+                let m = self.matches.get(&id);
+                let mut j = self.ctl.flow(id).map_or(Value::Null, |e| flow_json(&self.ctl, e, m));
                 j["rerouted"] = json!(rerouted);
                 (201, j)
             }
@@ -693,15 +870,17 @@ impl Service {
                 ));
             }
         };
-        if let Err(e) = self.store.record(&self.ctl, &op, &outcome) {
+        track(&mut self.matches, &op, &outcome);
+        if let Err(e) = self.store.record(&self.ctl, &self.matches, &op, &outcome) {
             // back to what the store holds (rare: a full disk, a file removed underneath)
             let rebuilt = self.cfg.controller().map_err(ServiceError::Config).and_then(|mut c| {
-                self.store.replay(&mut c)?;
-                Ok(c)
+                let m = self.store.replay(&mut c)?;
+                Ok((c, m))
             });
             let also = match rebuilt {
-                Ok(c) => {
+                Ok((c, m)) => {
                     self.ctl = c;
+                    self.matches = m;
                     String::new()
                 }
                 Err(r) => format!("; rebuilding from the store failed too ({r})"),

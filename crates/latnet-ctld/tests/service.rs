@@ -382,3 +382,117 @@ fn the_log_tells_a_polling_agent_what_moved() {
         assert_eq!((st, r["field"].as_str()), (400, Some(field)), "{q}: {r}");
     }
 }
+
+fn hosts_of(svc: &mut Service) -> Vec<String> {
+    let (_, hosts) = svc.handle("GET", "/hosts", b"");
+    serde_json::from_value(hosts).unwrap()
+}
+
+#[test]
+fn a_flows_match_is_kept_shown_and_survives_a_restart() {
+    let db = tmp("match");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let h = hosts_of(&mut svc);
+    let mut r = req(&h[0], &h[9], 50_000_000, 5000);
+    r["match"] = json!({"proto": "udp", "dst_port": 5001});
+    let (st, f) = post(&mut svc, r.clone());
+    assert_eq!(st, 201, "{f}");
+    let first = f["id"].as_u64().unwrap();
+    assert_eq!(f["match"], json!({"proto": "udp", "dst_port": 5001}));
+    // the same match from the same source to the same destination could not be told apart
+    let (st, e) = post(&mut svc, r.clone());
+    assert_eq!(
+        (st, e["code"].as_str(), e["field"].as_str()),
+        (422, Some("match-in-use"), Some("match")),
+        "{e}"
+    );
+    assert!(e["reason"].as_str().unwrap().contains(&format!("flow {first}")), "{e}");
+    // a source port makes it another match; another destination another flow; none: no match
+    let mut with_port = r.clone();
+    with_port["match"]["src_port"] = json!(4000);
+    let (st, f2) = post(&mut svc, with_port);
+    assert_eq!((st, f2["match"]["src_port"].as_u64()), (201, Some(4000)), "{f2}");
+    let mut elsewhere = r.clone();
+    elsewhere["dst"] = json!(h[10]);
+    assert_eq!(post(&mut svc, elsewhere).0, 201);
+    let (st, plain) = post(&mut svc, req(&h[1], &h[8], 10_000_000, 5000));
+    assert_eq!(st, 201);
+    assert!(plain.get("match").is_none(), "{plain}");
+    let (_, shown) = svc.handle("GET", &format!("/flows/{first}"), b"");
+    assert_eq!(shown["match"], json!({"proto": "udp", "dst_port": 5001}));
+    let (_, stats) = svc.handle("GET", "/stats", b"");
+    assert_eq!(stats["invalid"], 1);
+    let before: Value = svc.handle("GET", "/flows", b"").1;
+    assert_eq!(table_flows(&db), before.as_array().unwrap().clone());
+    // a restart replays the log: the same matches
+    drop(svc);
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    assert_eq!(svc.handle("GET", "/flows", b"").1, before);
+    assert_eq!(table_flows(&db), before.as_array().unwrap().clone());
+    // removing the flow frees its match
+    assert_eq!(svc.handle("DELETE", &format!("/flows/{first}"), b"").0, 204);
+    let (st, again) = post(&mut svc, r);
+    assert_eq!((st, again["match"]["dst_port"].as_u64()), (201, Some(5001)), "{again}");
+}
+
+#[test]
+fn a_bad_match_is_a_400_naming_the_field_and_nothing_is_logged() {
+    let db = tmp("badmatch");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let h = hosts_of(&mut svc);
+    let cases = [
+        (json!(5), "match"),
+        (json!({"dst_port": 1}), "match.proto"),
+        (json!({"proto": "sctp", "dst_port": 1}), "match.proto"),
+        (json!({"proto": "udp"}), "match.dst_port"),
+        (json!({"proto": "udp", "dst_port": 0}), "match.dst_port"),
+        (json!({"proto": "udp", "dst_port": 70000}), "match.dst_port"),
+        (json!({"proto": "tcp", "dst_port": 80, "src_port": "x"}), "match.src_port"),
+        (json!({"proto": "tcp", "dst_port": 80, "dscp": 1}), "match.dscp"),
+    ];
+    for (m, field) in cases {
+        let mut r = req(&h[0], &h[9], 50_000_000, 5000);
+        r["match"] = m.clone();
+        let (st, e) = post(&mut svc, r);
+        assert_eq!((st, e["field"].as_str()), (400, Some(field)), "{m}: {e}");
+        assert!(e["error"].as_str().unwrap().starts_with(field), "{e}");
+    }
+    let (_, log) = svc.handle("GET", "/log", b"");
+    assert_eq!(log["entries"], json!([]));
+}
+
+#[test]
+fn best_effort_routes_reach_every_other_host_below_the_admitted_classes() {
+    let db = tmp("routes");
+    let mut four = cfg(4);
+    four.queues = 4;
+    let mut svc = Service::open(&db, four).unwrap();
+    let h = hosts_of(&mut svc);
+    let (st, r) = svc.handle("GET", &format!("/routes/{}", h[0]), b"");
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["queue"], 4);
+    let routes = r["routes"].as_array().unwrap();
+    assert_eq!(routes.len(), h.len() - 1);
+    for rt in routes {
+        let path: Vec<&str> =
+            rt["path"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        let tags: Vec<u64> =
+            rt["tags"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+        assert_eq!((path[0], *path.last().unwrap()), (h[0].as_str(), rt["dst"].as_str().unwrap()));
+        // a tag per switch, each in the class below the four admitted ones (base 10)
+        assert_eq!(tags.len(), path.len() - 2, "{rt}");
+        assert!(tags.iter().all(|t| t % 10 == 4), "{rt}");
+        // fewest hops in a k = 4 fat-tree: 1, 3 or 5 switches
+        assert!([1, 3, 5].contains(&tags.len()), "{rt}");
+    }
+    assert_eq!(svc.handle("GET", "/routes/nobody", b"").1["field"], "src");
+    let (_, hs) = svc.handle("GET", "/health", b"");
+    assert_eq!(hs["flows"], 0, "routes admit nothing");
+    let (st, e) = svc.handle("GET", "/routes/e0_0", b"");
+    assert_eq!(st, 404, "a switch has no routes: {e}");
+    assert_eq!(svc.handle("POST", &format!("/routes/{}", h[0]), b"").0, 405);
+    // eight admitted classes leave none for best effort
+    let mut svc8 = Service::open(&tmp("routes8"), cfg(4)).unwrap();
+    let (st, r) = svc8.handle("GET", &format!("/routes/{}", h[0]), b"");
+    assert_eq!((st, &r["queue"], &r["routes"]), (200, &Value::Null, &json!([])));
+}

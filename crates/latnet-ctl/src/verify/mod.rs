@@ -215,13 +215,7 @@ fn plan<'a>(ctl: &'a Controller, opts: &CheckOptions) -> Plan<'a> {
             if d == h {
                 continue;
             }
-            let Some(path) = topo.shortest_path(h, d) else { continue };
-            let tags: Option<Vec<u16>> = path
-                .iter()
-                .filter(|&&p| !topo.is_host(topo.port(p).node))
-                .map(|&p| cfg.tags.tag(topo.port(p).local, nq as u8))
-                .collect();
-            let Some(tags) = tags else { continue };
+            let Some((path, tags)) = ctl.best_effort_route(h, d) else { continue };
             let rate = Rate::from_bps(topo.port(path[0]).rate.bps() / 5);
             bg.push((h, d, tags, rate));
         }
