@@ -164,13 +164,14 @@ def transitions(**kwargs) -> dict:
     return json.loads(chameleon_transitions(**kwargs))
 
 
-def replay(client: Client, on_move=None) -> Controller:
+def replay(client: Client, on_move=None, on_entry=None) -> Controller:
     """An in-process controller in the state of the service ``client`` talks to: built with
     the service's settings (``GET /config``) and fed its log (``GET /log``, every request and
     removal in order). The controller is deterministic, so each operation must come out as the
     service logged it (ids, reroutes, refusals); a ``LatnetError`` names the first that does
     not. ``on_move(before, after, entry)``, if given, is called after each logged request that
-    moved admitted flows, with a copy of the controller from just before it."""
+    moved admitted flows, with a copy of the controller from just before it;
+    ``on_entry(ctl, entry)`` after every entry, with the controller as it left it."""
     import tempfile
 
     cfg = client._get("/config")
@@ -209,6 +210,8 @@ def replay(client: Client, on_move=None) -> Controller:
                 )
             if before is not None:
                 on_move(before, ctl, e)
+            if on_entry is not None:
+                on_entry(ctl, e)
             after = e["seq"]
         if not page["entries"] or after >= page["last"]:
             return ctl

@@ -30,6 +30,7 @@
 pub mod config;
 pub mod controller;
 pub mod eval;
+pub mod live;
 pub mod qjump;
 pub mod route;
 pub mod state;

@@ -540,6 +540,30 @@ impl ChameleonController {
         serde_json::to_string(&doc).map_err(|e| LatnetError::new_err(e.to_string()))
     }
 
+    /// The network this controller configures, as scenario-file text with no flows (switches
+    /// forwarding by tag stacks into its strict-priority classes and a best-effort class below
+    /// them when the ports have room; see `latnet_ctl::verify::network_scenario`), to which an
+    /// emulated run adds its traffic.
+    #[pyo3(signature = (duration_ns=1_000_000_000))]
+    fn network_toml(&self, duration_ns: u64) -> PyResult<String> {
+        if duration_ns == 0 {
+            return Err(PyValueError::new_err("duration_ns: expected a duration above zero"));
+        }
+        verify::network_scenario(&self.inner, Duration::from_nanos(duration_ns))
+            .and_then(|sc| verify::scenario_toml(&sc))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// A live run of the spec `spec` (the text of the file `name`: `[sim]`, `[[flows]]`,
+    /// `[[requests]]`; see `latnet_ctl::live`) on this controller's network, as JSON text:
+    /// `scenario` (file text), `duration_ns`, `dilation`, `tag_allowance_bytes`, `requests`.
+    /// A mistake is a ScenarioError naming the file and key.
+    fn live_plan(&self, name: &str, spec: &str) -> PyResult<String> {
+        let p = latnet_ctl::live::live_plan(&self.inner, name, spec)
+            .map_err(|e| crate::ScenarioError::new_err(e.to_string()))?;
+        serde_json::to_string(&p).map_err(|e| LatnetError::new_err(e.to_string()))
+    }
+
     /// A copy in the same state (to keep the state before a request).
     fn copy(&self) -> ChameleonController {
         ChameleonController { inner: self.inner.clone() }

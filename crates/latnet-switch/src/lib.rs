@@ -11,6 +11,7 @@
 //! | [`core`] | [`core::SwitchCore`]: forwarding, queues, rate / delay emulation; no I/O, no clock |
 //! | [`runner`] | the real-time loop: `CLOCK_MONOTONIC`, receive rings, batched sends, `ppoll`; one switch, or several in one loop ([`runner::run_many`]) |
 //! | [`sys`] | the only `unsafe` code: `AF_PACKET` rings, clocks, signals, socket options, `bpf(2)` |
+//! | [`agent`] | the Chameleon host agent: polls the controller service, programs each admitted flow's tagger entry and HTB shaper, best-effort routes |
 //! | [`tagger`] | the host agent's tagger: a BPF program on a host's egress pushing each flow's tag stack, DSCP and shaper class |
 //! | [`plan`] | testbed conventions: namespaces, interface names, MACs, host routes |
 //! | [`stats`] | the statistics file (per interface, port, queue, class, flow, node) |
@@ -55,6 +56,7 @@
 //! it over beside the frame (`TP_STATUS_VLAN_VALID`); the switch puts it back before parsing,
 //! so tag-stack source routing sees the stack the previous switch sent.
 
+pub mod agent;
 pub mod core;
 pub mod plan;
 pub mod results;

@@ -12,12 +12,15 @@
 //! latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
 //!                        [--pace socket|htb:DEV] [--out FILE]
 //! latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
+//! latnet-switch agent   --controller URL --scenario S.toml --host H[,H...] [--netns NS[,NS...]]
+//!                       [--status FILE] [--poll-ms 20] [--shaper htb|none] [--routes yes|no]
+//!                       [--dilation K] [--duration D]
 //! ```
 //!
 //! Exit status: 0 on success, 2 for a usage or scenario error, 1 for anything else.
 
 use latnet_sim::Scenario;
-use latnet_switch::{plan, results, runner, tcp, traffic};
+use latnet_switch::{agent, plan, results, runner, tcp, traffic};
 use latnet_units::Duration;
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -28,6 +31,9 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
        latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
                               [--pace socket|htb:DEV] [--out FILE]
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
+       latnet-switch agent --controller http://HOST:PORT --scenario S.toml --host H[,H...]
+                           [--netns NS[,NS...]] [--status FILE] [--poll-ms 20]
+                           [--shaper htb|none] [--routes yes|no] [--dilation K] [--duration D]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
            [--netns NS] (the namespace holding the interfaces, a name or a file; default: this
                          process's)
@@ -196,13 +202,7 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 .map(|((node, ns), st)| runner::RunConfig {
                     node: node.clone(),
                     // a name given to `ip netns add`, or a namespace file
-                    netns: ns.map(|n| {
-                        if n.contains('/') {
-                            PathBuf::from(n)
-                        } else {
-                            Path::new("/run/netns").join(n)
-                        }
-                    }),
+                    netns: ns.as_deref().map(agent::netns_path),
                     stats: st.map(PathBuf::from),
                     ..cfg.clone()
                 })
@@ -288,6 +288,82 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
             let conns = usize::try_from(num(&a, "conns")?).unwrap_or(usize::MAX);
             let rep = tcp::recv(bind, conns, secs(&a)?).map_err(io)?;
             write_json(a.get("out"), &rep)
+        }
+        "agent" => {
+            let sc = scenario(&a)?;
+            let p = plan::plan(&sc)
+                .map_err(|e| Fail::Usage(format!("{}: {e}", need(&a, "scenario").unwrap_or(""))))?;
+            let hosts: Vec<String> = need(&a, "host")?.split(',').map(str::to_owned).collect();
+            let netns: Vec<Option<PathBuf>> = match a.get("netns") {
+                None => vec![None; hosts.len()],
+                Some(v) => {
+                    let l: Vec<_> = v.split(',').map(|n| Some(agent::netns_path(n))).collect();
+                    if l.len() != hosts.len() {
+                        return Err(Fail::Usage(format!(
+                            "--netns: expected {} comma-separated values, one per --host, got {}",
+                            hosts.len(),
+                            l.len()
+                        )));
+                    }
+                    l
+                }
+            };
+            let served: Vec<_> = hosts.into_iter().zip(netns).collect();
+            let (specs, addresses) =
+                agent::from_plan(&p, &served).map_err(|e| Fail::Usage(e.to_string()))?;
+            let yes_no = |k: &str, default: bool| match a.get(k).map(String::as_str) {
+                None => Ok(default),
+                Some("yes") => Ok(true),
+                Some("no") => Ok(false),
+                Some(v) => Err(Fail::Usage(format!("--{k}: expected yes or no, got {v:?}"))),
+            };
+            let cfg = agent::AgentConfig {
+                controller: agent::Controller::new(need(&a, "controller")?)
+                    .map_err(|e| Fail::Usage(e.to_string()))?,
+                hosts: specs,
+                addresses,
+                poll: match a.get("poll-ms") {
+                    None => std::time::Duration::from_millis(20),
+                    Some(v) => match v.parse::<u64>() {
+                        Ok(ms) if (1..=10_000).contains(&ms) => {
+                            std::time::Duration::from_millis(ms)
+                        }
+                        _ => {
+                            return Err(Fail::Usage(format!(
+                                "--poll-ms: expected whole milliseconds from 1 to 10000, got {v:?}"
+                            )))
+                        }
+                    },
+                },
+                shape: match a.get("shaper").map(String::as_str) {
+                    None | Some("htb") => true,
+                    Some("none") => false,
+                    Some(v) => {
+                        return Err(Fail::Usage(format!(
+                            "--shaper: expected htb or none, got {v:?}"
+                        )))
+                    }
+                },
+                routes: yes_no("routes", true)?,
+                dilation: match a.get("dilation") {
+                    None => 1,
+                    Some(_) => match num(&a, "dilation")? {
+                        0 => {
+                            return Err(Fail::Usage(
+                                "--dilation: expected a whole number >= 1".into(),
+                            ))
+                        }
+                        k => k,
+                    },
+                },
+                status: a.get("status").map(PathBuf::from),
+                duration: dur(&a, "duration")?
+                    .map(|d| std::time::Duration::from_nanos(d.as_nanos())),
+            };
+            latnet_switch::sys::install_stop_handler();
+            let mut ag = agent::Agent::start(cfg).map_err(|e| Fail::Other(e.to_string()))?;
+            ag.sync().map_err(|e| Fail::Other(e.to_string()))?;
+            ag.run().map_err(|e| Fail::Other(e.to_string()))
         }
         "-h" | "--help" | "help" => {
             std::io::stdout().write_all(format!("{USAGE}\n").as_bytes()).map_err(io)

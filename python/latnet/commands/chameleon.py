@@ -495,6 +495,93 @@ def register(subparsers) -> None:
     t.set_defaults(func=cmd_transitions)
     register_serve(sub)
 
+    li = sub.add_parser(
+        "live",
+        help="a running service programs an emulated network (host agents) while traffic runs",
+        description="Build the network of a running `latnet chameleon serve` as an emulated "
+        "testbed (root), start a host agent for its hosts (a BPF tagger on each host's egress "
+        "and an HTB shaper per admitted flow, programmed from the service's log), make the "
+        "spec's requests of the service at their instants and run its traffic; then check "
+        "every packet against what the controller had decided when it was created (its path, "
+        "and for admitted flows arrival within the deadline). Writes OUT/live.json, hops.csv, "
+        "packets.csv. Exit status 1 if an admitted flow lost a packet or missed its deadline, "
+        "or a packet left the path it was given.",
+    )
+    li.add_argument("spec", help="a live spec: [sim], [[flows]], [[requests]] (docs/chameleon.md)")
+    li.add_argument("--controller", required=True, metavar="URL", help="the service (http://...)")
+    li.add_argument("--out", default="out/chameleon-live", metavar="DIR")
+    li.add_argument(
+        "--poll-ms", type=whole(1), default=10, help="the agent polls the service this often"
+    )
+    li.add_argument("--shaper", choices=["htb", "none"], default="htb", help="default htb")
+    li.add_argument("--switch-processes", choices=["one", "per-node"])
+    li.set_defaults(func=cmd_live)
+
+
+def cmd_live(args: argparse.Namespace) -> int:
+    from ..live import _short, live
+    from ..table import emulation_timing
+    from ..testbed import require_root
+
+    require_root("latnet chameleon live")
+    doc = live(
+        args.controller,
+        args.spec,
+        args.out,
+        poll_ms=args.poll_ms,
+        shaper=args.shaper == "htb",
+        switch_processes=args.switch_processes,
+    )
+    k = doc["dilation"]
+    ms = lambda ns: "-" if ns is None else f"{ns / 1e6:.3f}"  # noqa: E731
+    print(
+        f"{doc['spec']} on the network of {doc['controller']}"
+        + (f", {k} times slower than real time" if k > 1 else "")
+        + f" (requests reserve {doc['tag_allowance_bytes']} B per frame for tags)\n"
+    )
+    rows = []
+    for r in doc["requests"]:
+        a = r["answer"]
+        if a["admitted"]:
+            what = f"admitted (id {a['id']})" + (
+                f", moved {', '.join(map(str, r['rerouted']))}" if r["rerouted"] else ""
+            )
+        else:
+            what = f"refused: {a['code']}"
+        path = "-".join(r.get("path") or []) or "-"
+        rows.append([r["flow"], ms(r["at_ns"]), what, path, ms(r.get("guarantee_ns"))])
+    print(render(["flow", "at ms", "answer", "path", "guarantee ms"], rows, "requests"))
+    rows = [
+        [ms(c["t_ns"]), c["flow"], c["what"], "-".join(c["path"]) or "(best effort)"]
+        + [f"{c['lag_after_answer_us'] / 1e3:.1f}" if c["lag_after_answer_us"] else "-"]
+        for c in doc["changes"]
+    ]
+    hdr = ["t ms", "flow", "change", "path", "after the answer, ms (real)"]
+    print("\n" + render(hdr, rows, "what the host agent applied"))
+    rows = []
+    for f in doc["flows"]:
+        paths = _short(f["paths"])
+        lat = f["latency_ns"]
+        rows.append(
+            [f["name"], "yes" if f["admitted"] else "no", f["sent"], f["received"]]
+            + [f["lost_while_admitted"], paths, f["misrouted"], ms(lat["p50"]), ms(lat["p99"])]
+            + [ms(lat["max"]), ms(f["deadline_ns"]), f["over_deadline"]]
+        )
+    hdr = ["flow", "admitted", "sent", "received", "lost", "paths (packets)", "misrouted"]
+    hdr += ["p50 ms", "p99 ms", "max ms", "deadline ms", "over"]
+    print("\n" + render(hdr, rows, "every packet against the controller's decision"))
+    for m in doc["not_applied"]:
+        what = "-".join(m["path"]) if m["path"] else "removal"
+        print(f"NOT APPLIED by the host agent: log entry {m['seq']}, flow {m['flow']}: {what}")
+    line = emulation_timing({"emulation": doc["emulation"]}) if doc["emulation"] else None
+    if line:
+        print(line)
+    print(f"\nwrote {args.out}/live.json")
+    if not doc["ok"]:
+        print("latnet: a packet missed what the controller promised (see above)", file=sys.stderr)
+        return 1
+    return 0
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import os

@@ -253,7 +253,7 @@ impl Plan<'_> {
         let phase = opts.phases[k];
         let seed = opts.seed.wrapping_add(k as u64);
         let starts = starts(ctl, &self.flows, phase, &self.loaded, seed);
-        scenario(ctl, &self.flows, &starts, &self.bg, opts)
+        scenario(ctl, &self.flows, &starts, &self.bg, false, opts)
     }
 }
 
@@ -339,17 +339,34 @@ fn starts(
     }
 }
 
+/// The network as the controller configured it, as a scenario with no flows: hosts and
+/// switches of its topology, switches forwarding by tag stacks into strict-priority queues of
+/// the configured classes and, when the ports have room for it
+/// ([`Controller::best_effort_queue`]), a best-effort class below them; hosts with one queue
+/// for admitted flows and one below it for everything else; links at their rates with the
+/// controller's per-hop constant as propagation delay. Traffic is added to it (what an emulated
+/// testbed whose hosts' agents are programmed by the controller runs); `duration` is the
+/// scenario's sending time.
+pub fn network_scenario(ctl: &Controller, duration: Duration) -> Result<Scenario, String> {
+    let opts = CheckOptions { duration, ..CheckOptions::default() };
+    let mut sc = scenario(ctl, &[], &[], &[], ctl.best_effort_queue().is_some(), &opts)?;
+    sc.name = "chameleon-network".into();
+    Ok(sc)
+}
+
 fn scenario(
     ctl: &Controller,
     flows: &[SimFlow<'_>],
     starts: &[Time],
     bg: &[(usize, usize, Vec<u16>, Rate)],
+    best_effort: bool,
     opts: &CheckOptions,
 ) -> Result<Scenario, String> {
     let topo = ctl.topology();
     let cfg = ctl.config();
     let nq = cfg.switch.len();
-    let classes = (nq + usize::from(!bg.is_empty())) as u8;
+    let best_effort = best_effort || !bg.is_empty();
+    let classes = (nq + usize::from(best_effort)) as u8;
     let nodes = topo
         .nodes()
         .iter()
@@ -370,7 +387,7 @@ fn scenario(
         })
         .collect();
     let queue_of = |node: usize| {
-        if topo.is_host(node) && bg.is_empty() {
+        if topo.is_host(node) && !best_effort {
             QueueSpec::Fifo {
                 limits: QueueLimits { limit_packets: 1_000_000, limit_bytes: cfg.host.buffer },
             }

@@ -1,0 +1,1042 @@
+//! The Chameleon host agent: what the controller decided, programmed into hosts' kernels.
+//!
+//! One agent serves one or more hosts of an emulated testbed (each in its network namespace).
+//! It polls the controller service (`latnet chameleon serve`, [`latnet-ctld`]) and keeps, for
+//! every admitted flow whose source is one of its hosts:
+//!
+//! * a **tagger** entry ([`crate::tagger`]): the flow's packets (its `match`, to each address
+//!   of its destination) get the flow's tag stack, the DSCP of the host's admitted class
+//!   ([`ADMITTED_DSCP`]: priority 0, as the controller's host model has it) and, when shaping,
+//!   the flow's HTB class;
+//! * with `--shaper htb`, a **shaper**: an HTB class on the host's interface with the flow's
+//!   token-bucket rate and burst as rate / ceiling and burst / cburst, counting the frame as
+//!   sent (the outer tag, which travels as metadata, through HTB's `overhead`). Packets of no
+//!   admitted flow go unshaped (HTB's direct queue).
+//!
+//! and, unless told not to, a **best-effort route** per other host (`GET /routes/SRC`: fewest
+//! hops, the class below the admitted ones), so that every other packet (a ping, a TCP
+//! handshake, iperf3's control connection) crosses the tag-routed network too.
+//!
+//! It learns of changes from `GET /log?after=SEQ`: an admission re-tags the flows it moved,
+//! then starts tagging the new flow; a refusal that moved flows re-tags them; a removal stops
+//! tagging (the flow's packets then follow the destination's best-effort route) and removes
+//! its shaper. Each change is read from `GET /flows/ID` and applied with one map update per
+//! destination address, so a packet sees the old stack or the new one; the status file's
+//! `changes` record, with the log entry that caused it, the instants (`CLOCK_MONOTONIC`)
+//! just before the first update (`t_start_ns`) and just after the last (`t_ns`): every packet
+//! sent after `t_ns` gets the change. Shaper classes are made before a tagger names them and
+//! removed after it no longer does. The agent's view starts from
+//! `GET /flows` (what was admitted before it started), so it can start at any time.
+//!
+//! The controller is reached over the root namespace (a management network, out of band of
+//! the emulated one); only the taggers' links and the shapers live in the hosts' namespaces.
+//! Losing the controller keeps what was programmed; the agent counts failed polls and retries.
+//! Stopping (SIGINT / SIGTERM, or `--duration`) detaches the taggers and removes the shapers.
+
+use crate::tagger::{Action, Counters, Match, Tagger};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration as StdDuration;
+
+/// Every host's addresses, by name.
+pub type AddressBook = BTreeMap<String, Vec<IpAddr>>;
+
+/// DSCP of admitted flows at their source: priority 0 (`CS7`, latnet's priority mapping), the
+/// host queue's guaranteed class.
+pub const ADMITTED_DSCP: u8 = 56;
+/// The HTB handle of the agent's root qdisc on a host interface (`1:`).
+pub const HTB_MAJOR: u32 = 1;
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The controller could not be reached or answered something unusable.
+    #[error("controller {url}: {msg}")]
+    Controller {
+        /// Its address.
+        url: String,
+        /// What happened.
+        msg: String,
+    },
+    /// A kernel object could not be made or changed.
+    #[error("{0}")]
+    Kernel(String),
+    /// The agent was given something it cannot use.
+    #[error("{0}")]
+    Config(String),
+}
+
+// ------------------------------------------------------------------------ the controller
+
+/// A controller service at `http://HOST:PORT` (no TLS: the service has none either).
+#[derive(Debug, Clone)]
+pub struct Controller {
+    url: String,
+    host: String,
+    addr: std::net::SocketAddr,
+    timeout: StdDuration,
+}
+
+impl Controller {
+    /// Parse `http://HOST:PORT[/]`.
+    pub fn new(url: &str) -> Result<Controller, AgentError> {
+        let bad = |m: &str| AgentError::Config(format!("--controller {url:?}: {m}"));
+        let rest = url.strip_prefix("http://").ok_or_else(|| bad("expected http://HOST:PORT"))?;
+        let host = rest.trim_end_matches('/');
+        if host.is_empty() || host.contains('/') {
+            return Err(bad("expected http://HOST:PORT with no path"));
+        }
+        let addr = host
+            .to_socket_addrs()
+            .map_err(|e| bad(&format!("cannot resolve: {e}")))?
+            .next()
+            .ok_or_else(|| bad("resolves to no address"))?;
+        Ok(Controller {
+            url: format!("http://{host}"),
+            host: host.to_owned(),
+            addr,
+            timeout: StdDuration::from_secs(2),
+        })
+    }
+
+    /// The service's address.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn fail(&self, msg: impl Into<String>) -> AgentError {
+        AgentError::Controller { url: self.url.clone(), msg: msg.into() }
+    }
+
+    /// `GET path`: the status and the JSON body (`Null` when empty).
+    pub fn get(&self, path: &str) -> Result<(u16, Value), AgentError> {
+        let mut s = TcpStream::connect_timeout(&self.addr, self.timeout)
+            .map_err(|e| self.fail(format!("cannot connect: {e}")))?;
+        s.set_read_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
+        s.set_write_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
+        let _ = s.set_nodelay(true);
+        write!(s, "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.host)
+            .map_err(|e| self.fail(format!("GET {path}: {e}")))?;
+        let mut raw = Vec::new();
+        s.take(16 << 20)
+            .read_to_end(&mut raw)
+            .map_err(|e| self.fail(format!("GET {path}: {e}")))?;
+        let (status, body) =
+            parse_response(&raw).map_err(|m| self.fail(format!("GET {path}: {m}")))?;
+        let v = if body.iter().all(u8::is_ascii_whitespace) {
+            Value::Null
+        } else {
+            serde_json::from_slice(&body)
+                .map_err(|e| self.fail(format!("GET {path}: the body is not JSON: {e}")))?
+        };
+        Ok((status, v))
+    }
+
+    fn get_ok(&self, path: &str) -> Result<Value, AgentError> {
+        match self.get(path)? {
+            (200, v) => Ok(v),
+            (st, v) => Err(self.fail(format!("GET {path}: {st} {v}"))),
+        }
+    }
+}
+
+/// Split an HTTP/1.1 response into its status and body (`Content-Length`, chunked, or to the
+/// end of the connection).
+pub fn parse_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
+    let end =
+        raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no end of headers in the response")?;
+    let head = std::str::from_utf8(&raw[..end]).map_err(|_| "headers are not UTF-8")?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let mut length = None;
+    let mut chunked = false;
+    for l in lines {
+        let Some((k, v)) = l.split_once(':') else { continue };
+        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+        if k == "content-length" {
+            length = Some(v.parse::<usize>().map_err(|_| format!("bad Content-Length {v:?}"))?);
+        } else if k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked") {
+            chunked = true;
+        }
+    }
+    let body = &raw[end + 4..];
+    if chunked {
+        let mut out = Vec::new();
+        let mut rest = body;
+        loop {
+            let nl = rest
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .ok_or("a chunk without its size line")?;
+            let size_text = std::str::from_utf8(&rest[..nl]).map_err(|_| "bad chunk size")?;
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+            rest = &rest[nl + 2..];
+            if size == 0 {
+                return Ok((status, out));
+            }
+            if rest.len() < size + 2 {
+                return Err("a chunk shorter than its size".into());
+            }
+            out.extend_from_slice(&rest[..size]);
+            rest = &rest[size + 2..];
+        }
+    }
+    match length {
+        Some(n) if body.len() < n => Err(format!("{} of {n} body bytes", body.len())),
+        Some(n) => Ok((status, body[..n].to_vec())),
+        None => Ok((status, body.to_vec())),
+    }
+}
+
+// ------------------------------------------------------------------- flows to entries
+
+/// One admitted flow of a source host, as the agent programs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowEntry {
+    /// The controller's id.
+    pub id: u64,
+    /// Destination host.
+    pub dst: String,
+    /// Tagger keys: the flow's match to each address of the destination.
+    pub matches: Vec<Match>,
+    /// Tag stack, outermost first.
+    pub tags: Vec<u16>,
+    /// Switches and hosts of the path (for the record).
+    pub path: Vec<String>,
+    /// Token-bucket rate (bit/s) and burst (bytes) of its shaper.
+    pub shaper: (u64, u64),
+    /// The end-to-end delay the controller guarantees on this path (ns), if it said.
+    pub guarantee_ns: Option<u64>,
+}
+
+/// Why a flow cannot be programmed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlowError {
+    /// The flow has no `match`: the agent cannot tell its packets.
+    #[error(
+        "flow {0} has no match: its packets cannot be told from others (request it with \"match\")"
+    )]
+    NoMatch(u64),
+    /// The destination is not a host of the testbed.
+    #[error("flow {id}: destination {dst:?} is not a host of the testbed")]
+    UnknownDestination {
+        /// Flow.
+        id: u64,
+        /// Its destination.
+        dst: String,
+    },
+    /// The service's answer lacks a field or has the wrong type.
+    #[error("flow {id}: {field}: {what}")]
+    Field {
+        /// Flow (0 if even the id was unreadable).
+        id: u64,
+        /// Field.
+        field: &'static str,
+        /// What was expected.
+        what: &'static str,
+    },
+}
+
+/// Read a flow as `GET /flows/ID` shows it; `Ok(None)` if its source is not `host`.
+/// `addresses`: every host's addresses.
+pub fn flow_entry(
+    flow: &Value,
+    host: &str,
+    addresses: &AddressBook,
+) -> Result<Option<FlowEntry>, FlowError> {
+    let id = flow["id"].as_u64().ok_or(FlowError::Field {
+        id: 0,
+        field: "id",
+        what: "a whole number",
+    })?;
+    let field = |field: &'static str, what: &'static str| FlowError::Field { id, field, what };
+    let src = flow["src"].as_str().ok_or_else(|| field("src", "a host name"))?;
+    if src != host {
+        return Ok(None);
+    }
+    let dst = flow["dst"].as_str().ok_or_else(|| field("dst", "a host name"))?;
+    let m = flow.get("match").filter(|m| !m.is_null()).ok_or(FlowError::NoMatch(id))?;
+    let proto = match m["proto"].as_str() {
+        Some("udp") => 17,
+        Some("tcp") => 6,
+        _ => return Err(field("match.proto", "\"udp\" or \"tcp\"")),
+    };
+    let port = |v: &Value| v.as_u64().and_then(|p| u16::try_from(p).ok());
+    let dst_port = port(&m["dst_port"]).ok_or_else(|| field("match.dst_port", "a port"))?;
+    let src_port = match m.get("src_port") {
+        None | Some(Value::Null) => 0,
+        Some(v) => port(v).ok_or_else(|| field("match.src_port", "a port"))?,
+    };
+    let addrs = addresses
+        .get(dst)
+        .ok_or_else(|| FlowError::UnknownDestination { id, dst: dst.to_owned() })?;
+    let matches = addrs.iter().map(|&a| Match { dst: a, proto, src_port, dst_port }).collect();
+    let tags = flow["tags"]
+        .as_array()
+        .ok_or_else(|| field("tags", "a list of tags"))?
+        .iter()
+        .map(|t| t.as_u64().and_then(|t| u16::try_from(t).ok()).filter(|&t| t < 4096))
+        .collect::<Option<Vec<u16>>>()
+        .ok_or_else(|| field("tags", "VLAN ids, 0-4095"))?;
+    let path = flow["path"]
+        .as_array()
+        .map(|p| p.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    let rate =
+        flow["shaper"]["rate_bps"].as_u64().ok_or_else(|| field("shaper.rate_bps", "bit/s"))?;
+    let burst = flow["shaper"]["burst_bytes"]
+        .as_u64()
+        .ok_or_else(|| field("shaper.burst_bytes", "bytes"))?;
+    let guarantee_ns = flow["guarantee_ns"].as_u64();
+    Ok(Some(FlowEntry {
+        id,
+        dst: dst.to_owned(),
+        matches,
+        tags,
+        path,
+        shaper: (rate, burst),
+        guarantee_ns,
+    }))
+}
+
+// -------------------------------------------------------------------------- the shaper
+
+/// `tc` on one interface of a namespace.
+#[derive(Debug, Clone)]
+struct Tc {
+    netns: Option<PathBuf>,
+    iface: String,
+}
+
+impl Tc {
+    fn run(&self, args: &[String]) -> Result<String, AgentError> {
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net={}", ns.display())).arg("--").arg("tc");
+                c
+            }
+            None => Command::new("tc"),
+        };
+        let out = cmd
+            .args(args)
+            .output()
+            .map_err(|e| AgentError::Kernel(format!("tc {}: {e}", args.join(" "))))?;
+        if !out.status.success() {
+            return Err(AgentError::Kernel(format!(
+                "tc {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn words(&self, w: &str) -> Vec<String> {
+        w.replace("IF", &self.iface).split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn setup(&self) -> Result<(), AgentError> {
+        self.run(&self.words("qdisc replace dev IF root handle 1: htb default 0")).map(drop)
+    }
+
+    fn teardown(&self) {
+        let _ = self.run(&self.words("qdisc del dev IF root"));
+    }
+
+    /// Shape class `1:minor` to `rate` bit/s with a bucket of `burst` bytes, counting
+    /// `overhead` more bytes per frame than the kernel's length of it.
+    fn set_class(
+        &self,
+        minor: u32,
+        rate: u64,
+        burst: u64,
+        overhead: u32,
+    ) -> Result<(), AgentError> {
+        let rate = rate.max(8);
+        let burst = burst.max(1);
+        let w = format!(
+            "class replace dev IF parent 1: classid 1:{minor:x} htb rate {rate}bit ceil {rate}bit \
+             burst {burst}b cburst {burst}b quantum 1600 overhead {overhead}"
+        );
+        self.run(&self.words(&w)).map(drop)
+    }
+
+    fn del_class(&self, minor: u32) -> Result<(), AgentError> {
+        self.run(&self.words(&format!("class del dev IF classid 1:{minor:x}"))).map(drop)
+    }
+
+    /// Per class minor: bytes and packets sent, drops, overlimits, backlog.
+    fn class_stats(&self) -> BTreeMap<u32, Value> {
+        self.run(&self.words("-s class show dev IF"))
+            .map(|t| parse_class_stats(&t))
+            .unwrap_or_default()
+    }
+}
+
+/// Read `tc -s class show` (text: iproute2 6.1 prints no JSON for classes) into, per class
+/// minor of `1:`, bytes and packets sent, drops, overlimits and backlog.
+pub fn parse_class_stats(text: &str) -> BTreeMap<u32, Value> {
+    let mut out = BTreeMap::new();
+    let mut minor = None;
+    let num = |w: Option<&str>| -> Option<u64> {
+        w.map(|w| w.trim_matches(|c: char| !c.is_ascii_digit())).and_then(|w| w.parse().ok())
+    };
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["class", "htb", handle, ..] => {
+                minor = handle.strip_prefix("1:").and_then(|m| u32::from_str_radix(m, 16).ok());
+                if let Some(m) = minor {
+                    out.insert(m, json!({}));
+                }
+            }
+            // Sent 3000 bytes 2 pkt (dropped 0, overlimits 1 requeues 0)
+            ["Sent", bytes, "bytes", pkts, "pkt", "(dropped", dropped, "overlimits", over, ..] => {
+                if let Some(v) = minor.and_then(|m| out.get_mut(&m)) {
+                    v["sent_bytes"] = json!(num(Some(bytes)));
+                    v["sent_packets"] = json!(num(Some(pkts)));
+                    v["dropped"] = json!(num(Some(dropped)));
+                    v["overlimits"] = json!(num(Some(over)));
+                }
+            }
+            // backlog 0b 0p requeues 0
+            ["backlog", bytes, pkts, ..] => {
+                if let Some(v) = minor.and_then(|m| out.get_mut(&m)) {
+                    v["backlog_bytes"] = json!(num(Some(bytes)));
+                    v["backlog_packets"] = json!(num(Some(pkts)));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------- the agent
+
+/// One host the agent serves.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    /// Its name (the controller's and the scenario's).
+    pub name: String,
+    /// Its namespace file (`/run/netns/NAME`); `None`: the agent's own.
+    pub netns: Option<PathBuf>,
+    /// Its interfaces.
+    pub ifaces: Vec<String>,
+}
+
+/// How the agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The controller service.
+    pub controller: Controller,
+    /// The hosts served.
+    pub hosts: Vec<HostSpec>,
+    /// Every host's addresses (destinations).
+    pub addresses: AddressBook,
+    /// Time between polls.
+    pub poll: StdDuration,
+    /// Shape admitted flows with HTB classes.
+    pub shape: bool,
+    /// Install best-effort routes.
+    pub routes: bool,
+    /// Shaper rates are divided by this (the testbed runs this many times slower).
+    pub dilation: u64,
+    /// Status file, rewritten after every change and once a second.
+    pub status: Option<PathBuf>,
+    /// Stop after this long (`None`: until SIGINT / SIGTERM).
+    pub duration: Option<StdDuration>,
+}
+
+/// A flow as programmed at one host.
+#[derive(Debug)]
+struct Programmed {
+    entry: FlowEntry,
+    minor: Option<u32>,
+    /// Counters of matches already removed (a flow whose match set changed).
+    carried: Counters,
+}
+
+struct HostState {
+    spec: HostSpec,
+    tagger: Tagger,
+    tcs: Vec<Tc>,
+    flows: BTreeMap<u64, Programmed>,
+    routes: BTreeMap<String, (Vec<Match>, Vec<u16>)>,
+    /// Flows of this host that cannot be programmed, and why.
+    refused: BTreeMap<u64, String>,
+    next_minor: u32,
+}
+
+impl std::fmt::Debug for HostState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostState")
+            .field("host", &self.spec.name)
+            .field("flows", &self.flows.len())
+            .finish()
+    }
+}
+
+/// The agent: its hosts' taggers and shapers, and what it has applied.
+#[derive(Debug)]
+pub struct Agent {
+    cfg: AgentConfig,
+    hosts: Vec<HostState>,
+    last_seq: i64,
+    /// The log's end when the agent read the controller's state (`GET /flows`).
+    synced_seq: i64,
+    polls: u64,
+    errors: u64,
+    last_error: Option<String>,
+    changes: Vec<Value>,
+    started_ns: u64,
+}
+
+fn kernel(what: &str) -> impl Fn(io::Error) -> AgentError + '_ {
+    move |e| AgentError::Kernel(format!("{what}: {e}"))
+}
+
+impl Agent {
+    /// Load a tagger per host, attach it to the host's interfaces and set up the shapers.
+    pub fn start(cfg: AgentConfig) -> Result<Agent, AgentError> {
+        if cfg.dilation == 0 {
+            return Err(AgentError::Config("--dilation: expected a whole number >= 1".into()));
+        }
+        let known: Vec<String> = serde_json::from_value(cfg.controller.get_ok("/hosts")?)
+            .map_err(|e| cfg.controller.fail(format!("GET /hosts: {e}")))?;
+        let mut hosts = Vec::new();
+        for spec in &cfg.hosts {
+            if !known.contains(&spec.name) {
+                return Err(AgentError::Config(format!(
+                    "host {:?} is not a host of the controller at {} (it has {})",
+                    spec.name,
+                    cfg.controller.url(),
+                    known.len()
+                )));
+            }
+            let name: String = format!("lnag_{}", spec.name).chars().take(15).collect();
+            let mut tagger =
+                Tagger::load(&name).map_err(kernel(&format!("{}: tagger", spec.name)))?;
+            let mut tcs = Vec::new();
+            for i in &spec.ifaces {
+                tagger
+                    .attach_egress(spec.netns.as_deref(), i)
+                    .map_err(kernel(&format!("{}: {i}", spec.name)))?;
+                let tc = Tc { netns: spec.netns.clone(), iface: i.clone() };
+                if cfg.shape {
+                    tc.setup()?;
+                }
+                tcs.push(tc);
+            }
+            hosts.push(HostState {
+                spec: spec.clone(),
+                tagger,
+                tcs,
+                flows: BTreeMap::new(),
+                routes: BTreeMap::new(),
+                refused: BTreeMap::new(),
+                next_minor: 2,
+            });
+        }
+        Ok(Agent {
+            cfg,
+            hosts,
+            last_seq: 0,
+            synced_seq: 0,
+            polls: 0,
+            errors: 0,
+            last_error: None,
+            changes: Vec::new(),
+            started_ns: crate::sys::mono_ns(),
+        })
+    }
+
+    /// Read what the controller holds now: routes, every admitted flow, the log's end.
+    pub fn sync(&mut self) -> Result<(), AgentError> {
+        let ctl = self.cfg.controller.clone();
+        // the log's end first: anything logged after it is polled again (applying is idempotent)
+        self.last_seq = ctl.get_ok("/log?after=0&limit=1")?["last"].as_i64().unwrap_or(0);
+        self.synced_seq = self.last_seq;
+        if self.cfg.routes {
+            for h in 0..self.hosts.len() {
+                let name = self.hosts[h].spec.name.clone();
+                let r = ctl.get_ok(&format!("/routes/{name}"))?;
+                self.set_routes(h, &r)?;
+            }
+        }
+        let flows = ctl.get_ok("/flows")?;
+        for f in flows.as_array().into_iter().flatten() {
+            self.apply_flow(f, self.last_seq, "present")?;
+        }
+        self.write_status();
+        Ok(())
+    }
+
+    fn set_routes(&mut self, h: usize, r: &Value) -> Result<(), AgentError> {
+        let addresses = &self.cfg.addresses;
+        let st = &mut self.hosts[h];
+        for rt in r["routes"].as_array().into_iter().flatten() {
+            let (Some(dst), Some(tags)) = (rt["dst"].as_str(), rt["tags"].as_array()) else {
+                continue;
+            };
+            let Some(addrs) = addresses.get(dst) else { continue };
+            let tags: Vec<u16> = tags
+                .iter()
+                .filter_map(|t| t.as_u64())
+                .filter_map(|t| u16::try_from(t).ok())
+                .collect();
+            let matches: Vec<Match> = addrs.iter().map(|&a| Match::any_to(a)).collect();
+            for m in &matches {
+                st.tagger
+                    .set(m, &Action { tags: tags.clone(), dscp: None, class: None })
+                    .map_err(kernel(&format!("{}: route to {dst}", st.spec.name)))?;
+            }
+            st.routes.insert(dst.to_owned(), (matches, tags));
+        }
+        Ok(())
+    }
+
+    /// Program `flow` (as `GET /flows/ID` shows it) at its source, if that is one of ours.
+    fn apply_flow(&mut self, flow: &Value, seq: i64, why: &str) -> Result<(), AgentError> {
+        for h in 0..self.hosts.len() {
+            let name = self.hosts[h].spec.name.clone();
+            let e = match flow_entry(flow, &name, &self.cfg.addresses) {
+                Ok(Some(e)) => e,
+                Ok(None) => continue,
+                Err(err) => {
+                    let id = flow["id"].as_u64().unwrap_or(0);
+                    if self.hosts[h].refused.insert(id, err.to_string()).is_none() {
+                        eprintln!("latnet-switch agent: {name}: {err}");
+                    }
+                    continue;
+                }
+            };
+            let (shape, dilation) = (self.cfg.shape, self.cfg.dilation);
+            let st = &mut self.hosts[h];
+            st.refused.remove(&e.id);
+            let old = st.flows.remove(&e.id);
+            let unchanged = old.as_ref().is_some_and(|o| o.entry == e);
+            let minor = match old.as_ref().and_then(|o| o.minor) {
+                Some(m) => Some(m),
+                None if shape => {
+                    let m = st.next_minor;
+                    st.next_minor = if m >= 0xfffe { 2 } else { m + 1 };
+                    Some(m)
+                }
+                None => None,
+            };
+            // the class before the tagger names it; a move keeps its shaper
+            if shape && old.as_ref().map(|o| o.entry.shaper) != Some(e.shaper) {
+                let (rate, burst) = e.shaper;
+                let overhead = if e.tags.is_empty() { 0 } else { 4 };
+                for tc in &st.tcs {
+                    tc.set_class(minor.unwrap_or(2), rate / dilation, burst, overhead)?;
+                }
+            }
+            let action = Action {
+                tags: e.tags.clone(),
+                dscp: Some(ADMITTED_DSCP),
+                class: minor.map(|m| (HTB_MAJOR << 16) | m),
+            };
+            let mut carried = old.as_ref().map(|o| o.carried).unwrap_or_default();
+            // packets see the change from somewhere in [t_start, t_ns]
+            let t_start = crate::sys::mono_ns();
+            if let Some(o) = &old {
+                for m in o.entry.matches.iter().filter(|m| !e.matches.contains(m)) {
+                    if let Some(c) = st.tagger.remove(m).map_err(kernel("tagger"))? {
+                        carried = add(carried, c);
+                    }
+                }
+            }
+            for m in &e.matches {
+                st.tagger.set(m, &action).map_err(kernel(&format!("{name}: flow {}", e.id)))?;
+            }
+            let t_done = crate::sys::mono_ns();
+            if !unchanged {
+                let what = if old.is_some() { "move" } else { "add" };
+                self.changes.push(json!({
+                    "t_start_ns": t_start, "t_ns": t_done, "seq": seq, "host": name, "flow": e.id,
+                    "what": what, "why": why, "tags": e.tags, "path": e.path,
+                    "guarantee_ns": e.guarantee_ns,
+                }));
+            }
+            self.hosts[h].flows.insert(e.id, Programmed { entry: e, minor, carried });
+        }
+        Ok(())
+    }
+
+    fn remove_flow(&mut self, id: u64, seq: i64) -> Result<(), AgentError> {
+        for st in &mut self.hosts {
+            st.refused.remove(&id);
+            let Some(p) = st.flows.remove(&id) else { continue };
+            let t_start = crate::sys::mono_ns();
+            for m in &p.entry.matches {
+                st.tagger.remove(m).map_err(kernel("tagger"))?;
+            }
+            let t_done = crate::sys::mono_ns();
+            // the class only once no packet is classified into it
+            if let Some(minor) = p.minor {
+                for tc in &st.tcs {
+                    tc.del_class(minor)?;
+                }
+            }
+            self.changes.push(json!({
+                "t_start_ns": t_start, "t_ns": t_done, "seq": seq, "host": st.spec.name, "flow": id,
+                "what": "remove", "why": "removed", "tags": [], "path": [],
+            }));
+        }
+        Ok(())
+    }
+
+    /// Poll the log once and apply what changed. Returns how many entries were read.
+    pub fn poll(&mut self) -> Result<usize, AgentError> {
+        self.polls += 1;
+        let ctl = self.cfg.controller.clone();
+        let page = ctl.get_ok(&format!("/log?after={}&limit=1000", self.last_seq))?;
+        let entries = page["entries"].as_array().cloned().unwrap_or_default();
+        for e in &entries {
+            let seq = e["seq"].as_i64().unwrap_or(self.last_seq);
+            let ids = |k: &str| -> Vec<u64> {
+                e[k].as_array().into_iter().flatten().filter_map(Value::as_u64).collect()
+            };
+            match (e["op"].as_str(), e["outcome"].as_str()) {
+                (Some("request"), Some("admitted")) => {
+                    // the moved flows first, then the new one (the controller checked the
+                    // moves with the new flow absent)
+                    for id in ids("rerouted") {
+                        self.refresh(id, seq, "moved")?;
+                    }
+                    if let Some(id) = e["id"].as_u64() {
+                        self.refresh(id, seq, "admitted")?;
+                    }
+                }
+                (Some("request"), Some("refused")) => {
+                    for id in ids("moved") {
+                        self.refresh(id, seq, "moved")?;
+                    }
+                }
+                (Some("remove"), _) => {
+                    if let Some(id) = e["id"].as_u64() {
+                        self.remove_flow(id, seq)?;
+                    }
+                }
+                _ => {}
+            }
+            self.last_seq = seq.max(self.last_seq);
+        }
+        // a short page read everything logged when it was answered
+        if entries.len() < 1000 {
+            if let Some(last) = page["last"].as_i64() {
+                self.last_seq = self.last_seq.max(last);
+            }
+        }
+        if !entries.is_empty() {
+            self.write_status();
+        }
+        Ok(entries.len())
+    }
+
+    /// Read flow `id` now and program it (a flow removed since is unprogrammed).
+    fn refresh(&mut self, id: u64, seq: i64, why: &str) -> Result<(), AgentError> {
+        match self.cfg.controller.get(&format!("/flows/{id}"))? {
+            (200, f) => self.apply_flow(&f, seq, why),
+            (404, _) => self.remove_flow(id, seq),
+            (st, v) => Err(self.cfg.controller.fail(format!("GET /flows/{id}: {st} {v}"))),
+        }
+    }
+
+    /// Poll every `poll` until stopped; then detach and clean up.
+    pub fn run(mut self) -> Result<(), AgentError> {
+        let end = self.cfg.duration.map(|d| self.started_ns + d.as_nanos() as u64);
+        let poll_ns = self.cfg.poll.as_nanos() as u64;
+        let mut next_status = crate::sys::mono_ns() + 1_000_000_000;
+        loop {
+            if crate::sys::stop_requested() || end.is_some_and(|e| crate::sys::mono_ns() >= e) {
+                break;
+            }
+            match self.poll() {
+                Ok(n) if n >= 1000 => continue, // more to read
+                Ok(_) => {}
+                Err(e @ AgentError::Controller { .. }) => {
+                    self.errors += 1;
+                    let msg = e.to_string();
+                    if self.last_error.as_deref() != Some(&msg) {
+                        eprintln!(
+                            "latnet-switch agent: {msg} (keeping what is programmed, retrying)"
+                        );
+                    }
+                    self.last_error = Some(msg);
+                }
+                Err(e) => {
+                    self.write_status();
+                    self.shutdown();
+                    return Err(e);
+                }
+            }
+            let now = crate::sys::mono_ns();
+            if now >= next_status {
+                self.write_status();
+                next_status = now + 1_000_000_000;
+            }
+            let wake = now + poll_ns;
+            crate::sys::sleep_until(end.map_or(wake, |e| e.min(wake)));
+        }
+        self.write_status();
+        self.shutdown();
+        Ok(())
+    }
+
+    fn shutdown(&mut self) {
+        for st in &self.hosts {
+            if self.cfg.shape {
+                for tc in &st.tcs {
+                    tc.teardown();
+                }
+            }
+        }
+        // the taggers detach when their links are dropped, with the agent
+    }
+
+    /// The status document (also written to the status file).
+    pub fn status(&self) -> Value {
+        let hosts: serde_json::Map<String, Value> = self
+            .hosts
+            .iter()
+            .map(|st| {
+                let stats = if self.cfg.shape {
+                    st.tcs.first().map(Tc::class_stats).unwrap_or_default()
+                } else {
+                    BTreeMap::new()
+                };
+                let flows: serde_json::Map<String, Value> = st
+                    .flows
+                    .iter()
+                    .map(|(id, p)| {
+                        let mut c = p.carried;
+                        for m in &p.entry.matches {
+                            if let Ok(Some(x)) = st.tagger.counters(m) {
+                                c = add(c, x);
+                            }
+                        }
+                        let e = &p.entry;
+                        let v = json!({
+                            "dst": e.dst, "tags": e.tags, "path": e.path,
+                            "matches": e.matches.iter().map(|m| json!({"dst": m.dst.to_string(),
+                                "proto": m.proto, "src_port": m.src_port, "dst_port": m.dst_port})).collect::<Vec<_>>(),
+                            "shaper": {"rate_bps": e.shaper.0, "burst_bytes": e.shaper.1,
+                                       "class": p.minor.map(|m| format!("{HTB_MAJOR}:{m:x}")),
+                                       "stats": p.minor.and_then(|m| stats.get(&m).cloned())},
+                            "tagged": c,
+                        });
+                        (id.to_string(), v)
+                    })
+                    .collect();
+                let v = json!({
+                    "ifaces": st.spec.ifaces, "attached": st.tagger.attached(),
+                    "routes": st.routes.iter().map(|(d, (_, t))| (d.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
+                    "flows": flows,
+                    "refused": st.refused.iter().map(|(id, why)| (id.to_string(), json!(why))).collect::<serde_json::Map<_, _>>(),
+                });
+                (st.spec.name.clone(), v)
+            })
+            .collect();
+        json!({
+            "controller": self.cfg.controller.url(),
+            "started_ns": self.started_ns,
+            "polls": self.polls,
+            "controller_errors": self.errors,
+            "last_error": self.last_error,
+            "last_seq": self.last_seq,
+            "synced_seq": self.synced_seq,
+            "shaper": if self.cfg.shape { "htb" } else { "none" },
+            "dilation": self.cfg.dilation,
+            "hosts": hosts,
+            "changes": self.changes,
+        })
+    }
+
+    fn write_status(&self) {
+        let Some(path) = &self.cfg.status else { return };
+        let text = serde_json::to_string_pretty(&self.status()).unwrap_or_default() + "\n";
+        let tmp = path.with_extension("tmp");
+        if std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).is_err() {
+            eprintln!("latnet-switch agent: cannot write {}", path.display());
+        }
+    }
+}
+
+fn add(a: Counters, b: Counters) -> Counters {
+    Counters {
+        packets: a.packets + b.packets,
+        bytes: a.bytes + b.bytes,
+        push_failures: a.push_failures + b.push_failures,
+    }
+}
+
+/// Hosts and addresses of a testbed plan: `hosts` (with their namespace files, `None` for the
+/// agent's own) served, every host's IPv4 and IPv6 address as destinations.
+pub fn from_plan(
+    plan: &crate::plan::Plan,
+    hosts: &[(String, Option<PathBuf>)],
+) -> Result<(Vec<HostSpec>, AddressBook), AgentError> {
+    let mut addresses = BTreeMap::new();
+    for n in plan.nodes.iter().filter(|n| n.kind == "host") {
+        let mut a = Vec::new();
+        for s in [&n.address, &n.address6] {
+            if let Ok(ip) = s.parse::<IpAddr>() {
+                a.push(ip);
+            }
+        }
+        addresses.insert(n.name.clone(), a);
+    }
+    let specs = hosts
+        .iter()
+        .map(|(name, netns)| {
+            let n = plan.nodes.iter().find(|n| &n.name == name && n.kind == "host").ok_or_else(
+                || AgentError::Config(format!("--host {name:?}: not a host of {}", plan.scenario)),
+            )?;
+            Ok(HostSpec {
+                name: name.clone(),
+                netns: netns.clone(),
+                ifaces: n.ifaces.iter().map(|i| i.name.clone()).collect(),
+            })
+        })
+        .collect::<Result<Vec<_>, AgentError>>()?;
+    Ok((specs, addresses))
+}
+
+/// `Path` helper for the CLI: a namespace given by name lives in `/run/netns`.
+pub fn netns_path(v: &str) -> PathBuf {
+    if v.contains('/') {
+        PathBuf::from(v)
+    } else {
+        Path::new("/run/netns").join(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn book() -> AddressBook {
+        let mut b = BTreeMap::new();
+        b.insert(
+            "h3".to_owned(),
+            vec![
+                IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7)),
+                "2001:db8::a00:7".parse().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            ],
+        );
+        b
+    }
+
+    fn flow() -> Value {
+        json!({"id": 4, "src": "h2", "dst": "h3", "rate_bps": 40_000_000, "burst_bytes": 3000,
+               "deadline_ns": 5_000_000, "guarantee_ns": 900_000,
+               "path": ["h2", "s1", "m2", "s2", "h3"], "queues": [0, 1, 0, 0],
+               "budgets_ns": [1, 2, 3, 4], "tags": [21, 10, 30],
+               "shaper": {"rate_bps": 40_000_000, "burst_bytes": 3000},
+               "match": {"proto": "udp", "dst_port": 5001}})
+    }
+
+    #[test]
+    fn a_flow_of_this_host_becomes_one_entry_per_destination_address() {
+        let e = flow_entry(&flow(), "h2", &book()).unwrap_or_else(|e| panic!("{e}"));
+        let e = e.unwrap_or_else(|| panic!("h2 is the source"));
+        assert_eq!(
+            (e.id, e.tags.as_slice(), e.shaper),
+            (4, &[21u16, 10, 30][..], (40_000_000, 3000))
+        );
+        assert_eq!(e.matches.len(), 2);
+        assert!(e.matches.iter().all(|m| (m.proto, m.src_port, m.dst_port) == (17, 0, 5001)));
+        assert_eq!(e.path.len(), 5);
+        assert_eq!(flow_entry(&flow(), "h1", &book()), Ok(None), "another host's flow");
+    }
+
+    #[test]
+    fn flows_that_cannot_be_programmed_say_why() {
+        let mut f = flow();
+        f.as_object_mut().map(|m| m.remove("match"));
+        assert_eq!(flow_entry(&f, "h2", &book()), Err(FlowError::NoMatch(4)));
+        let mut f = flow();
+        f["dst"] = json!("h9");
+        assert!(matches!(
+            flow_entry(&f, "h2", &book()),
+            Err(FlowError::UnknownDestination { id: 4, .. })
+        ));
+        let mut f = flow();
+        f["tags"] = json!([5000]);
+        assert!(matches!(
+            flow_entry(&f, "h2", &book()),
+            Err(FlowError::Field { field: "tags", .. })
+        ));
+        let mut f = flow();
+        f["match"]["proto"] = json!("sctp");
+        assert!(matches!(
+            flow_entry(&f, "h2", &book()),
+            Err(FlowError::Field { field: "match.proto", .. })
+        ));
+        let mut f = flow();
+        f["match"]["src_port"] = json!(4000);
+        let e = flow_entry(&f, "h2", &book()).ok().flatten().map(|e| e.matches[0].src_port);
+        assert_eq!(e, Some(4000));
+    }
+
+    #[test]
+    fn responses_are_read_by_length_chunks_or_to_the_end() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}extra";
+        assert_eq!(parse_response(r), Ok((200, b"{}".to_vec())));
+        let r = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4\r\n\": 1\r\n1\r\n}\r\n0\r\n\r\n";
+        assert_eq!(parse_response(r), Ok((404, b"{\"a\": 1}".to_vec())));
+        let r = b"HTTP/1.1 204 No Content\r\n\r\n";
+        assert_eq!(parse_response(r), Ok((204, Vec::new())));
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").is_err());
+        assert!(parse_response(b"garbage").is_err());
+        assert!(parse_response(b"HTTP/1.1 abc\r\n\r\n").is_err());
+        assert!(
+            parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err()
+        );
+    }
+
+    #[test]
+    fn class_statistics_are_read_from_tc_text() {
+        let t = "class htb 1:a root prio 0 rate 40Mbit overhead 4 ceil 40Mbit burst 3000b cburst 3000b \n \
+                 Sent 151200 bytes 100 pkt (dropped 3, overlimits 42 requeues 0) \n \
+                 backlog 3024b 2p requeues 0\n lended: 0 borrowed: 0 giants: 0\n\n\
+                 class htb 1:2 root prio 0 rate 8Mbit ceil 8Mbit burst 1500b cburst 1500b \n \
+                 Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0\n";
+        let s = parse_class_stats(t);
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            s[&10],
+            json!({"sent_bytes": 151200, "sent_packets": 100, "dropped": 3,
+            "overlimits": 42, "backlog_bytes": 3024, "backlog_packets": 2})
+        );
+        assert_eq!(s[&2]["sent_packets"], 0);
+        assert!(parse_class_stats("garbage\nSent x").is_empty());
+    }
+
+    #[test]
+    fn controller_addresses_are_http_host_port() {
+        assert!(Controller::new("http://127.0.0.1:8711").is_ok());
+        assert!(Controller::new("http://127.0.0.1:8711/").is_ok());
+        for bad in ["127.0.0.1:8711", "https://127.0.0.1:1", "http://", "http://127.0.0.1:1/flows"]
+        {
+            assert!(matches!(Controller::new(bad), Err(AgentError::Config(_))), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,406 @@
+"""A live run: a running controller service programs an emulated network while traffic runs.
+
+``live(url, spec, out)`` reads the service's settings and log (``chameleon.replay``: the same
+controller, checked entry by entry), builds its network as an emulated testbed (a namespace per
+node; ``latnet-switch`` forwarding by tag stacks into the controller's strict-priority classes,
+best effort below them), starts one host agent for all hosts (``latnet-switch agent``: a BPF
+tagger on each host's egress and an HTB shaper per admitted flow, programmed from the service's
+log), makes the spec's requests of the service at their instants (those at 0 before the traffic,
+once the agents have applied them) and runs the spec's traffic (latnet's UDP senders, timed
+and traced per packet and hop). Nothing tells the senders or switches what the controller
+decided: the tags come from the hosts' kernels, as the agent programmed them.
+
+Then every packet is checked against what the controller had decided when it was created:
+its path (the switches ``hops.csv`` saw it at) must be the flow's embedding of that instant, or
+its source's best-effort route while the flow was not admitted; a packet created before a change
+may have followed the state after it only if its sender was late by at least the gap (the
+sender's worst lateness, which it measures); an admitted flow's packets must arrive, within the
+flow's deadline. ``out/live.json`` holds the requests and answers, the agent's changes with
+their lag behind the answers, and per flow the packets, paths, latencies and shaper counters.
+
+The service is reached over the root namespace's loopback (out of band of the emulated
+network). Needs root, like every emulated run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import LatnetError
+from .chameleon import Client, replay
+from .emu import collect, now_ns, start_flows, start_margins, wait_all
+from .testbed import Testbed
+
+#: Time the agent gets to start (load its taggers, read the service) and the requests at 0 to be
+#: applied, before the traffic's time zero.
+AGENT_MARGIN_NS = 2_000_000_000
+
+
+def _wait_status(path: Path, agent: subprocess.Popen, until_ns: int, cond) -> dict:
+    """The agent's status document once ``cond(status)`` holds (re-read every 5 ms)."""
+    while True:
+        if agent.poll() is not None:
+            err = agent.stderr.read().decode(errors="replace").strip() if agent.stderr else ""
+            raise LatnetError(f"the host agent stopped (status {agent.returncode}): {err}")
+        if path.exists():
+            try:
+                st = json.loads(path.read_text())
+            except ValueError:
+                st = None
+            if st is not None and cond(st):
+                return st
+        if now_ns() > until_ns:
+            raise LatnetError("the host agent did not apply the controller's state in time")
+        time.sleep(0.005)
+
+
+def live(
+    url: str,
+    spec: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    poll_ms: int = 10,
+    shaper: bool = True,
+    switch_processes: str | None = None,
+) -> dict:
+    """Run ``spec`` on the network of the service at ``url``; results in ``out`` (see the module
+    docstring). Returns the document written to ``out/live.json``."""
+    client = Client(url)
+    ctl = replay(client)
+    spec = Path(spec)
+    try:
+        text = spec.read_text()
+    except OSError as e:
+        raise LatnetError(f"{spec}: cannot read the file: {e.strerror}") from None
+    plan = json.loads(ctl.live_plan(spec.name, text))
+    k = plan["dilation"]
+    out = Path(out)
+    run_dir = out / "emu-run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for old in [*run_dir.glob("*"), out / "hops.csv", out / "packets.csv", out / "live.json"]:
+        if old.is_file():
+            old.unlink()
+    scenario = out / "scenario.toml"
+    scenario.write_text(plan["scenario"])
+    tb = Testbed(scenario, run_dir=run_dir, hop_records=True, switch_processes=switch_processes)
+    ports = sum(len(n["ifaces"]) for n in tb.plan["nodes"] if n["kind"] == "switch")
+    after, senders = start_margins(ports, len(tb.plan["flows"]))
+    tb.time_zero_after_ns = after + AGENT_MARGIN_NS
+    length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
+    hosts = tb.hosts()
+    status_path = run_dir / "agent.json"
+    routes = {h: {r["dst"]: r["path"] for r in client.routes(h)["routes"]} for h in hosts}
+    answers: list[dict] = []
+
+    def ask(r: dict) -> None:
+        issued = now_ns()
+        a = client.request(
+            r["src"], r["dst"], r["rate_bps"], r["burst_bytes"], r["deadline_ns"], match=r["match"]
+        )
+        answered = now_ns()
+        row = {"flow": r["flow"], "at_ns": r["at_ns"], "issued_real_ns": issued}
+        row |= {"answered_real_ns": answered, "seq": client.log(after=0, limit=1)["last"]}
+        row |= {"deadline_ns": r["deadline_ns"], "rate_bps": r["rate_bps"]}
+        row |= {"burst_bytes": r["burst_bytes"], "answer": a}
+        if a["admitted"]:
+            f = client.flow(a["id"]) or {}
+            row |= {k2: f.get(k2) for k2 in ("path", "tags", "guarantee_ns", "shaper")}
+        answers.append(row)
+
+    def remove(r: dict) -> None:
+        row = next((a for a in answers if a["flow"] == r["flow"]), None)
+        if row is None or not row["answer"]["admitted"]:
+            return  # never admitted: nothing to remove
+        issued = now_ns()
+        found = client.remove(row["answer"]["id"])
+        row["removal"] = {"at_ns": r["remove_at_ns"], "issued_real_ns": issued}
+        row["removal"] |= {"answered_real_ns": now_ns(), "found": found}
+        row["removal"] |= {"seq": client.log(after=0, limit=1)["last"]}
+
+    with tb:
+        t0 = tb.time_zero_ns
+        assert t0 is not None
+        argv = [tb.binary, "agent", "--controller", url, "--scenario", str(scenario)]
+        argv += ["--host", ",".join(hosts), "--netns", ",".join(tb.netns(h) for h in hosts)]
+        argv += ["--status", str(status_path), "--poll-ms", str(poll_ms)]
+        argv += ["--shaper", "htb" if shaper else "none", "--dilation", str(k)]
+        agent = subprocess.Popen(argv, stderr=subprocess.PIPE)
+        try:
+            _wait_status(status_path, agent, t0 - senders, lambda s: True)
+            for r in plan["requests"]:
+                if r["at_ns"] == 0:
+                    ask(r)
+            last = client.log(after=0, limit=1)["last"]
+            _wait_status(status_path, agent, t0 - senders, lambda s: s["last_seq"] >= last)
+            if now_ns() > t0 - senders:
+                raise LatnetError(
+                    "the switches, the agent and the first requests took more than "
+                    f"{(tb.time_zero_after_ns - senders) / 1e9:g} s; no time left to start "
+                    "the senders before the traffic's time zero"
+                )
+            procs = start_flows(tb, t0, t0 + length)
+            events = [(r["at_ns"], 0, r) for r in plan["requests"] if r["at_ns"] > 0]
+            events += [(r["remove_at_ns"], 1, r) for r in plan["requests"] if r["remove_at_ns"]]
+            events.sort(key=lambda e: (e[0], e[1]))
+            failed: list[BaseException] = []
+
+            def timed() -> None:
+                try:
+                    for at, what, r in events:
+                        wake = t0 + at * k
+                        while now_ns() < wake:
+                            time.sleep(max(0.0, min(0.001, (wake - now_ns()) / 1e9)))
+                        if what == 0:
+                            ask(r)
+                        else:
+                            remove(r)
+                except BaseException as e:  # reported after the run
+                    failed.append(e)
+
+            th = threading.Thread(target=timed, daemon=True)
+            th.start()
+            wait_all(procs, (t0 + length - now_ns()) / 1e9 + 30)
+            th.join(timeout=30)
+            if failed:
+                raise LatnetError(f"a timed request failed: {failed[0]}")
+        finally:
+            agent.terminate()
+            try:
+                agent.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+        res = collect(tb, out, length)
+    status = json.loads(status_path.read_text())
+    doc = analyse(plan, answers, status, res, routes, t0, url, spec.name, decisions(client))
+    (out / "live.json").write_text(json.dumps(doc, indent=2, default=_plain) + "\n")
+    return doc
+
+
+def _plain(x):
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    raise TypeError(type(x))
+
+
+def decisions(client: Client) -> list[dict]:
+    """What the controller decided, entry by entry of the service's log (replayed into an
+    in-process controller, each outcome checked): ``{"seq", "flow", "path"}`` for every flow
+    whose path an entry set (``path`` None: removed)."""
+    out: list[dict] = []
+    paths: dict[int, tuple] = {}
+
+    def on_entry(ctl, e) -> None:
+        now = {f["id"]: tuple(f["path"]) for f in ctl.flows()}
+        for fid, p in now.items():
+            if paths.get(fid) != p:
+                out.append({"seq": e["seq"], "flow": fid, "path": p})
+        for fid in set(paths) - set(now):
+            out.append({"seq": e["seq"], "flow": fid, "path": None})
+        paths.clear()
+        paths.update(now)
+
+    replay(client, on_entry=on_entry)
+    return out
+
+
+def unapplied(decided: list[dict], changes: list[dict], synced_seq: int) -> list[dict]:
+    """The controller's decisions the agent did not apply as decided: each decision of an entry
+    after the agent read the controller's state needs a change of that entry, that flow and
+    that path (removed: a removal); the state at that read, a change marked ``present``."""
+    applied = {
+        (c["seq"], c["flow"], tuple(c["path"]) if c["what"] != "remove" else None) for c in changes
+    }
+    present = {(c["flow"], tuple(c["path"])) for c in changes if c["why"] == "present"}
+    at_sync: dict[int, tuple | None] = {}
+    missing = []
+    for d in decided:
+        if d["seq"] <= synced_seq:
+            at_sync[d["flow"]] = d["path"]
+        elif (d["seq"], d["flow"], d["path"]) not in applied:
+            missing.append(d)
+    for fid, p in at_sync.items():
+        if p is not None and (fid, p) not in present:
+            missing.append({"seq": synced_seq, "flow": fid, "path": p})
+    return missing
+
+
+def _starts(whole: tuple | None, part: tuple) -> bool:
+    """``part`` is the beginning of ``whole``."""
+    return whole is not None and whole[: len(part)] == part
+
+
+def _short(paths: list[dict], most: int = 4) -> str:
+    """Path segments for a table cell: the first ``most`` and how many more."""
+    cell = "; ".join(f"{p['path']} x{p['packets']}" for p in paths[:most])
+    return cell + (f"; ... {len(paths) - most} more" if len(paths) > most else "")
+
+
+def analyse(
+    plan: dict,
+    answers: list[dict],
+    status: dict,
+    res,
+    routes: dict,
+    t0: int,
+    url: str,
+    spec: str,
+    decided: list[dict],
+) -> dict:
+    """Hold every packet of the run to what the controller had decided when it was created:
+    every decision of the controller (``decided``, from its log) must be one the agent applied,
+    and every packet must have followed what the agent had applied when it was sent."""
+    k = plan["dilation"]
+    scen = lambda real: (real - t0) / k  # noqa: E731 (scenario ns from the traffic's start)
+    name_of = {a["answer"]["id"]: a["flow"] for a in answers if a["answer"]["admitted"]}
+    deadline = {a["flow"]: a["deadline_ns"] for a in answers if a["answer"]["admitted"]}
+    # each flow's states: (instant from which every packet sent gets it, path or None for the
+    # best-effort route, what, guarantee, instant before which no packet got it)
+    states: dict[str, list[tuple[float, tuple | None, str, int | None, float]]] = {}
+    changes = []
+    answered = {a["seq"]: a["answered_real_ns"] for a in answers}
+    for a in answers:
+        if "removal" in a:
+            answered[a["removal"]["seq"]] = a["removal"]["answered_real_ns"]
+    for c in status["changes"]:
+        name = name_of.get(c["flow"])
+        if name is None:
+            continue
+        path = tuple(c["path"][:-1]) if c["what"] != "remove" else None
+        g = c.get("guarantee_ns")
+        start = scen(c.get("t_start_ns", c["t_ns"]))
+        states.setdefault(name, []).append((scen(c["t_ns"]), path, c["what"], g, start))
+        cause = answered.get(c["seq"])
+        lag = (c["t_ns"] - cause) / 1e3 if cause else None
+        changes.append(
+            {"flow": name, "id": c["flow"], "what": c["what"], "why": c["why"]}
+            | {"t_ns": scen(c["t_ns"]), "lag_after_answer_us": lag, "path": c["path"]}
+            | {"tags": c["tags"], "seq": c["seq"]}
+        )
+    for a in answers:
+        a["issued_ns"] = scen(a["issued_real_ns"])
+        a["answered_ns"] = scen(a["answered_real_ns"])
+        if "removal" in a:
+            a["removal"]["answered_ns"] = scen(a["removal"]["answered_real_ns"])
+        a["rerouted"] = [name_of.get(i, i) for i in a["answer"].get("rerouted", [])]
+    # each sender's worst lateness (scenario time, as the emulation report gives it)
+    senders = {s["flow"]: s for s in (res.summary.get("emulation") or {}).get("senders") or []}
+    flows = []
+    ok = True
+    hops = res.hops
+    pk = res.packets
+    for f in res.summary["flows"]:
+        name = f["name"]
+        be = routes.get(f["src"], {}).get(f["dst"])
+        be = tuple(be[:-1]) if be else None
+        st = sorted(states.get(name, []))
+        late = (senders.get(name) or {}).get("late_max_ns", 0)
+        h = hops[hops["flow"] == name].sort_values(["seq", "hop"])
+        took = h.groupby("seq")["node"].apply(tuple)
+        p = pk[pk["flow"] == name].set_index("seq")
+        misrouted = early = lost_admitted = over = 0
+        dropped_at: dict[str, int] = {}
+        worst_g = 0.0
+        segments: list[dict] = []
+        for seq, row in p.iterrows():
+            c = row["created_ns"]
+            i = max((j for j, s in enumerate(st) if s[0] <= c), default=-1)
+            now_path = st[i][1] if i >= 0 else None
+            admitted = i >= 0 and st[i][2] != "remove"
+            want = now_path if admitted else be
+            path = took.get(seq)
+            received = row["latency_ns"] == row["latency_ns"]  # not NaN
+            if path is not None and not received:
+                # dropped on the way: the switches it reached must be the start of its path
+                dropped_at[str(row["drop_node"])] = dropped_at.get(str(row["drop_node"]), 0) + 1
+                later = [s for s in st[i + 1 :] if s[4] <= c + late]
+                if not _starts(want, path) and not any(
+                    _starts(s[1] if s[2] != "remove" else be, path) for s in later
+                ):
+                    misrouted += 1
+                path = None
+            if path is not None and path != want:
+                # sent late, after a change that followed its creation?
+                later = [s for s in st[i + 1 :] if s[4] <= c + late]
+                if any((s[1] if s[2] != "remove" else be) == path for s in later):
+                    early += 1
+                else:
+                    misrouted += 1
+            if path is not None:
+                key = "-".join(path)
+                if segments and segments[-1]["path"] == key:
+                    segments[-1]["to_seq"] = int(seq)
+                    segments[-1]["packets"] += 1
+                else:
+                    segments.append({"path": key, "from_seq": int(seq), "to_seq": int(seq)})
+                    segments[-1]["packets"] = 1
+            if admitted:
+                lat = row["latency_ns"]
+                if lat != lat:  # NaN: not received
+                    lost_admitted += 1
+                else:
+                    if lat > deadline[name]:
+                        over += 1
+                    g = st[i][3]
+                    if g:
+                        worst_g = max(worst_g, lat / g)
+        lat = p["latency_ns"].dropna()
+        shaper = None
+        for hs in status["hosts"].values():
+            for fid, fl in hs["flows"].items():
+                if name_of.get(int(fid)) == name:
+                    shaper = {"tagged": fl["tagged"]} | fl["shaper"]
+        row = {
+            "name": name,
+            "src": f["src"],
+            "dst": f["dst"],
+            "requested": name in {a["flow"] for a in answers},
+            "admitted": name in deadline,
+            "sent": int(len(p)),
+            "received": int(lat.size),
+            "lost_while_admitted": lost_admitted,
+            "dropped_at": dropped_at,
+            "paths": segments,
+            "best_effort_path": "-".join(be) if be else None,
+            "misrouted": misrouted,
+            "sent_late_across_a_change": early,
+            "latency_ns": {
+                "p50": float(np.percentile(lat, 50)) if lat.size else None,
+                "p99": float(np.percentile(lat, 99)) if lat.size else None,
+                "max": float(lat.max()) if lat.size else None,
+            },
+            "deadline_ns": deadline.get(name),
+            "over_deadline": over,
+            "guarantees_ns": sorted({s[3] for s in st if s[3]}),
+            "max_latency_over_guarantee": worst_g if name in deadline else None,
+            "throughput_bps": f.get("throughput_bps"),
+            "shaper": shaper,
+        }
+        ok = ok and misrouted == 0 and lost_admitted == 0 and over == 0
+        flows.append(row)
+    missing = unapplied(decided, status["changes"], status.get("synced_seq", 0))
+    for m in missing:
+        m["flow"] = name_of.get(m["flow"], m["flow"])
+        m["path"] = list(m["path"]) if m["path"] else None
+    ok = ok and not missing
+    return {
+        "controller": url,
+        "spec": spec,
+        "dilation": k,
+        "duration_ns": plan["duration_ns"],
+        "tag_allowance_bytes": plan["tag_allowance_bytes"],
+        "requests": answers,
+        "changes": changes,
+        "not_applied": missing,
+        "flows": flows,
+        "agent": {kk: status[kk] for kk in ("polls", "controller_errors", "last_error", "shaper")},
+        "emulation": res.summary.get("emulation"),
+        "ok": ok,
+    }
