@@ -237,6 +237,14 @@ pub enum FlowError {
         /// Its destination.
         dst: String,
     },
+    /// More tags than the tagger pushes.
+    #[error("flow {id}: {tags} tags, the tagger pushes at most {}", crate::tagger::MAX_TAGS)]
+    TooManyTags {
+        /// Flow.
+        id: u64,
+        /// Its tags.
+        tags: usize,
+    },
     /// The service's answer lacks a field or has the wrong type.
     #[error("flow {id}: {field}: {what}")]
     Field {
@@ -290,6 +298,9 @@ pub fn flow_entry(
         .map(|t| t.as_u64().and_then(|t| u16::try_from(t).ok()).filter(|&t| t < 4096))
         .collect::<Option<Vec<u16>>>()
         .ok_or_else(|| field("tags", "VLAN ids, 0-4095"))?;
+    if tags.len() > crate::tagger::MAX_TAGS {
+        return Err(FlowError::TooManyTags { id, tags: tags.len() });
+    }
     let path = flow["path"]
         .as_array()
         .map(|p| p.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect())
@@ -984,6 +995,9 @@ mod tests {
             flow_entry(&f, "h2", &book()),
             Err(FlowError::Field { field: "tags", .. })
         ));
+        let mut f = flow();
+        f["tags"] = json!([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(flow_entry(&f, "h2", &book()), Err(FlowError::TooManyTags { id: 4, tags: 9 }));
         let mut f = flow();
         f["match"]["proto"] = json!("sctp");
         assert!(matches!(
