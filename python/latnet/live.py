@@ -43,11 +43,23 @@ from .testbed import Testbed
 AGENT_MARGIN_NS = 2_000_000_000
 
 
-def _wait_status(path: Path, agent: subprocess.Popen, until_ns: int, cond) -> dict:
+def controller_network(
+    url: str, path: str | os.PathLike[str], duration_ns: int = 3_600_000_000_000
+) -> Path:
+    """Write the network of the service at ``url`` (its settings and log replayed here) as a
+    scenario file with no flows at ``path``: what ``latnet testbed up --controller`` runs."""
+    ctl = replay(Client(url))
+    path = Path(path)
+    path.write_text(ctl.network_toml(duration_ns=duration_ns))
+    return path
+
+
+def _wait_status(tb: Testbed, until_ns: int, cond) -> dict:
     """The agent's status document once ``cond(status)`` holds (re-read every 5 ms)."""
+    agent, path = tb.agent, tb.agent_status
     while True:
         if agent.poll() is not None:
-            err = agent.stderr.read().decode(errors="replace").strip() if agent.stderr else ""
+            err = (tb.run_dir / "agent.log").read_text()[-2000:].strip()
             raise LatnetError(f"the host agent stopped (status {agent.returncode}): {err}")
         if path.exists():
             try:
@@ -126,18 +138,13 @@ def live(
     with tb:
         t0 = tb.time_zero_ns
         assert t0 is not None
-        argv = [tb.binary, "agent", "--controller", url, "--scenario", str(scenario)]
-        argv += ["--host", ",".join(hosts), "--netns", ",".join(tb.netns(h) for h in hosts)]
-        argv += ["--status", str(status_path), "--poll-ms", str(poll_ms)]
-        argv += ["--shaper", "htb" if shaper else "none", "--dilation", str(k)]
-        agent = subprocess.Popen(argv, stderr=subprocess.PIPE)
+        agent = tb.start_agent(url, status_path, poll_ms=poll_ms, shaper=shaper, dilation=k)
         try:
-            _wait_status(status_path, agent, t0 - senders, lambda s: True)
             for r in plan["requests"]:
                 if r["at_ns"] == 0:
                     ask(r)
             last = client.log(after=0, limit=1)["last"]
-            _wait_status(status_path, agent, t0 - senders, lambda s: s["last_seq"] >= last)
+            _wait_status(tb, t0 - senders, lambda s: s["last_seq"] >= last)
             if now_ns() > t0 - senders:
                 raise LatnetError(
                     "the switches, the agent and the first requests took more than "

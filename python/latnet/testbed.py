@@ -389,6 +389,48 @@ class Testbed:
         self._save()
         return p
 
+    def start_agent(
+        self,
+        controller: str,
+        status: str | os.PathLike[str] | None = None,
+        poll_ms: int = 10,
+        shaper: bool = True,
+        dilation: int = 1,
+        routes: bool = True,
+        timeout: float = 10.0,
+    ) -> subprocess.Popen:
+        """Start a Chameleon host agent for every host (``latnet-switch agent``: a BPF tagger on
+        each host's egress and an HTB shaper per admitted flow, programmed from the controller
+        service at ``controller``) and wait until it has read the service's state. It runs in
+        the root namespace (the service is reached there, out of band of the emulated network);
+        its pid is recorded, so ``down`` stops it too. Its status file: ``status`` (default
+        ``run_dir/agent.json``)."""
+        status = Path(status) if status is not None else self.run_dir / "agent.json"
+        status.unlink(missing_ok=True)
+        hosts = self.hosts()
+        argv = [self.binary, "agent", "--controller", controller, "--scenario", str(self.scenario)]
+        argv += ["--host", ",".join(hosts), "--netns", ",".join(self.netns(h) for h in hosts)]
+        argv += ["--status", str(status), "--poll-ms", str(poll_ms)]
+        argv += ["--shaper", "htb" if shaper else "none", "--dilation", str(dilation)]
+        argv += ["--routes", "yes" if routes else "no"]
+        log = open(self.run_dir / "agent.log", "w")  # noqa: SIM115 (child keeps it)
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.state.setdefault("agents", []).append(p.pid)
+        self._save()
+        self.agent_status = status
+        deadline = time.monotonic() + timeout
+        while not status.exists():
+            if p.poll() is not None:
+                msg = (self.run_dir / "agent.log").read_text()[-2000:].strip()
+                raise LatnetError(f"the host agent exited with status {p.returncode}: {msg}")
+            if time.monotonic() > deadline:
+                p.terminate()
+                raise LatnetError(f"the host agent did not start within {timeout:g} s")
+            time.sleep(0.02)
+        self.agent = p
+        return p
+
     def _wait_ready(self, name: str, timeout: float = 10.0) -> None:
         p = self.switches[name]
         deadline = time.monotonic() + timeout
@@ -468,6 +510,12 @@ class _Recorded:
         self.path = path
 
     def down(self) -> None:
+        # host agents (root namespace: `ip netns pids` does not list them) first: their
+        # taggers detach and their shapers go when they exit
+        for pid in self.state.get("agents", []):
+            if _is_agent(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
         namespaces = [ns for ns in self.state.get("netns", []) if ns.startswith("ln")]
         existing = set(_sh(["ip", "netns", "list"], check=False).stdout.split())
         for _ in range(2):
@@ -491,6 +539,15 @@ class _Recorded:
                 _sh(["ip", "netns", "del", ns], check=False)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+def _is_agent(pid: int) -> bool:
+    """``pid`` is (still) a latnet host agent, not a process that reused its number."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return len(cmd) > 1 and cmd[0].endswith(b"latnet-switch") and cmd[1] == b"agent"
 
 
 def recorded() -> list[tuple[Path, dict]]:

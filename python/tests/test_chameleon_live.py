@@ -172,3 +172,121 @@ def test_without_a_shaper_the_same_misbehaving_flow_takes_what_it_sends(tmp_path
     assert c["throughput_bps"] > 1.8 * 100e6, c["throughput_bps"]
     assert c["misrouted"] == 0 and flows["a"]["misrouted"] == 0
     assert doc["agent"]["shaper"] == "none"
+
+
+def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys):
+    """`latnet testbed up --controller URL`: the service's network with a host agent; ping
+    crosses it on best-effort routes, an admitted irtt flow and an admitted iperf3 (kernel TCP,
+    cubic) flow in the admitted class, iperf3 held to its reservation by its HTB shaper, its
+    ACKs (unreserved) best effort; `latnet testbed down` stops the agent."""
+    import time
+
+    from latnet.chameleon import Client
+    from latnet.testbed import _is_agent, down_all, recorded
+
+    run = tmp_path / "tb"
+    with service(tmp_path / "tb.db") as url:
+        assert main(["testbed", "up", "--controller", url, "--run-dir", str(run)]) == 0
+        out = capsys.readouterr().out
+        prefix = out.split()[1]
+        try:
+            (state,) = [st for _, st in recorded() if st["prefix"] == prefix]
+            (agent_pid,) = state["agents"]
+            ns = lambda h: prefix + h  # noqa: E731
+            plan = json.loads(
+                subprocess.run(
+                    [str(ROOT / ".venv" / "bin" / "latnet-switch"), "plan", "--scenario"]
+                    + [str(run / "network.toml")],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+            )
+            addr = {n["name"]: n["address"] for n in plan["nodes"]}
+
+            def sh(host, *argv, **kw):
+                return subprocess.run(["ip", "netns", "exec", ns(host), *argv], **kw)
+
+            ping = sh(
+                "h1", "ping", "-c", "3", "-i", "0.2", "-W", "1", addr["h3"], capture_output=True
+            )
+            assert ping.returncode == 0, ping.stdout
+            c = Client(url)
+            irtt = c.request("h2", "h3", 10e6, 3000, 2e6, match={"proto": "udp", "dst_port": 2112})
+            tcp = {"proto": "tcp", "dst_port": 5201}
+            bulk = c.request("h1", "h6", 100e6, 15000, 5e6, match=tcp)
+            assert irtt["admitted"] and bulk["admitted"], (irtt, bulk)
+            last = c.log(after=0, limit=1)["last"]
+            status = run / "agent.json"
+            deadline = time.monotonic() + 10
+            while json.loads(status.read_text())["last_seq"] < last:
+                assert time.monotonic() < deadline, "the agent did not apply the requests"
+                time.sleep(0.02)
+            server = subprocess.Popen(
+                ["ip", "netns", "exec", ns("h3"), "timeout", "10", "irtt", "server"]
+                + ["-b", f"{addr['h3']}:2112"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            iperf = subprocess.Popen(
+                ["ip", "netns", "exec", ns("h6"), "iperf3", "-s", "-1", "-B", addr["h6"]],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            time.sleep(0.5)
+            probes = tmp_path / "irtt.json"
+            r = sh(
+                "h2",
+                "irtt",
+                "client",
+                "-i",
+                "10ms",
+                "-d",
+                "1s",
+                "-l",
+                "200",
+                "-Q",
+                "-o",
+                str(probes),
+                f"{addr['h3']}:2112",
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            assert r.returncode == 0, r.stderr
+            st = json.loads(probes.read_text())["stats"]
+            assert st["packets_sent"] == 100 and st["packets_received"] == 100, st
+            assert st["rtt"]["max"] < 20e6, st["rtt"]
+            r = sh(
+                "h1",
+                "iperf3",
+                "-c",
+                addr["h6"],
+                "-t",
+                "2",
+                "-C",
+                "cubic",
+                "-J",
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert r.returncode == 0, r.stderr
+            got = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
+            # 100 Mbit/s of frames reserved: 1448 of every 1514 bytes (tagged: 1518) are payload
+            assert 0.85 * 100e6 * 1448 / 1518 < got < 1.01 * 100e6 * 1448 / 1514, got
+            server.wait(timeout=15)
+            iperf.wait(timeout=15)
+            time.sleep(1.2)  # the switches' statistics, once a second
+            m1 = json.loads((run / "switch-m1.json").read_text())
+            ports = {p["peer"]: p for p in m1["ports"] if p["role"] == "egress"}
+            cls = lambda peer, q: ports[peer]["classes"][q]["enqueued"]  # noqa: E731
+            assert cls("s2", 0) >= 100  # irtt's probes, admitted
+            assert cls("h6", 0) > 10_000  # iperf3's data, admitted
+            assert cls("s1", 2) > 1_000  # its ACKs, best effort (class 2 below the two)
+            agent = json.loads(status.read_text())
+            shaped = agent["hosts"]["h1"]["flows"][str(bulk["id"])]["shaper"]["stats"]
+            assert shaped["overlimits"] > 0 and shaped["sent_packets"] > 10_000, shaped
+        finally:
+            down_all(prefix)
+        assert not _is_agent(agent_pid), "testbed down leaves no host agent"

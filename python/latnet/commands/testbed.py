@@ -3,6 +3,9 @@
 latnet testbed up experiments/demo.toml     # namespaces, veth links, switches; prints names
 ip netns exec <prefix>controller iperf3 -s  # run anything inside
 latnet testbed down                         # removes every recorded testbed (idempotent)
+
+latnet testbed up --controller http://127.0.0.1:8711   # the network of a running controller
+                                            # service, its hosts programmed by a host agent
 """
 
 from __future__ import annotations
@@ -21,7 +24,21 @@ def register(subparsers) -> None:
     )
     sub = tb.add_subparsers(dest="testbed_command", required=True, metavar="ACTION")
     up = sub.add_parser("up", help="create the testbed of a scenario and start its switches")
-    up.add_argument("scenario", help="scenario file (TOML)")
+    up.add_argument("scenario", nargs="?", help="scenario file (TOML)")
+    up.add_argument(
+        "--controller",
+        metavar="URL",
+        help="instead of a scenario: the network of a running `latnet chameleon serve` "
+        "(tag-stack switches, its priority classes and a best-effort one below them), with a "
+        "host agent for every host that tags and shapes each admitted flow's packets (request "
+        'flows with a "match") and sends everything else along best-effort routes',
+    )
+    up.add_argument(
+        "--shaper",
+        choices=["htb", "none"],
+        default="htb",
+        help="with --controller: shape admitted flows with HTB (default) or not",
+    )
     up.add_argument("--run-dir", metavar="DIR", help="switch logs and statistics (default: temp)")
     up.add_argument(
         "--offloads",
@@ -53,10 +70,26 @@ def register(subparsers) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from ..testbed import Testbed
+    import sys
+    import tempfile
+    from pathlib import Path
 
+    from ..testbed import Testbed, require_root
+
+    if (args.scenario is None) == (args.controller is None):
+        print("latnet: testbed up: give a scenario file or --controller URL", file=sys.stderr)
+        return 2
+    scenario = args.scenario
+    if args.controller is not None:
+        from ..live import controller_network
+
+        require_root("latnet testbed up")
+        run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="latnet-tb-"))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        args.run_dir = str(run_dir)
+        scenario = controller_network(args.controller, run_dir / "network.toml")
     tb = Testbed(
-        args.scenario,
+        scenario,
         run_dir=args.run_dir,
         offloads=args.offloads,
         seed=args.seed,
@@ -67,7 +100,18 @@ def cmd_up(args: argparse.Namespace) -> int:
         time_zero_after_ns=0 if args.pcap else None,
     )
     tb.up()
+    if args.controller is not None:
+        try:
+            tb.start_agent(args.controller, shaper=args.shaper == "htb")
+        except BaseException:
+            tb.down()
+            raise
     print(f"testbed {tb.prefix} is up ({tb.scenario.name}); run files in {tb.run_dir}/")
+    if args.controller is not None:
+        print(
+            f"host agent (pid {tb.agent.pid}) programs the hosts from {args.controller}; "
+            f"its status: {tb.agent_status}"
+        )
     if tb.pcap_dir is not None:
         print(
             f"link captures in {tb.pcap_dir}/ (complete once the testbed is down), stamped from "
