@@ -535,6 +535,12 @@ impl Tagger {
     pub fn test_run(&self, frame: &[u8]) -> io::Result<TestRun> {
         self.prog.test_run(frame, &[])
     }
+
+    /// Run the program `repeat` times on a frame; the kernel's mean time per run is
+    /// [`TestRun::duration_ns`] (benchmarks).
+    pub fn test_run_repeat(&self, frame: &[u8], repeat: u32) -> io::Result<TestRun> {
+        self.prog.test_run_repeat(frame, &[], repeat)
+    }
 }
 
 #[cfg(test)]

@@ -172,6 +172,8 @@ pub struct TestRun {
     /// `struct __sk_buff` as the program left it (the fields the kernel copies back:
     /// `mark`, `priority`, ...).
     pub ctx: Vec<u8>,
+    /// The kernel's mean time per run (ns).
+    pub duration_ns: u32,
 }
 
 impl Program {
@@ -208,6 +210,12 @@ impl Program {
     /// Run the program once on `data` (an Ethernet frame) with the context `ctx` (a prefix of
     /// `struct __sk_buff`; empty: the kernel's default).
     pub fn test_run(&self, data: &[u8], ctx: &[u8]) -> io::Result<TestRun> {
+        self.test_run_repeat(data, ctx, 1)
+    }
+
+    /// As [`Program::test_run`], `repeat` times on copies of the same packet (the kernel
+    /// times them: [`TestRun::duration_ns`]); the result is the last run's.
+    pub fn test_run_repeat(&self, data: &[u8], ctx: &[u8], repeat: u32) -> io::Result<TestRun> {
         let mut out = vec![0u8; data.len() + 256];
         let mut ctx_out = vec![0u8; 192];
         let mut a = Attr::default();
@@ -216,7 +224,7 @@ impl Program {
             .u32(12, out.len() as u32)
             .ptr(16, data.as_ptr())
             .ptr(24, out.as_mut_ptr())
-            .u32(32, 1)
+            .u32(32, repeat.max(1))
             .u32(40, ctx.len() as u32)
             .u32(44, ctx_out.len() as u32)
             .ptr(48, if ctx.is_empty() { std::ptr::null() } else { ctx.as_ptr() })
@@ -225,7 +233,7 @@ impl Program {
         let retval = a.get_u32(4) as i32;
         out.truncate((a.get_u32(12) as usize).min(out.len()));
         ctx_out.truncate((a.get_u32(44) as usize).min(ctx_out.len()));
-        Ok(TestRun { retval, data: out, ctx: ctx_out })
+        Ok(TestRun { retval, data: out, ctx: ctx_out, duration_ns: a.get_u32(36) })
     }
 
     /// Attach to the egress of interface `ifindex` of the calling thread's network namespace,
