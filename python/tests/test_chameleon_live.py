@@ -87,9 +87,9 @@ deadline = "800us"
 
 
 @contextmanager
-def service(db):
+def service(db, listen="127.0.0.1:0"):
     argv = [sys.executable, "-m", "latnet.cli", "chameleon", "serve", "--db", str(db)]
-    argv += ["--listen", "127.0.0.1:0", "--topology", str(FIG6), "--queues", "2"]
+    argv += ["--listen", listen, "--topology", str(FIG6), "--queues", "2"]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
@@ -290,3 +290,59 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
         finally:
             down_all(prefix)
         assert not _is_agent(agent_pid), "testbed down leaves no host agent"
+
+
+def test_the_agent_follows_a_service_started_again_on_another_store(tmp_path, capsys):
+    """The service is replaced, on the same address, by one with a fresh store (its log
+    numbered from 1 again, its ids from 0): the agent sees another store in the log's answer,
+    undoes what it had programmed (the old flow's entries and class) and programs the new
+    service's flows."""
+    import socket
+    import time
+
+    from latnet.chameleon import Client
+    from latnet.testbed import down_all
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        listen = f"127.0.0.1:{s.getsockname()[1]}"
+    run = tmp_path / "tb"
+    status = run / "agent.json"
+
+    def agent_until(cond, what):
+        deadline = time.monotonic() + 10
+        while True:
+            st = json.loads(status.read_text())
+            if cond(st):
+                return st
+            assert time.monotonic() < deadline, f"the agent did not {what}: {st}"
+            time.sleep(0.02)
+
+    with service(tmp_path / "a.db", listen) as url:
+        assert main(["testbed", "up", "--controller", url, "--run-dir", str(run)]) == 0
+        prefix = capsys.readouterr().out.split()[1]
+        try:
+            r = Client(url).request(
+                "h2", "h3", 10e6, 3000, 5e6, match={"proto": "udp", "dst_port": 5001}
+            )
+            assert r["admitted"]
+            first = agent_until(lambda st: st["hosts"]["h2"]["flows"], "program the first flow")
+            store = first["store"]
+        except BaseException:
+            down_all(prefix)
+            raise
+    try:
+        with service(tmp_path / "b.db", listen) as url:
+            r = Client(url).request(
+                "h1", "h6", 10e6, 3000, 5e6, match={"proto": "udp", "dst_port": 6001}
+            )
+            assert r["admitted"] and r["id"] == 0
+            st = agent_until(lambda st: st["resyncs"] == 1 and st["hosts"]["h1"]["flows"], "resync")
+            assert st["store"] != store
+            assert st["hosts"]["h2"]["flows"] == {}, "the old store's flow is gone"
+            assert st["hosts"]["h1"]["flows"]["0"]["path"] == ["h1", "s1", "m1", "h6"]
+            undone = [c for c in st["changes"] if c["why"] == "resync"]
+            assert [(c["host"], c["flow"]) for c in undone] == [("h2", 0)]
+            assert st["controller_errors"] >= 0
+    finally:
+        down_all(prefix)

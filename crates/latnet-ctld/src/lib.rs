@@ -17,14 +17,14 @@
 //!
 //! | method and path | answer |
 //! |---|---|
-//! | `GET /health` | 200 `{"ok": true, "flows": N}` |
+//! | `GET /health` | 200 `{"ok": true, "flows": N, "store": ID}` (`store`: a random id made with the store) |
 //! | `GET /hosts` | 200 the host names |
 //! | `GET /config` | 200 the service's configuration |
 //! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started; they are not logged) |
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers, a `match` another flow of that source to that destination has; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved). `match` (optional): `{"proto": "udp" \| "tcp", "dst_port", "src_port" (optional)}`, the flow's packets at its source, for host agents; kept with the flow and shown with it |
 //! | `GET /routes/SRC` | 200 `{"src", "queue", "routes": [{"dst", "path", "tags"}]}`: the best-effort route from host `SRC` to each host it reaches (fewest hops, in the class `queue` below the admitted ones; none if the switches have no room for it), for the packets of `SRC` no admitted flow matches; 404 not a host |
 //! | `GET /flows` | 200 every admitted flow |
-//! | `GET /log?after=SEQ&limit=N` | 200 `{"entries": [...], "last": SEQ}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes); 400 a bad parameter, naming it |
+//! | `GET /log?after=SEQ&limit=N` | 200 `{"entries": [...], "last": SEQ, "store": ID}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes; another `store` means another log, numbered from 1 again); 400 a bad parameter, naming it |
 //! | `GET /flows/ID` | 200 the flow; 404 |
 //! | `DELETE /flows/ID` | 204; 404 |
 
@@ -319,6 +319,9 @@ fn track(matches: &mut Matches, op: &Op, outcome: &Outcome) {
 pub struct Store {
     conn: Connection,
     path: String,
+    /// A random id made with the store: tells a host agent that a service it polls now keeps
+    /// another store (whose log numbers start over).
+    id: String,
 }
 
 impl Store {
@@ -334,7 +337,7 @@ impl Store {
         let p = path.display().to_string();
         let conn = Connection::open(path)
             .map_err(|e| ServiceError::Sqlite { path: p.clone(), source: e })?;
-        let store = Store { conn, path: p };
+        let mut store = Store { conn, path: p, id: String::new() };
         store
             .conn
             .execute_batch(
@@ -349,8 +352,15 @@ impl Store {
                      id INTEGER PRIMARY KEY, src TEXT NOT NULL, dst TEXT NOT NULL,
                      rate_bps INTEGER NOT NULL, burst_bytes INTEGER NOT NULL,
                      deadline_ns INTEGER NOT NULL, guarantee_ns INTEGER NOT NULL,
-                     json TEXT NOT NULL);",
+                     json TEXT NOT NULL);
+                 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 INSERT OR IGNORE INTO meta (key, value)
+                     VALUES ('store', lower(hex(randomblob(8))));",
             )
+            .map_err(|e| store.sql(e))?;
+        store.id = store
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'store'", [], |r| r.get(0))
             .map_err(|e| store.sql(e))?;
         let stored: Option<String> = store
             .conn
@@ -700,7 +710,9 @@ impl Service {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (method, parts.as_slice()) {
-            ("GET", ["health"]) => (200, json!({"ok": true, "flows": self.ctl.len()})),
+            ("GET", ["health"]) => {
+                (200, json!({"ok": true, "flows": self.ctl.len(), "store": self.store.id}))
+            }
             ("GET", ["hosts"]) => {
                 let t = self.ctl.topology();
                 let names: Vec<&str> =
@@ -785,7 +797,9 @@ impl Service {
             }
         }
         match self.store.entries(after, limit.min(MAX_LOG_PAGE)) {
-            Ok((entries, last)) => (200, json!({"entries": entries, "last": last})),
+            Ok((entries, last)) => {
+                (200, json!({"entries": entries, "last": last, "store": self.store.id}))
+            }
             Err(e) => err(500, None, format!("the store could not be read: {e}")),
         }
     }

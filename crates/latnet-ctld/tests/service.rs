@@ -99,7 +99,8 @@ fn flows_are_admitted_listed_removed_and_survive_a_restart() {
     let (st, f) = post(&mut again, req(&hosts[0], &hosts[1], 1_000_000, 9000));
     assert_eq!(st, 201);
     assert_eq!(f["id"].as_u64().unwrap(), ids.last().unwrap() + 1);
-    assert_eq!(again.handle("GET", "/health", b"").1, json!({"ok": true, "flows": 12}));
+    let (_, health) = again.handle("GET", "/health", b"");
+    assert_eq!((&health["ok"], &health["flows"]), (&json!(true), &json!(12)), "{health}");
 }
 
 #[test]
@@ -373,7 +374,7 @@ fn the_log_tells_a_polling_agent_what_moved() {
         tail["entries"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, [119, 120, 121]);
     let (_, none) = svc.handle("GET", "/log?after=121", b"");
-    assert_eq!(none, json!({"entries": [], "last": 121}));
+    assert_eq!((&none["entries"], &none["last"]), (&json!([]), &json!(121)), "{none}");
     let (_, two) = svc.handle("GET", "/log?after=5&limit=2", b"");
     assert_eq!(two["entries"].as_array().unwrap().len(), 2);
     assert_eq!(two["entries"][0]["seq"], 6);
@@ -495,4 +496,21 @@ fn best_effort_routes_reach_every_other_host_below_the_admitted_classes() {
     let mut svc8 = Service::open(&tmp("routes8"), cfg(4)).unwrap();
     let (st, r) = svc8.handle("GET", &format!("/routes/{}", h[0]), b"");
     assert_eq!((st, &r["queue"], &r["routes"]), (200, &Value::Null, &json!([])));
+}
+
+#[test]
+fn a_store_keeps_its_id_across_restarts_and_another_store_has_another() {
+    let db = tmp("storeid");
+    let svc = Service::open(&db, cfg(4)).unwrap();
+    let mut svc = svc;
+    let (_, h) = svc.handle("GET", "/health", b"");
+    let id = h["store"].as_str().unwrap().to_owned();
+    assert_eq!(id.len(), 16, "{h}");
+    let (_, log) = svc.handle("GET", "/log", b"");
+    assert_eq!(log["store"], id.as_str(), "every log page says which store it is from");
+    drop(svc);
+    let mut again = Service::open(&db, cfg(4)).unwrap();
+    assert_eq!(again.handle("GET", "/health", b"").1["store"], id.as_str());
+    let mut other = Service::open(&tmp("storeid2"), cfg(4)).unwrap();
+    assert_ne!(other.handle("GET", "/health", b"").1["store"], id.as_str());
 }

@@ -30,6 +30,8 @@
 //!
 //! The controller is reached over the root namespace (a management network, out of band of
 //! the emulated one); only the taggers' links and the shapers live in the hosts' namespaces.
+//! Every log page names the service's store: when the service answers from another store (or
+//! its log goes back), the agent undoes what it programmed and reads the state again.
 //! Losing the controller keeps what was programmed; the agent counts failed polls and retries.
 //! Stopping (SIGINT / SIGTERM, or `--duration`) detaches the taggers and removes the shapers.
 
@@ -509,6 +511,10 @@ pub struct Agent {
     last_seq: i64,
     /// The log's end when the agent read the controller's state (`GET /flows`).
     synced_seq: i64,
+    /// The service's store (`GET /log`'s `store`) when it did.
+    store: Option<String>,
+    /// How often it read the state again because the service's log was another.
+    resyncs: u64,
     polls: u64,
     errors: u64,
     last_error: Option<String>,
@@ -567,6 +573,8 @@ impl Agent {
             hosts,
             last_seq: 0,
             synced_seq: 0,
+            store: None,
+            resyncs: 0,
             polls: 0,
             errors: 0,
             last_error: None,
@@ -579,7 +587,9 @@ impl Agent {
     pub fn sync(&mut self) -> Result<(), AgentError> {
         let ctl = self.cfg.controller.clone();
         // the log's end first: anything logged after it is polled again (applying is idempotent)
-        self.last_seq = ctl.get_ok("/log?after=0&limit=1")?["last"].as_i64().unwrap_or(0);
+        let page = ctl.get_ok("/log?after=0&limit=1")?;
+        self.last_seq = page["last"].as_i64().unwrap_or(0);
+        self.store = page["store"].as_str().map(str::to_owned);
         self.synced_seq = self.last_seq;
         if self.cfg.routes {
             for h in 0..self.hosts.len() {
@@ -689,7 +699,7 @@ impl Agent {
         Ok(())
     }
 
-    fn remove_flow(&mut self, id: u64, seq: i64) -> Result<(), AgentError> {
+    fn remove_flow(&mut self, id: u64, seq: i64, why: &str) -> Result<(), AgentError> {
         for st in &mut self.hosts {
             st.refused.remove(&id);
             let Some(p) = st.flows.remove(&id) else { continue };
@@ -706,7 +716,7 @@ impl Agent {
             }
             self.changes.push(json!({
                 "t_start_ns": t_start, "t_ns": t_done, "seq": seq, "host": st.spec.name, "flow": id,
-                "what": "remove", "why": "removed", "tags": [], "path": [],
+                "what": "remove", "why": why, "tags": [], "path": [],
             }));
         }
         Ok(())
@@ -717,6 +727,19 @@ impl Agent {
         self.polls += 1;
         let ctl = self.cfg.controller.clone();
         let page = ctl.get_ok(&format!("/log?after={}&limit=1000", self.last_seq))?;
+        // another store (a service started on another file), or its log went back: what was
+        // programmed is not what it decided; undo it and read its state again
+        let store = page["store"].as_str().map(str::to_owned);
+        if store != self.store || page["last"].as_i64().is_some_and(|l| l < self.last_seq) {
+            eprintln!(
+                "latnet-switch agent: {} now has another log (store {:?}, was {:?}): reading its state again",
+                ctl.url(),
+                store,
+                self.store
+            );
+            self.resync()?;
+            return Ok(0);
+        }
         let entries = page["entries"].as_array().cloned().unwrap_or_default();
         for e in &entries {
             let seq = e["seq"].as_i64().unwrap_or(self.last_seq);
@@ -741,7 +764,7 @@ impl Agent {
                 }
                 (Some("remove"), _) => {
                     if let Some(id) = e["id"].as_u64() {
-                        self.remove_flow(id, seq)?;
+                        self.remove_flow(id, seq, "removed")?;
                     }
                 }
                 _ => {}
@@ -760,11 +783,30 @@ impl Agent {
         Ok(entries.len())
     }
 
+    /// Undo every flow and route programmed, then read the service's state again.
+    fn resync(&mut self) -> Result<(), AgentError> {
+        self.resyncs += 1;
+        let ids: Vec<u64> = self.hosts.iter().flat_map(|st| st.flows.keys().copied()).collect();
+        for id in ids {
+            self.remove_flow(id, self.last_seq, "resync")?;
+        }
+        for st in &mut self.hosts {
+            for (matches, _) in st.routes.values() {
+                for m in matches {
+                    st.tagger.remove(m).map_err(kernel("tagger"))?;
+                }
+            }
+            st.routes.clear();
+            st.refused.clear();
+        }
+        self.sync()
+    }
+
     /// Read flow `id` now and program it (a flow removed since is unprogrammed).
     fn refresh(&mut self, id: u64, seq: i64, why: &str) -> Result<(), AgentError> {
         match self.cfg.controller.get(&format!("/flows/{id}"))? {
             (200, f) => self.apply_flow(&f, seq, why),
-            (404, _) => self.remove_flow(id, seq),
+            (404, _) => self.remove_flow(id, seq, "removed"),
             (st, v) => Err(self.cfg.controller.fail(format!("GET /flows/{id}: {st} {v}"))),
         }
     }
@@ -872,6 +914,8 @@ impl Agent {
             "last_error": self.last_error,
             "last_seq": self.last_seq,
             "synced_seq": self.synced_seq,
+            "store": self.store,
+            "resyncs": self.resyncs,
             "shaper": if self.cfg.shape { "htb" } else { "none" },
             "dilation": self.cfg.dilation,
             "hosts": hosts,
