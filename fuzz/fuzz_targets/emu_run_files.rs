@@ -81,7 +81,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains("hops-s1.csv"), "{e}"),
     }
-    match results::packet_records(sc, dir, 1 << 40) {
+    match results::packet_records(sc, dir, 1 << 40, 10_000_000) {
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains(name), "{e}"),
     }

@@ -272,10 +272,13 @@ def analyse(
     # best-effort route, what, guarantee, instant before which no packet got it)
     states: dict[str, list[tuple[float, tuple | None, str, int | None, float]]] = {}
     changes = []
-    answered = {a["seq"]: a["answered_real_ns"] for a in answers}
+    # per log entry: when its request was issued and when the service's answer was read (an
+    # agent may apply the change before the client has read the answer)
+    answered = {a["seq"]: (a["issued_real_ns"], a["answered_real_ns"]) for a in answers}
     for a in answers:
         if "removal" in a:
-            answered[a["removal"]["seq"]] = a["removal"]["answered_real_ns"]
+            r = a["removal"]
+            answered[r["seq"]] = (r["issued_real_ns"], r["answered_real_ns"])
     for c in status["changes"]:
         name = name_of.get(c["flow"])
         if name is None:
@@ -285,10 +288,12 @@ def analyse(
         start = scen(c.get("t_start_ns", c["t_ns"]))
         states.setdefault(name, []).append((scen(c["t_ns"]), path, c["what"], g, start))
         cause = answered.get(c["seq"])
-        lag = (c["t_ns"] - cause) / 1e3 if cause else None
+        lag = (c["t_ns"] - cause[1]) / 1e3 if cause else None
+        since = (c["t_ns"] - cause[0]) / 1e3 if cause else None
         changes.append(
             {"flow": name, "id": c["flow"], "what": c["what"], "why": c["why"]}
-            | {"t_ns": scen(c["t_ns"]), "lag_after_answer_us": lag, "path": c["path"]}
+            | {"t_ns": scen(c["t_ns"]), "lag_after_answer_us": lag, "after_request_us": since}
+            | {"path": c["path"]}
             | {"tags": c["tags"], "seq": c["seq"]}
         )
     for a in answers:

@@ -95,7 +95,8 @@ def test_service_admits_persists_and_restarts_to_the_same_flows(tmp_path):
 def test_service_refuses_a_store_made_with_other_settings(tmp_path):
     db = tmp_path / "controller.db"
     with service(db, "--k", "4", "--queues", "4") as base:
-        assert call(base, "GET", "/health") == (200, {"ok": True, "flows": 0})
+        st, health = call(base, "GET", "/health")
+        assert (st, health["ok"], health["flows"]) == (200, True, 0), health
     p = subprocess.run(
         [*LATNET, "chameleon", "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--k", "6"],
         capture_output=True,

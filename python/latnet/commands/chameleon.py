@@ -551,12 +551,13 @@ def cmd_live(args: argparse.Namespace) -> int:
         path = "-".join(r.get("path") or []) or "-"
         rows.append([r["flow"], ms(r["at_ns"]), what, path, ms(r.get("guarantee_ns"))])
     print(render(["flow", "at ms", "answer", "path", "guarantee ms"], rows, "requests"))
+    ms_real = lambda us: "-" if us is None else f"{us / 1e3:.1f}"  # noqa: E731
     rows = [
         [ms(c["t_ns"]), c["flow"], c["what"], "-".join(c["path"]) or "(best effort)"]
-        + [f"{c['lag_after_answer_us'] / 1e3:.1f}" if c["lag_after_answer_us"] else "-"]
+        + [ms_real(c["after_request_us"]), ms_real(c["lag_after_answer_us"])]
         for c in doc["changes"]
     ]
-    hdr = ["t ms", "flow", "change", "path", "after the answer, ms (real)"]
+    hdr = ["t ms", "flow", "change", "path", "after the request, ms (real)", "after the answer"]
     print("\n" + render(hdr, rows, "what the host agent applied"))
     rows = []
     for f in doc["flows"]:
