@@ -80,6 +80,7 @@ def live(
     poll_ms: int = 10,
     shaper: bool = True,
     switch_processes: str | None = None,
+    order: str = "sequential",
 ) -> dict:
     """Run ``spec`` on the network of the service at ``url``; results in ``out`` (see the module
     docstring). Returns the document written to ``out/live.json``."""
@@ -138,7 +139,9 @@ def live(
     with tb:
         t0 = tb.time_zero_ns
         assert t0 is not None
-        agent = tb.start_agent(url, status_path, poll_ms=poll_ms, shaper=shaper, dilation=k)
+        agent = tb.start_agent(
+            url, status_path, poll_ms=poll_ms, shaper=shaper, dilation=k, order=order
+        )
         try:
             for r in plan["requests"]:
                 if r["at_ns"] == 0:
@@ -293,7 +296,7 @@ def analyse(
         changes.append(
             {"flow": name, "id": c["flow"], "what": c["what"], "why": c["why"]}
             | {"t_ns": scen(c["t_ns"]), "lag_after_answer_us": lag, "after_request_us": since}
-            | {"path": c["path"]}
+            | {"t_start_ns": start, "guarantee_ns": g, "path": c["path"]}
             | {"tags": c["tags"], "seq": c["seq"]}
         )
     for a in answers:
@@ -412,7 +415,10 @@ def analyse(
         "changes": changes,
         "not_applied": missing,
         "flows": flows,
-        "agent": {kk: status[kk] for kk in ("polls", "controller_errors", "last_error", "shaper")},
+        "agent": {
+            kk: status.get(kk)
+            for kk in ("polls", "controller_errors", "last_error", "shaper", "order", "resyncs")
+        },
         "emulation": res.summary.get("emulation"),
         "ok": ok,
     }

@@ -397,6 +397,7 @@ class Testbed:
         shaper: bool = True,
         dilation: int = 1,
         routes: bool = True,
+        order: str = "sequential",
         timeout: float = 10.0,
     ) -> subprocess.Popen:
         """Start a Chameleon host agent for every host (``latnet-switch agent``: a BPF tagger on
@@ -404,7 +405,8 @@ class Testbed:
         service at ``controller``) and wait until it has read the service's state. It runs in
         the root namespace (the service is reached there, out of band of the emulated network);
         its pid is recorded, so ``down`` stops it too. Its status file: ``status`` (default
-        ``run_dir/agent.json``)."""
+        ``run_dir/agent.json``). ``order``: ``sequential`` (a request's moves one at a time,
+        each after the previous flow's old path drained, the new flow last) or ``together``."""
         status = Path(status) if status is not None else self.run_dir / "agent.json"
         status.unlink(missing_ok=True)
         hosts = self.hosts()
@@ -412,7 +414,7 @@ class Testbed:
         argv += ["--host", ",".join(hosts), "--netns", ",".join(self.netns(h) for h in hosts)]
         argv += ["--status", str(status), "--poll-ms", str(poll_ms)]
         argv += ["--shaper", "htb" if shaper else "none", "--dilation", str(dilation)]
-        argv += ["--routes", "yes" if routes else "no"]
+        argv += ["--routes", "yes" if routes else "no", "--order", order]
         log = open(self.run_dir / "agent.log", "w")  # noqa: SIM115 (child keeps it)
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()

@@ -124,6 +124,10 @@ def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
     assert doc["not_applied"] == []
     seen = [(c["flow"], c["what"]) for c in doc["changes"]]
     assert seen == [("a", "add"), ("c", "add"), ("a", "move"), ("b", "add"), ("a", "remove")]
+    # in the order the controller checked: b only once a's old path (guarantee 0.8 ms) drained
+    add_a, _, move_a, add_b, _ = doc["changes"]
+    assert add_b["t_start_ns"] - move_a["t_ns"] >= add_a["guarantee_ns"], (move_a, add_b)
+    assert doc["agent"]["order"] == "sequential"
     for c in doc["changes"][2:]:
         # each change follows its request (in real time: the agent polls every 10 ms; it may
         # apply a change before this process has read the service's answer, so not after that)
@@ -165,13 +169,15 @@ def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
 def test_without_a_shaper_the_same_misbehaving_flow_takes_what_it_sends(tmp_path, capsys):
     """Negative control: the agent tags but does not shape; c then arrives at the rate it sends
     (200 Mbit/s), twice what the controller reserved for it."""
-    _, doc, flows = live(tmp_path, "none", "--shaper", "none")
+    _, doc, flows = live(tmp_path, "none", "--shaper", "none", "--order", "together")
     capsys.readouterr()
     c = flows["c"]
     assert c["shaper"]["class"] is None and c["shaper"]["stats"] is None
     assert c["throughput_bps"] > 1.8 * 100e6, c["throughput_bps"]
     assert c["misrouted"] == 0 and flows["a"]["misrouted"] == 0
-    assert doc["agent"]["shaper"] == "none"
+    assert doc["agent"]["shaper"] == "none" and doc["agent"]["order"] == "together"
+    seen = [(c["flow"], c["what"]) for c in doc["changes"]]
+    assert seen == [("a", "add"), ("c", "add"), ("a", "move"), ("b", "add"), ("a", "remove")]
 
 
 def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys):

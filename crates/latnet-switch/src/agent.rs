@@ -18,7 +18,9 @@
 //! handshake, iperf3's control connection) crosses the tag-routed network too.
 //!
 //! It learns of changes from `GET /log?after=SEQ`: an admission re-tags the flows it moved,
-//! then starts tagging the new flow; a refusal that moved flows re-tags them; a removal stops
+//! then starts tagging the new flow (by default one at a time, each once the flow moved before
+//! it has had its old guarantee to drain its old path: [`Order::Sequential`], the states the
+//! controller checked); a refusal that moved flows re-tags them; a removal stops
 //! tagging (the flow's packets then follow the destination's best-effort route) and removes
 //! its shaper. Each change is read from `GET /flows/ID` and applied with one map update per
 //! destination address, so a packet sees the old stack or the new one; the status file's
@@ -451,6 +453,16 @@ pub struct HostSpec {
     pub ifaces: Vec<String>,
 }
 
+/// In what order the agent applies a request's moves and its new flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// One moved flow at a time, each once the flow moved before it has drained its old path
+    /// (its old guarantee), the new flow last: only states the controller checked.
+    Sequential,
+    /// Every move, then the new flow, as fast as the agent goes.
+    Together,
+}
+
 /// How the agent runs.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -464,6 +476,8 @@ pub struct AgentConfig {
     pub poll: StdDuration,
     /// Shape admitted flows with HTB classes.
     pub shape: bool,
+    /// The order of a request's moves and new flow.
+    pub order: Order,
     /// Install best-effort routes.
     pub routes: bool,
     /// Shaper rates are divided by this (the testbed runs this many times slower).
@@ -750,17 +764,13 @@ impl Agent {
                 (Some("request"), Some("admitted")) => {
                     // the moved flows first, then the new one (the controller checked the
                     // moves with the new flow absent)
-                    for id in ids("rerouted") {
-                        self.refresh(id, seq, "moved")?;
-                    }
+                    self.moves(&ids("rerouted"), seq)?;
                     if let Some(id) = e["id"].as_u64() {
                         self.refresh(id, seq, "admitted")?;
                     }
                 }
                 (Some("request"), Some("refused")) => {
-                    for id in ids("moved") {
-                        self.refresh(id, seq, "moved")?;
-                    }
+                    self.moves(&ids("moved"), seq)?;
                 }
                 (Some("remove"), _) => {
                     if let Some(id) = e["id"].as_u64() {
@@ -781,6 +791,33 @@ impl Agent {
             self.write_status();
         }
         Ok(entries.len())
+    }
+
+    /// Re-tag the flows `ids` moved by log entry `seq`, in the agent's [`Order`]: sequentially,
+    /// each once the flow moved before it has had its old guarantee (times the dilation) to
+    /// drain its old path (the states the controller checked, as `latnet chameleon
+    /// transitions` simulates them), or all at once.
+    fn moves(&mut self, ids: &[u64], seq: i64) -> Result<(), AgentError> {
+        let mut drain_until = 0u64;
+        for &id in ids {
+            if self.cfg.order == Order::Sequential && drain_until > crate::sys::mono_ns() {
+                crate::sys::sleep_until(drain_until);
+            }
+            let old = self
+                .hosts
+                .iter()
+                .find_map(|st| st.flows.get(&id))
+                .and_then(|p| p.entry.guarantee_ns);
+            self.refresh(id, seq, "moved")?;
+            if let Some(g) = old {
+                drain_until = crate::sys::mono_ns() + g.saturating_mul(self.cfg.dilation);
+            }
+        }
+        // the new flow (the caller's next step) only once the last old path drained
+        if self.cfg.order == Order::Sequential && drain_until > crate::sys::mono_ns() {
+            crate::sys::sleep_until(drain_until);
+        }
+        Ok(())
     }
 
     /// Undo every flow and route programmed, then read the service's state again.
@@ -917,6 +954,7 @@ impl Agent {
             "store": self.store,
             "resyncs": self.resyncs,
             "shaper": if self.cfg.shape { "htb" } else { "none" },
+            "order": match self.cfg.order { Order::Sequential => "sequential", Order::Together => "together" },
             "dilation": self.cfg.dilation,
             "hosts": hosts,
             "changes": self.changes,

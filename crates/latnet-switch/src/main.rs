@@ -14,6 +14,7 @@
 //! latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
 //! latnet-switch agent   --controller URL --scenario S.toml --host H[,H...] [--netns NS[,NS...]]
 //!                       [--status FILE] [--poll-ms 20] [--shaper htb|none] [--routes yes|no]
+//!                       [--order sequential|together]
 //!                       [--dilation K] [--duration D]
 //! ```
 //!
@@ -33,7 +34,8 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
        latnet-switch agent --controller http://HOST:PORT --scenario S.toml --host H[,H...]
                            [--netns NS[,NS...]] [--status FILE] [--poll-ms 20]
-                           [--shaper htb|none] [--routes yes|no] [--dilation K] [--duration D]
+                           [--shaper htb|none] [--routes yes|no] [--order sequential|together]
+                           [--dilation K] [--duration D]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
            [--netns NS] (the namespace holding the interfaces, a name or a file; default: this
                          process's)
@@ -345,6 +347,15 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                     }
                 },
                 routes: yes_no("routes", true)?,
+                order: match a.get("order").map(String::as_str) {
+                    None | Some("sequential") => agent::Order::Sequential,
+                    Some("together") => agent::Order::Together,
+                    Some(v) => {
+                        return Err(Fail::Usage(format!(
+                            "--order: expected sequential or together, got {v:?}"
+                        )))
+                    }
+                },
                 dilation: match a.get("dilation") {
                     None => 1,
                     Some(_) => match num(&a, "dilation")? {

@@ -514,6 +514,14 @@ def register(subparsers) -> None:
         "--poll-ms", type=whole(1), default=10, help="the agent polls the service this often"
     )
     li.add_argument("--shaper", choices=["htb", "none"], default="htb", help="default htb")
+    li.add_argument(
+        "--order",
+        choices=["sequential", "together"],
+        default="sequential",
+        help="how the agent applies a request's moves: one at a time, each once the previous "
+        "flow's old path drained, the new flow last (default: the states the controller "
+        "checked), or all at once",
+    )
     li.add_argument("--switch-processes", choices=["one", "per-node"])
     li.set_defaults(func=cmd_live)
 
@@ -531,6 +539,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         poll_ms=args.poll_ms,
         shaper=args.shaper == "htb",
         switch_processes=args.switch_processes,
+        order=args.order,
     )
     k = doc["dilation"]
     ms = lambda ns: "-" if ns is None else f"{ns / 1e6:.3f}"  # noqa: E731

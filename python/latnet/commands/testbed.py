@@ -39,6 +39,13 @@ def register(subparsers) -> None:
         default="htb",
         help="with --controller: shape admitted flows with HTB (default) or not",
     )
+    up.add_argument(
+        "--order",
+        choices=["sequential", "together"],
+        default="sequential",
+        help="with --controller: the agent applies a request's moves one at a time, each once "
+        "the previous flow's old path drained, the new flow last (default), or all at once",
+    )
     up.add_argument("--run-dir", metavar="DIR", help="switch logs and statistics (default: temp)")
     up.add_argument(
         "--offloads",
@@ -102,7 +109,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     tb.up()
     if args.controller is not None:
         try:
-            tb.start_agent(args.controller, shaper=args.shaper == "htb")
+            tb.start_agent(args.controller, shaper=args.shaper == "htb", order=args.order)
         except BaseException:
             tb.down()
             raise
