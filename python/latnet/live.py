@@ -268,6 +268,11 @@ def analyse(
     every decision of the controller (``decided``, from its log) must be one the agent applied,
     and every packet must have followed what the agent had applied when it was sent."""
     k = plan["dilation"]
+    if status.get("changes_dropped"):
+        raise LatnetError(
+            f"the host agent kept only its last {len(status['changes'])} changes "
+            f"({status['changes_dropped']} dropped): this run cannot be checked against them"
+        )
     scen = lambda real: (real - t0) / k  # noqa: E731 (scenario ns from the traffic's start)
     name_of = {a["answer"]["id"]: a["flow"] for a in answers if a["answer"]["admitted"]}
     deadline = {a["flow"]: a["deadline_ns"] for a in answers if a["answer"]["admitted"]}

@@ -352,3 +352,43 @@ def test_the_agent_follows_a_service_started_again_on_another_store(tmp_path, ca
             assert st["controller_errors"] >= 0
     finally:
         down_all(prefix)
+
+
+def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsys):
+    """A wrong spec key, a missing spec, an unreachable service, both a scenario and
+    --controller, and the agent's own bad options: each a clear error naming what is wrong,
+    and no testbed left behind."""
+    from latnet.testbed import recorded
+
+    before = {st["prefix"] for _, st in recorded()}
+    spec = tmp_path / "live.toml"
+    spec.write_text(SPEC.replace('deadline = "800us"', 'deadline = "800us"\nqueue = 1'))
+    out = tmp_path / "out"
+    with service(tmp_path / "bad.db") as url:
+        argv = ["chameleon", "live", "--controller", url, "--out", str(out)]
+        assert main([*argv, str(spec)]) == 2
+        err = capsys.readouterr().err
+        assert "live.toml" in err and "requests[2].queue" in err, err
+        assert main([*argv, str(tmp_path / "missing.toml")]) == 1
+        assert "missing.toml: cannot read the file" in capsys.readouterr().err
+        assert main(["testbed", "up", str(FIG6), "--controller", url]) == 2
+        assert "a scenario file or --controller" in capsys.readouterr().err
+    assert main(["chameleon", "live", "--controller", "http://127.0.0.1:1", str(spec)]) == 1
+    assert "http://127.0.0.1:1: cannot reach the service" in capsys.readouterr().err
+    assert not out.exists()
+    assert {st["prefix"] for _, st in recorded()} == before
+    # the agent itself (latnet-switch agent)
+    agent = [str(ROOT / ".venv" / "bin" / "latnet-switch"), "agent", "--scenario"]
+    agent += [str(ROOT / "experiments" / "demo.toml")]
+
+    def run(*extra):
+        return subprocess.run([*agent, *extra], capture_output=True, text=True, timeout=30)
+
+    r = run("--controller", "http://127.0.0.1:1", "--host", "nosuch")
+    assert r.returncode == 2 and '--host "nosuch": not a host' in r.stderr, r.stderr
+    r = run("--controller", "http://127.0.0.1:1", "--host", "camera", "--order", "sideways")
+    assert r.returncode == 2 and "--order: expected sequential or together" in r.stderr, r.stderr
+    r = run("--controller", "127.0.0.1:1", "--host", "camera")
+    assert r.returncode == 2 and "expected http://HOST:PORT" in r.stderr, r.stderr
+    r = run("--controller", "http://127.0.0.1:1", "--host", "camera")
+    assert r.returncode == 1 and "controller http://127.0.0.1:1: cannot connect" in r.stderr

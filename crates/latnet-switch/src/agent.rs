@@ -54,6 +54,8 @@ pub type AddressBook = BTreeMap<String, Vec<IpAddr>>;
 pub const ADMITTED_DSCP: u8 = 56;
 /// The HTB handle of the agent's root qdisc on a host interface (`1:`).
 pub const HTB_MAJOR: u32 = 1;
+/// Most changes the status keeps (the oldest tenth goes when it is full; counted).
+pub const MAX_CHANGES: usize = 100_000;
 
 /// What went wrong.
 #[derive(Debug, thiserror::Error)]
@@ -505,7 +507,6 @@ struct HostState {
     routes: BTreeMap<String, (Vec<Match>, Vec<u16>)>,
     /// Flows of this host that cannot be programmed, and why.
     refused: BTreeMap<u64, String>,
-    next_minor: u32,
 }
 
 impl std::fmt::Debug for HostState {
@@ -533,6 +534,8 @@ pub struct Agent {
     errors: u64,
     last_error: Option<String>,
     changes: Vec<Value>,
+    /// Changes dropped from `changes` to bound it.
+    changes_dropped: u64,
     started_ns: u64,
 }
 
@@ -579,7 +582,6 @@ impl Agent {
                 flows: BTreeMap::new(),
                 routes: BTreeMap::new(),
                 refused: BTreeMap::new(),
-                next_minor: 2,
             });
         }
         Ok(Agent {
@@ -593,6 +595,7 @@ impl Agent {
             errors: 0,
             last_error: None,
             changes: Vec::new(),
+            changes_dropped: 0,
             started_ns: crate::sys::mono_ns(),
         })
     }
@@ -653,9 +656,7 @@ impl Agent {
                 Ok(None) => continue,
                 Err(err) => {
                     let id = flow["id"].as_u64().unwrap_or(0);
-                    if self.hosts[h].refused.insert(id, err.to_string()).is_none() {
-                        eprintln!("latnet-switch agent: {name}: {err}");
-                    }
+                    refuse(&mut self.hosts[h], &name, id, &err.to_string());
                     continue;
                 }
             };
@@ -666,19 +667,44 @@ impl Agent {
             let unchanged = old.as_ref().is_some_and(|o| o.entry == e);
             let minor = match old.as_ref().and_then(|o| o.minor) {
                 Some(m) => Some(m),
+                // the smallest class number no flow of this host has (1:1 is the root's)
                 None if shape => {
-                    let m = st.next_minor;
-                    st.next_minor = if m >= 0xfffe { 2 } else { m + 1 };
-                    Some(m)
+                    let used: std::collections::BTreeSet<u32> =
+                        st.flows.values().filter_map(|p| p.minor).collect();
+                    match (2..=0xfffe).find(|m| !used.contains(m)) {
+                        Some(m) => Some(m),
+                        None => {
+                            refuse(st, &name, e.id, "no HTB class number left (65,533 flows)");
+                            if let Some(o) = old {
+                                st.flows.insert(e.id, o);
+                            }
+                            continue;
+                        }
+                    }
                 }
                 None => None,
             };
-            // the class before the tagger names it; a move keeps its shaper
+            // the class before the tagger names it; a move keeps its shaper. A class the kernel
+            // refuses (a burst HTB cannot hold, ...) refuses this flow, not the agent
             if shape && old.as_ref().map(|o| o.entry.shaper) != Some(e.shaper) {
                 let (rate, burst) = e.shaper;
                 let overhead = if e.tags.is_empty() { 0 } else { 4 };
-                for tc in &st.tcs {
-                    tc.set_class(minor.unwrap_or(2), rate / dilation, burst, overhead)?;
+                let made = st.tcs.iter().try_for_each(|tc| {
+                    tc.set_class(minor.unwrap_or(2), rate / dilation, burst, overhead)
+                });
+                if let Err(err) = made {
+                    refuse(st, &name, e.id, &format!("its shaper: {err}"));
+                    match old {
+                        Some(o) => {
+                            st.flows.insert(e.id, o);
+                        }
+                        None => {
+                            for tc in &st.tcs {
+                                let _ = tc.del_class(minor.unwrap_or(2));
+                            }
+                        }
+                    }
+                    continue;
                 }
             }
             let action = Action {
@@ -692,7 +718,7 @@ impl Agent {
             if let Some(o) = &old {
                 for m in o.entry.matches.iter().filter(|m| !e.matches.contains(m)) {
                     if let Some(c) = st.tagger.remove(m).map_err(kernel("tagger"))? {
-                        carried = add(carried, c);
+                        carried = carried + c;
                     }
                 }
             }
@@ -702,7 +728,7 @@ impl Agent {
             let t_done = crate::sys::mono_ns();
             if !unchanged {
                 let what = if old.is_some() { "move" } else { "add" };
-                self.changes.push(json!({
+                self.record(json!({
                     "t_start_ns": t_start, "t_ns": t_done, "seq": seq, "host": name, "flow": e.id,
                     "what": what, "why": why, "tags": e.tags, "path": e.path,
                     "guarantee_ns": e.guarantee_ns,
@@ -714,7 +740,8 @@ impl Agent {
     }
 
     fn remove_flow(&mut self, id: u64, seq: i64, why: &str) -> Result<(), AgentError> {
-        for st in &mut self.hosts {
+        for h in 0..self.hosts.len() {
+            let st = &mut self.hosts[h];
             st.refused.remove(&id);
             let Some(p) = st.flows.remove(&id) else { continue };
             let t_start = crate::sys::mono_ns();
@@ -722,14 +749,18 @@ impl Agent {
                 st.tagger.remove(m).map_err(kernel("tagger"))?;
             }
             let t_done = crate::sys::mono_ns();
-            // the class only once no packet is classified into it
+            // the class only once no packet is classified into it; one left behind is said,
+            // the flow is gone either way
             if let Some(minor) = p.minor {
                 for tc in &st.tcs {
-                    tc.del_class(minor)?;
+                    if let Err(e) = tc.del_class(minor) {
+                        eprintln!("latnet-switch agent: {}: flow {id}: {e}", st.spec.name);
+                    }
                 }
             }
-            self.changes.push(json!({
-                "t_start_ns": t_start, "t_ns": t_done, "seq": seq, "host": st.spec.name, "flow": id,
+            let host = st.spec.name.clone();
+            self.record(json!({
+                "t_start_ns": t_start, "t_ns": t_done, "seq": seq, "host": host, "flow": id,
                 "what": "remove", "why": why, "tags": [], "path": [],
             }));
         }
@@ -818,6 +849,16 @@ impl Agent {
             crate::sys::sleep_until(drain_until);
         }
         Ok(())
+    }
+
+    /// Keep a change in the status (at most [`MAX_CHANGES`]).
+    fn record(&mut self, change: Value) {
+        if self.changes.len() >= MAX_CHANGES {
+            let n = MAX_CHANGES / 10;
+            self.changes.drain(..n);
+            self.changes_dropped += n as u64;
+        }
+        self.changes.push(change);
     }
 
     /// Undo every flow and route programmed, then read the service's state again.
@@ -918,7 +959,7 @@ impl Agent {
                         let mut c = p.carried;
                         for m in &p.entry.matches {
                             if let Ok(Some(x)) = st.tagger.counters(m) {
-                                c = add(c, x);
+                                c = c + x;
                             }
                         }
                         let e = &p.entry;
@@ -958,6 +999,7 @@ impl Agent {
             "dilation": self.cfg.dilation,
             "hosts": hosts,
             "changes": self.changes,
+            "changes_dropped": self.changes_dropped,
         })
     }
 
@@ -971,11 +1013,10 @@ impl Agent {
     }
 }
 
-fn add(a: Counters, b: Counters) -> Counters {
-    Counters {
-        packets: a.packets + b.packets,
-        bytes: a.bytes + b.bytes,
-        push_failures: a.push_failures + b.push_failures,
+/// Record that flow `id` cannot be programmed at host `st` (said once on stderr).
+fn refuse(st: &mut HostState, host: &str, id: u64, why: &str) {
+    if st.refused.insert(id, why.to_owned()).is_none() {
+        eprintln!("latnet-switch agent: {host}: flow {id}: {why}");
     }
 }
 

@@ -150,6 +150,17 @@ pub struct Counters {
     pub push_failures: u64,
 }
 
+impl std::ops::Add for Counters {
+    type Output = Counters;
+    fn add(self, b: Counters) -> Counters {
+        Counters {
+            packets: self.packets + b.packets,
+            bytes: self.bytes + b.bytes,
+            push_failures: self.push_failures + b.push_failures,
+        }
+    }
+}
+
 impl Counters {
     fn read(v: &[u8]) -> Counters {
         let at = |o: usize| {

@@ -6,15 +6,8 @@
 use latnet_switch::tagger::{Action, Match, Tagger, TCX_NEXT};
 use latnet_wire::EthernetAddress;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::process::Command;
-
-fn root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+mod common;
+use common::{root, tags_in};
 
 fn tagger(name: &str) -> Option<Tagger> {
     if !root() {
@@ -50,18 +43,6 @@ fn ipv4_checksum_ok(ip: &[u8]) -> bool {
 /// `skb->priority` as the test run left it.
 fn priority(ctx: &[u8]) -> u32 {
     u32::from_ne_bytes([ctx[32], ctx[33], ctx[34], ctx[35]])
-}
-
-/// The 802.1Q tags in a frame's data (after the MAC addresses), outermost first, and the
-/// offset of the EtherType that follows them.
-fn tags_in(frame: &[u8]) -> (Vec<u16>, usize) {
-    let mut at = 12;
-    let mut tags = Vec::new();
-    while frame.len() >= at + 4 && frame[at..at + 2] == [0x81, 0x00] {
-        tags.push(u16::from_be_bytes([frame[at + 2], frame[at + 3]]));
-        at += 4;
-    }
-    (tags, at)
 }
 
 #[test]
@@ -207,108 +188,21 @@ fn truncated_and_foreign_frames_pass_without_harm() {
 #[test]
 fn on_a_veth_pair_the_peer_receives_the_whole_stack() {
     let Some(mut t) = tagger("lnt_veth") else { return };
-    let ns = format!("lntag{}", std::process::id());
-    let sh = |args: &[&str]| {
-        let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{e}"));
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    struct Netns(String);
-    impl Drop for Netns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    sh(&["ip", "netns", "add", &ns]);
-    let _guard = Netns(ns.clone());
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &ns,
-        "sysctl",
-        "-qw",
-        "net.ipv6.conf.all.disable_ipv6=1",
-        "net.ipv6.conf.default.disable_ipv6=1",
-    ]);
-    sh(&[
-        "ip",
-        "-n",
-        &ns,
-        "link",
-        "add",
-        "vx0",
-        "address",
-        "02:00:00:00:00:10",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "vx1",
-        "address",
-        "02:00:00:00:00:11",
-    ]);
-    for i in ["vx0", "vx1"] {
-        sh(&["ip", "-n", &ns, "link", "set", i, "up"]);
-    }
-    sh(&["ip", "-n", &ns, "addr", "add", "10.77.0.1/24", "dev", "vx0"]);
-    for h in ["10.77.0.2", "10.77.0.3"] {
-        sh(&[
-            "ip",
-            "-n",
-            &ns,
-            "neigh",
-            "add",
-            h,
-            "lladdr",
-            "02:00:00:00:00:11",
-            "dev",
-            "vx0",
-            "nud",
-            "permanent",
-        ]);
-    }
-    let path = std::path::PathBuf::from("/run/netns").join(&ns);
-    t.attach_egress(Some(&path), "vx0").unwrap_or_else(|e| panic!("{e}"));
+    let mut v = common::Veth::new("tag");
+    t.attach_egress(Some(&v.path), "vx0").unwrap_or_else(|e| panic!("{e}"));
     let two = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2));
     let flow = Match { dst: two, proto: 17, src_port: 0, dst_port: 5001 };
     t.set(&flow, &Action { tags: vec![100, 200, 300], dscp: Some(46), class: None })
         .unwrap_or_else(|e| panic!("{e}"));
     t.set(&Match::any_to(two), &Action { tags: vec![7], ..Action::default() })
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut ring = latnet_switch::sys::in_netns(&path, || {
-        latnet_switch::sys::PacketSocket::open("vx1", 1500, 1 << 20)
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    let sock = latnet_switch::sys::in_netns(&path, || std::net::UdpSocket::bind("10.77.0.1:0"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let send = |to: &str| {
-        sock.send_to(b"latnet tagger test", to).unwrap_or_else(|e| panic!("{to}: {e}"));
-    };
-    send("10.77.0.2:5001"); // the flow's entry
-    send("10.77.0.2:6000"); // the destination's route
-    send("10.77.0.3:5001"); // nothing
+    v.send("10.77.0.2:5001"); // the flow's entry
+    v.send("10.77.0.2:6000"); // the destination's route
+    v.send("10.77.0.3:5001"); // nothing
     drop(t); // detaches: the next packet goes untagged
-    send("10.77.0.2:5001");
-    // (outer tag + tags in the data, UDP destination port, DSCP) of each UDP frame received
-    let mut got: Vec<(Vec<u16>, [u8; 4], u16, u8)> = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while got.len() < 4 && std::time::Instant::now() < deadline {
-        let Some(f) = ring.next_rx() else {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            continue;
-        };
-        let mut tags: Vec<u16> = f.vlan.map(|(_, tci)| tci).into_iter().collect();
-        let (inner, at) = tags_in(f.data);
-        tags.extend(inner);
-        let ip = &f.data[at + 2..];
-        if f.data[at..at + 2] == [0x08, 0x00] && ip[9] == 17 {
-            let dst = [ip[16], ip[17], ip[18], ip[19]];
-            got.push((tags, dst, u16::from_be_bytes([ip[22], ip[23]]), ip[1] >> 2));
-        }
-        ring.release();
-    }
+    v.send("10.77.0.2:5001");
     assert_eq!(
-        got,
+        v.seen(4),
         vec![
             (vec![100, 200, 300], [10, 77, 0, 2], 5001, 46),
             (vec![7], [10, 77, 0, 2], 6000, 0),

@@ -213,8 +213,10 @@ impl Program {
         self.test_run_repeat(data, ctx, 1)
     }
 
-    /// As [`Program::test_run`], `repeat` times on copies of the same packet (the kernel
-    /// times them: [`TestRun::duration_ns`]); the result is the last run's.
+    /// As [`Program::test_run`], `repeat` times (the kernel times them: [`TestRun::duration_ns`],
+    /// the mean); the result is the last run's. The kernel runs the program again on the packet
+    /// as the previous run left it, so only a program that leaves it unchanged is timed on the
+    /// same packet each time.
     pub fn test_run_repeat(&self, data: &[u8], ctx: &[u8], repeat: u32) -> io::Result<TestRun> {
         let mut out = vec![0u8; data.len() + 256];
         let mut ctx_out = vec![0u8; 192];
