@@ -43,7 +43,6 @@ use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration as StdDuration;
 
 /// Every host's addresses, by name.
@@ -339,26 +338,8 @@ struct Tc {
 
 impl Tc {
     fn run(&self, args: &[String]) -> Result<String, AgentError> {
-        let mut cmd = match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("nsenter");
-                c.arg(format!("--net={}", ns.display())).arg("--").arg("tc");
-                c
-            }
-            None => Command::new("tc"),
-        };
-        let out = cmd
-            .args(args)
-            .output()
-            .map_err(|e| AgentError::Kernel(format!("tc {}: {e}", args.join(" "))))?;
-        if !out.status.success() {
-            return Err(AgentError::Kernel(format!(
-                "tc {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        crate::tcp::run_tc(self.netns.as_deref(), args)
+            .map_err(|e| AgentError::Kernel(e.to_string()))
     }
 
     fn words(&self, w: &str) -> Vec<String> {

@@ -80,9 +80,26 @@ const HTB_BURST: u32 = 2 * 1514;
 
 /// Run `tc ARGS`; an error carries tc's message.
 fn tc(args: &[String]) -> io::Result<()> {
-    let out = std::process::Command::new("tc").args(args).output()?;
+    run_tc(None, args).map(drop)
+}
+
+/// Run `tc ARGS` (iproute2) in the network namespace of the file `netns` (through `nsenter`;
+/// `None`: this process's); its output, or an error carrying the command and what `tc` said.
+pub(crate) fn run_tc(netns: Option<&std::path::Path>, args: &[String]) -> io::Result<String> {
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = std::process::Command::new("nsenter");
+            c.arg(format!("--net={}", ns.display())).arg("--").arg("tc");
+            c
+        }
+        None => std::process::Command::new("tc"),
+    };
+    let out = cmd
+        .args(args)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("tc {}: {e}", args.join(" "))))?;
     if out.status.success() {
-        return Ok(());
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
     let msg = String::from_utf8_lossy(&out.stderr);
     Err(io::Error::other(format!("tc {}: {}", args.join(" "), msg.trim())))
