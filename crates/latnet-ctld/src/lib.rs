@@ -10,8 +10,10 @@
 //!   one; the `flows` table is then rewritten from the controller, so what a client reads from
 //!   the file equals what the service answers.
 //! * [`Service::handle`] answers one HTTP request (method, path, body) with a status and a JSON
-//!   body; [`serve`] runs it on a `tiny_http` server, one request at a time (the controller is
-//!   one state machine).
+//!   body; [`serve`] runs it on a `tiny_http` server: the controller (one state machine) answers
+//!   one request at a time on its own thread, while each client's connection is read and
+//!   written by a thread of its own, so a slow or silent client delays nobody else
+//!   ([`ServeLimits`]).
 //!
 //! API (JSON bodies; errors are `{"error": ..., "field": ...}` or `{"code": ..., "reason": ...}`):
 //!
@@ -36,6 +38,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::sync::Arc;
+
+mod http;
+pub use http::{listen, serve, ServeLimits};
 
 /// Largest request body accepted (bytes).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -903,46 +908,4 @@ impl Service {
         }
         Ok((outcome, reason))
     }
-}
-
-/// Run `svc` on `server` until `stop` returns true (checked every 100 ms while idle).
-pub fn serve(server: &tiny_http::Server, svc: &mut Service, stop: impl Fn() -> bool) {
-    while !stop() {
-        let mut req = match server.recv_timeout(std::time::Duration::from_millis(100)) {
-            Ok(Some(r)) => r,
-            Ok(None) => continue,
-            Err(_) => break,
-        };
-        let reply = read_body(&mut req).map(|body| {
-            let method = req.method().as_str().to_owned();
-            let url = req.url().to_owned();
-            svc.handle(&method, &url, &body)
-        });
-        let (status, body) = reply.unwrap_or_else(|r| r);
-        let text = if body.is_null() { String::new() } else { body.to_string() + "\n" };
-        let mut resp = tiny_http::Response::from_string(text).with_status_code(status);
-        if !body.is_null() {
-            if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "application/json") {
-                resp = resp.with_header(h);
-            }
-        }
-        let _ = req.respond(resp);
-    }
-}
-
-fn read_body(req: &mut tiny_http::Request) -> Result<Vec<u8>, Reply> {
-    use std::io::Read;
-    if req.body_length().is_some_and(|n| n > MAX_BODY) {
-        return Err(err(413, None, format!("the body is larger than {MAX_BODY} bytes")));
-    }
-    let mut body = Vec::new();
-    let n = req
-        .as_reader()
-        .take(MAX_BODY as u64 + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| err(400, None, format!("the body could not be read: {e}")))?;
-    if n > MAX_BODY {
-        return Err(err(413, None, format!("the body is larger than {MAX_BODY} bytes")));
-    }
-    Ok(body)
 }

@@ -2,27 +2,33 @@
 //!
 //! ```text
 //! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N]
-//!             (--k K [--hosts-per-edge M] | --topology FILE)
+//!             (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] [--stdin-stop]
 //! ```
 //!
 //! Prints `listening on http://ADDR:PORT` once it accepts requests (with `--listen
 //! 127.0.0.1:0` the port the system chose), and stops on SIGINT / SIGTERM or, with
 //! `--stdin-stop`, when its standard input closes. Exit status 2 for a usage error, 1 for a store
 //! or configuration error (the message names the file and what differs).
+//!
+//! `--io-timeout` (default 10 s): how long one read or write of a client's connection may wait
+//! and how long a request's body may take to arrive (408 after); each client has a thread of
+//! its own, so a slow one delays only itself.
 
-use latnet_ctld::{serve, Service, ServiceConfig};
+use latnet_ctld::{listen, serve, ServeLimits, Service, ServiceConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] \
-[--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--stdin-stop]";
+[--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] \
+[--stdin-stop]";
 
 struct Args {
     db: PathBuf,
     listen: String,
     cfg: ServiceConfig,
+    limits: ServeLimits,
     stdin_stop: bool,
 }
 
@@ -37,6 +43,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         topology: None,
     };
     let mut stdin_stop = false;
+    let mut limits = ServeLimits::default();
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         let v = v.ok_or_else(|| format!("{flag}: expected a value"))?;
         v.parse::<usize>()
@@ -58,6 +65,17 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     std::fs::read_to_string(&p).map_err(|e| format!("--topology {p}: {e}"))?;
                 cfg.topology = Some(text);
             }
+            "--io-timeout" => {
+                let v = it.next().ok_or("--io-timeout: expected seconds")?;
+                limits.io_timeout = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.001 && *s <= 3600.0)
+                    .map(std::time::Duration::from_secs_f64)
+                    .ok_or_else(|| {
+                        format!("--io-timeout: expected seconds from 0.001 to 3600, got {v:?}")
+                    })?;
+            }
             "--stdin-stop" => stdin_stop = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -66,7 +84,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     if cfg.k.is_some() == cfg.topology.is_some() {
         return Err("give exactly one of --k (a fat-tree) and --topology FILE".into());
     }
-    Ok(Args { db, listen, cfg, stdin_stop })
+    Ok(Args { db, listen, cfg, limits, stdin_stop })
 }
 
 #[allow(clippy::print_stdout)] // the address line is the binary's output
@@ -91,7 +109,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let server = match tiny_http::Server::http(&args.listen) {
+    let server = match listen(&args.listen, &args.limits) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("latnet-ctld: --listen {}: {e}", args.listen);
@@ -115,6 +133,6 @@ fn main() -> ExitCode {
         svc.controller().len(),
         args.db.display()
     );
-    serve(&server, &mut svc, || stop.load(Ordering::Relaxed));
+    serve(&server, &mut svc, args.limits, || stop.load(Ordering::Relaxed));
     ExitCode::SUCCESS
 }

@@ -3,13 +3,15 @@
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
-use latnet_ctld::{serve, Service, ServiceConfig, ServiceError};
+use latnet_ctld::{listen, serve, ServeLimits, Service, ServiceConfig, ServiceError};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 fn cfg(k: usize) -> ServiceConfig {
     ServiceConfig {
@@ -282,15 +284,39 @@ fn http(addr: &str, raw: &str) -> (u16, String) {
     (status, body)
 }
 
-#[test]
-fn the_service_answers_over_http() {
-    let db = tmp("http");
-    let mut svc = Service::open(&db, cfg(4)).unwrap();
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+/// `svc` served on a port of 127.0.0.1: its address, the flag that stops it, its thread.
+fn start(mut svc: Service, limits: ServeLimits) -> (String, Arc<AtomicBool>, JoinHandle<()>) {
+    let server = listen("127.0.0.1:0", &limits).unwrap();
     let addr = server.server_addr().to_ip().unwrap().to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
-    let t = std::thread::spawn(move || serve(&server, &mut svc, || s2.load(Ordering::Relaxed)));
+    let t = std::thread::spawn(move || {
+        serve(&server, &mut svc, limits, || s2.load(Ordering::Relaxed));
+    });
+    (addr, stop, t)
+}
+
+/// Every answer in `raw` (HTTP/1.1 responses one after the other): status and body.
+fn answers(raw: &str) -> Vec<(u16, String)> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    while let Some((head, tail)) = rest.split_once("\r\n\r\n") {
+        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let len = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+        out.push((status, tail[..len].to_owned()));
+        rest = &tail[len..];
+    }
+    out
+}
+
+#[test]
+fn the_service_answers_over_http() {
+    let db = tmp("http");
+    let svc = Service::open(&db, cfg(4)).unwrap();
+    let (addr, stop, t) = start(svc, ServeLimits::default());
     let body = req("h0_0_0", "h3_1_1", 1_000_000, 10_000).to_string();
     let raw = format!(
         "POST /flows HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -513,4 +539,61 @@ fn a_store_keeps_its_id_across_restarts_and_another_store_has_another() {
     assert_eq!(again.handle("GET", "/health", b"").1["store"], id.as_str());
     let mut other = Service::open(&tmp("storeid2"), cfg(4)).unwrap();
     assert_ne!(other.handle("GET", "/health", b"").1["store"], id.as_str());
+}
+
+#[test]
+fn a_slow_or_silent_client_holds_up_nobody_else() {
+    let db = tmp("slow");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    for i in 0..8 {
+        let (st, _) = post(&mut svc, req(&format!("h0_0_{}", i % 2), "h3_1_1", 1_000_000, 10_000));
+        assert_eq!(st, 201);
+    }
+    let timeout = Duration::from_secs(3);
+    let (addr, stop, t) = start(svc, ServeLimits { io_timeout: timeout });
+    // a: a request whose body never arrives whole
+    let mut a = TcpStream::connect(&addr).unwrap();
+    a.write_all(b"POST /flows HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"src\":")
+        .unwrap();
+    let a_sent = Instant::now();
+    // b: asks for every flow again and again and reads none of the answers
+    let mut b = TcpStream::connect(&addr).unwrap();
+    b.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    let ask = "GET /flows HTTP/1.1\r\nHost: x\r\n\r\n".repeat(100);
+    for _ in 0..100 {
+        if b.write_all(ask.as_bytes()).is_err() {
+            break;
+        }
+    }
+    // meanwhile the others are answered as usual, well before a's and b's time is up
+    let quick = |raw: &str| {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(timeout / 2)).unwrap();
+        s.write_all(raw.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).map(|_| answers(&out)).unwrap_or_default()
+    };
+    let health = quick("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(health.first().map(|a| a.0), Some(200), "{health:?}");
+    // and two requests sent together on one connection are answered in order
+    let body = req("h1_0_0", "h2_0_1", 1_000_000, 10_000).to_string();
+    let both = quick(&format!(
+        "POST /flows HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}\
+         GET /flows HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    assert_eq!(both.len(), 2, "{both:?}");
+    assert_eq!(both[0].0, 201, "{both:?}");
+    let list: Value = serde_json::from_str(&both[1].1).unwrap();
+    assert_eq!(list.as_array().map(Vec::len), Some(9), "the GET was answered before the POST");
+    // a hears why once its time is up
+    a.set_read_timeout(Some(timeout * 3)).unwrap();
+    let mut out = String::new();
+    let _ = a.read_to_string(&mut out);
+    let got = answers(&out);
+    assert_eq!(got.first().map(|a| a.0), Some(408), "{out:?}");
+    assert!(got[0].1.contains("did not arrive whole"), "{out:?}");
+    assert!(a_sent.elapsed() >= timeout, "a was answered after {:?}", a_sent.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
 }

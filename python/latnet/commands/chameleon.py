@@ -606,6 +606,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         argv += ["--k", str(args.k)]
         if args.hosts_per_edge:
             argv += ["--hosts-per-edge", str(args.hosts_per_edge)]
+    argv += ["--io-timeout", str(args.io_timeout)]
     sys.stdout.flush()
     os.execv(argv[0], argv)
     return 1  # not reached
@@ -638,5 +639,13 @@ def register_serve(sub) -> None:
     )
     s.add_argument(
         "--listen", default="127.0.0.1:8700", metavar="ADDR:PORT", help="default 127.0.0.1:8700"
+    )
+    s.add_argument(
+        "--io-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a client's read or write may wait and its request body may take to "
+        "arrive (408 after); each client has a thread of its own (default 10)",
     )
     s.set_defaults(func=cmd_serve)

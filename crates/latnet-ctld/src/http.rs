@@ -1,0 +1,218 @@
+//! The service on the network: a `tiny_http` server whose clients cannot stall the controller.
+//!
+//! Three kinds of thread share the work:
+//!
+//! * the *controller* (the caller of [`serve`]) owns the [`Service`] and answers one request at
+//!   a time from a channel; it never touches a socket;
+//! * the *dispatcher* takes each request `tiny_http` has parsed the head of and hands it to the
+//!   worker of its connection, starting one if there is none;
+//! * a *worker* per connection reads a request's body, passes the request to the controller,
+//!   waits for the reply and writes it, one request after the other, so that the requests of
+//!   one connection are answered in the order they were sent.
+//!
+//! A client that sends its body slowly, or never, or does not read its answer, holds only its
+//! own worker, and only for [`ServeLimits::io_timeout`]: the listening socket carries that
+//! timeout for reads and writes (Linux copies it to every accepted socket), and a body must have
+//! arrived whole within it (408 otherwise).
+
+use crate::{err, Reply, Service, MAX_BODY};
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long [`serve`] waits for its clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeLimits {
+    /// Longest one read or write of a client's connection may wait, and longest a request's
+    /// body may take to arrive whole (then 408). A connection idle for this long is closed.
+    pub io_timeout: Duration,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits { io_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// A server listening on `addr` (`ADDR:PORT`; port 0: one the system chooses) whose accepted
+/// connections time out reads and writes after `limits.io_timeout`.
+pub fn listen(addr: &str, limits: &ServeLimits) -> Result<tiny_http::Server, String> {
+    use socket2::{Domain, Socket, Type};
+    let sa: SocketAddr = addr
+        .to_socket_addrs()
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or_else(|| format!("{addr:?} names no address"))?;
+    let sock =
+        Socket::new(Domain::for_address(sa), Type::STREAM, None).map_err(|e| e.to_string())?;
+    let t = Some(limits.io_timeout);
+    sock.set_reuse_address(true)
+        .and_then(|()| sock.set_read_timeout(t))
+        .and_then(|()| sock.set_write_timeout(t))
+        .and_then(|()| sock.bind(&sa.into()))
+        .and_then(|()| sock.listen(128))
+        .map_err(|e| e.to_string())?;
+    let listener: std::net::TcpListener = sock.into();
+    tiny_http::Server::from_listener(listener, None).map_err(|e| e.to_string())
+}
+
+/// A request on its way to the controller: what it asks (or the reply its body earned) and
+/// where the answer goes.
+struct Job {
+    input: Result<(String, String, Vec<u8>), Reply>,
+    reply: Sender<Reply>,
+}
+
+/// The workers' queues by connection (`None`: a connection without a peer address).
+type Workers = Arc<Mutex<HashMap<Option<SocketAddr>, Sender<tiny_http::Request>>>>;
+
+/// Run `svc` on `server` until `stop` returns true (checked every 100 ms while idle). Requests
+/// still in a worker when it stops are answered 503.
+pub fn serve(
+    server: &tiny_http::Server,
+    svc: &mut Service,
+    limits: ServeLimits,
+    stop: impl Fn() -> bool + Sync,
+) {
+    let (jobs, inbox) = mpsc::channel::<Job>();
+    std::thread::scope(|scope| {
+        let stop = &stop;
+        scope.spawn(move || dispatch(server, &jobs, limits, stop));
+        while !stop() {
+            match inbox.recv_timeout(Duration::from_millis(100)) {
+                Ok(job) => {
+                    let reply = match job.input {
+                        Ok((method, url, body)) => svc.handle(&method, &url, &body),
+                        Err(reply) => reply,
+                    };
+                    let _ = job.reply.send(reply);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        // dropping `inbox` tells the workers waiting on it that the service has stopped
+    });
+}
+
+/// Hand every request to its connection's worker until `stop`.
+fn dispatch(
+    server: &tiny_http::Server,
+    jobs: &Sender<Job>,
+    limits: ServeLimits,
+    stop: &(impl Fn() -> bool + Sync),
+) {
+    let workers: Workers = Arc::default();
+    while !stop() {
+        let req = match server.recv_timeout(Duration::from_millis(100)) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(_) => break,
+        };
+        let conn = req.remote_addr().copied();
+        let mut map = workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // a worker takes itself out of the map (under the lock) before it ends, so a queue in
+        // the map has a worker reading it
+        let req = match map.get(&conn) {
+            Some(queue) => match queue.send(req) {
+                Ok(()) => continue,
+                Err(mpsc::SendError(r)) => r,
+            },
+            None => req,
+        };
+        let (queue, rx) = mpsc::channel();
+        let (jobs, workers2) = (jobs.clone(), workers.clone());
+        let started = std::thread::Builder::new()
+            .name("latnet-ctld-conn".into())
+            .spawn(move || work(conn, &rx, &jobs, &workers2, limits));
+        if started.is_ok() && queue.send(req).is_ok() {
+            map.insert(conn, queue);
+        }
+        // if no thread could be started the request is dropped, which tiny_http answers 500
+    }
+}
+
+/// One connection's worker: its requests in order, until none came for a second.
+fn work(
+    conn: Option<SocketAddr>,
+    rx: &Receiver<tiny_http::Request>,
+    jobs: &Sender<Job>,
+    workers: &Workers,
+    limits: ServeLimits,
+) {
+    loop {
+        let mut req = match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {
+                let mut map = workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match rx.try_recv() {
+                    Ok(r) => r,
+                    Err(_) => {
+                        map.remove(&conn);
+                        return;
+                    }
+                }
+            }
+        };
+        let input = read_body(&mut req, limits.io_timeout)
+            .map(|body| (req.method().as_str().to_owned(), req.url().to_owned(), body));
+        let (reply, answer) = mpsc::channel();
+        let stopped = || err(503, None, "the service is stopping");
+        let reply = match jobs.send(Job { input, reply }) {
+            Ok(()) => answer.recv().unwrap_or_else(|_| stopped()),
+            Err(_) => stopped(),
+        };
+        respond(req, reply);
+    }
+}
+
+fn respond(req: tiny_http::Request, (status, body): Reply) {
+    let text = if body.is_null() { String::new() } else { body.to_string() + "\n" };
+    let mut resp = tiny_http::Response::from_string(text).with_status_code(status);
+    if !body.is_null() {
+        if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "application/json") {
+            resp = resp.with_header(h);
+        }
+    }
+    // a client gone or not reading its answer (the write timed out) loses only that answer
+    let _ = req.respond(resp);
+}
+
+/// The request's body, whole within `timeout`: 413 if larger than [`MAX_BODY`], 408 if it did
+/// not arrive in time, 400 if the connection failed.
+fn read_body(req: &mut tiny_http::Request, timeout: Duration) -> Result<Vec<u8>, Reply> {
+    let too_big = || err(413, None, format!("the body is larger than {MAX_BODY} bytes"));
+    if req.body_length().is_some_and(|n| n > MAX_BODY) {
+        return Err(too_big());
+    }
+    let late = || {
+        err(408, None, format!("the body did not arrive whole within {} s", timeout.as_secs_f64()))
+    };
+    let start = Instant::now();
+    let reader = req.as_reader();
+    let mut body = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match reader.read(&mut chunk) {
+            Ok(0) => return Ok(body),
+            Ok(n) => {
+                body.extend_from_slice(&chunk[..n]);
+                if body.len() > MAX_BODY {
+                    return Err(too_big());
+                }
+                if start.elapsed() > timeout {
+                    return Err(late());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(late())
+            }
+            Err(e) => return Err(err(400, None, format!("the body could not be read: {e}"))),
+        }
+    }
+}
