@@ -18,6 +18,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
 
 import numpy as np
 
@@ -277,18 +278,44 @@ def _end_to_end(packets, emb: dict, phase: str) -> dict:
     }
 
 
+def read_token(path: str | os.PathLike[str]) -> str:
+    """The bearer token in file ``path``: its first line that is neither empty nor a ``#``
+    comment, either ``TOKEN`` or ``ROLE TOKEN`` as in the service's ``--tokens`` file (the rule
+    ``latnet-switch agent --token-file`` follows too)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise LatnetError(f"--token-file {path}: cannot read the file: {e.strerror}") from None
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            token = line.split()[-1]
+            if all(33 <= ord(c) < 127 for c in token):
+                return token
+            raise LatnetError(f"--token-file {path}: expected a token of printable characters")
+    raise LatnetError(f"--token-file {path}: expected a token, the file has none")
+
+
 class Client:
     """A client of ``latnet chameleon serve`` with the in-process ``Controller``'s interface:
     ``request`` returns the same dict (``admitted`` and ``id`` / ``rerouted``, or ``code`` /
-    ``reason``), ``remove`` a bool, ``flows`` and ``hosts`` the same lists.
+    ``reason``), ``remove`` a bool, ``flows`` and ``hosts`` the same lists. ``token_file``: the
+    bearer token a service started with ``--tokens`` needs (see ``read_token``).
 
         >>> svc = chameleon.Client("http://127.0.0.1:8700")
         >>> svc.request("h0_0_0", "h3_1_1", rate_bps=2e6, burst_bytes=300, deadline_ns=10e6)
     """
 
-    def __init__(self, base_url: str, timeout_s: float = 30.0):
+    def __init__(
+        self,
+        base_url: str,
+        timeout_s: float = 30.0,
+        token_file: str | os.PathLike[str] | None = None,
+    ):
         self.base = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.token_file = token_file
+        self._token = read_token(token_file) if token_file is not None else None
 
     def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
         import urllib.error
@@ -297,6 +324,8 @@ class Client:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
+        if self._token is not None:
+            req.add_header("Authorization", f"Bearer {self._token}")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
                 text = r.read().decode()
@@ -304,9 +333,14 @@ class Client:
         except urllib.error.HTTPError as e:
             text = e.read().decode()
             try:
-                return e.code, json.loads(text)
+                doc = json.loads(text)
             except ValueError:
-                return e.code, {"error": text}
+                doc = {"error": text}
+            if e.code in (401, 403):
+                why = doc.get("error", text) if isinstance(doc, dict) else text
+                hint = "" if self._token is not None else " (give its token: --token-file)"
+                raise LatnetError(f"{self.base}{path}: {e.code} {why}{hint}") from None
+            return e.code, doc
         except urllib.error.URLError as e:
             raise LatnetError(f"{self.base}: cannot reach the service: {e.reason}") from None
 

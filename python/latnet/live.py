@@ -44,11 +44,14 @@ AGENT_MARGIN_NS = 2_000_000_000
 
 
 def controller_network(
-    url: str, path: str | os.PathLike[str], duration_ns: int = 3_600_000_000_000
+    url: str,
+    path: str | os.PathLike[str],
+    duration_ns: int = 3_600_000_000_000,
+    token_file: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write the network of the service at ``url`` (its settings and log replayed here) as a
     scenario file with no flows at ``path``: what ``latnet testbed up --controller`` runs."""
-    ctl = replay(Client(url))
+    ctl = replay(Client(url, token_file=token_file))
     path = Path(path)
     path.write_text(ctl.network_toml(duration_ns=duration_ns))
     return path
@@ -81,10 +84,13 @@ def live(
     shaper: bool = True,
     switch_processes: str | None = None,
     order: str = "sequential",
+    token_file: str | os.PathLike[str] | None = None,
 ) -> dict:
     """Run ``spec`` on the network of the service at ``url``; results in ``out`` (see the module
-    docstring). Returns the document written to ``out/live.json``."""
-    client = Client(url)
+    docstring). Returns the document written to ``out/live.json``. ``token_file``: the token a
+    service started with ``--tokens`` needs, for this client and the agent (a write token: the
+    spec's requests admit and remove flows)."""
+    client = Client(url, token_file=token_file)
     ctl = replay(client)
     spec = Path(spec)
     try:
@@ -140,7 +146,13 @@ def live(
         t0 = tb.time_zero_ns
         assert t0 is not None
         agent = tb.start_agent(
-            url, status_path, poll_ms=poll_ms, shaper=shaper, dilation=k, order=order
+            url,
+            status_path,
+            poll_ms=poll_ms,
+            shaper=shaper,
+            dilation=k,
+            order=order,
+            token_file=token_file,
         )
         try:
             for r in plan["requests"]:

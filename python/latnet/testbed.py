@@ -399,6 +399,7 @@ class Testbed:
         routes: bool = True,
         order: str = "sequential",
         timeout: float = 10.0,
+        token_file: str | os.PathLike[str] | None = None,
     ) -> subprocess.Popen:
         """Start a Chameleon host agent for every host (``latnet-switch agent``: a BPF tagger on
         each host's egress and an HTB shaper per admitted flow, programmed from the controller
@@ -406,7 +407,9 @@ class Testbed:
         the root namespace (the service is reached there, out of band of the emulated network);
         its pid is recorded, so ``down`` stops it too. Its status file: ``status`` (default
         ``run_dir/agent.json``). ``order``: ``sequential`` (a request's moves one at a time,
-        each after the previous flow's old path drained, the new flow last) or ``together``."""
+        each after the previous flow's old path drained, the new flow last) or ``together``.
+        ``token_file``: the token of a service started with ``--tokens`` (a read token will
+        do)."""
         status = Path(status) if status is not None else self.run_dir / "agent.json"
         status.unlink(missing_ok=True)
         hosts = self.hosts()
@@ -415,6 +418,8 @@ class Testbed:
         argv += ["--status", str(status), "--poll-ms", str(poll_ms)]
         argv += ["--shaper", "htb" if shaper else "none", "--dilation", str(dilation)]
         argv += ["--routes", "yes" if routes else "no", "--order", order]
+        if token_file is not None:
+            argv += ["--token-file", str(token_file)]
         log = open(self.run_dir / "agent.log", "w")  # noqa: SIM115 (child keeps it)
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()

@@ -87,9 +87,11 @@ deadline = "800us"
 
 
 @contextmanager
-def service(db, listen="127.0.0.1:0"):
+def service(db, listen="127.0.0.1:0", tokens=None):
     argv = [sys.executable, "-m", "latnet.cli", "chameleon", "serve", "--db", str(db)]
     argv += ["--listen", listen, "--topology", str(FIG6), "--queues", "2"]
+    if tokens is not None:
+        argv += ["--tokens", str(tokens)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
@@ -100,11 +102,20 @@ def service(db, listen="127.0.0.1:0"):
         p.wait(timeout=10)
 
 
-def live(tmp_path, name, *extra):
+def tokens(tmp_path):
+    """A service's token file, and a client's file with its write token and with its read one."""
+    w, r = "write-0123456789abcdef", "read-0123456789abcdef"
+    (tmp_path / "tokens").write_text(f"write {w}\nread {r}\n")
+    (tmp_path / "w").write_text(w)
+    (tmp_path / "r").write_text(r)
+    return tmp_path / "tokens", tmp_path / "w", tmp_path / "r"
+
+
+def live(tmp_path, name, *extra, tokens=None):
     spec = tmp_path / "live.toml"
     spec.write_text(SPEC)
     out = tmp_path / name
-    with service(tmp_path / f"{name}.db") as url:
+    with service(tmp_path / f"{name}.db", tokens=tokens) as url:
         argv = ["chameleon", "live", "--controller", url, str(spec), "--out", str(out)]
         code = main([*argv, *extra])
     doc = json.loads((out / "live.json").read_text())
@@ -112,7 +123,8 @@ def live(tmp_path, name, *extra):
 
 
 def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
-    code, doc, flows = live(tmp_path, "htb")
+    svc_tokens, write, _ = tokens(tmp_path)  # a service that needs a token, the agent's too
+    code, doc, flows = live(tmp_path, "htb", "--token-file", str(write), tokens=svc_tokens)
     text = capsys.readouterr().out
     print(text)
     req = {r["flow"]: r for r in doc["requests"]}
@@ -191,8 +203,10 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
     from latnet.testbed import _is_agent, down_all, recorded
 
     run = tmp_path / "tb"
-    with service(tmp_path / "tb.db") as url:
-        assert main(["testbed", "up", "--controller", url, "--run-dir", str(run)]) == 0
+    svc_tokens, write, read = tokens(tmp_path)  # the agent reads with a read token
+    with service(tmp_path / "tb.db", tokens=svc_tokens) as url:
+        argv = ["testbed", "up", "--controller", url, "--run-dir", str(run)]
+        assert main([*argv, "--token-file", str(read)]) == 0
         out = capsys.readouterr().out
         prefix = out.split()[1]
         try:
@@ -217,7 +231,7 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
                 "h1", "ping", "-c", "3", "-i", "0.2", "-W", "1", addr["h3"], capture_output=True
             )
             assert ping.returncode == 0, ping.stdout
-            c = Client(url)
+            c = Client(url, token_file=write)
             irtt = c.request("h2", "h3", 10e6, 3000, 2e6, match={"proto": "udp", "dst_port": 2112})
             tcp = {"proto": "tcp", "dst_port": 5201}
             bulk = c.request("h1", "h6", 100e6, 15000, 5e6, match=tcp)

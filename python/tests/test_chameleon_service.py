@@ -113,6 +113,8 @@ def test_service_refuses_a_store_made_with_other_settings(tmp_path):
         (["--k", "0"], "--k: expected a whole number >= 1"),
         (["--k", "4", "--topology", "x.toml"], "--topology x.toml"),
         (["--listen", "nowhere", "--k", "4"], "--listen nowhere"),
+        (["--k", "4", "--tokens", "missing.txt"], "--tokens missing.txt"),
+        (["--k", "4", "--io-timeout", "0"], "--io-timeout: expected seconds"),
     ],
 )
 def test_service_usage_errors_name_the_option(tmp_path, argv, why):
@@ -238,3 +240,49 @@ def test_verify_checks_what_a_running_service_admitted(tmp_path, capsys):
     assert "cannot reach the service" in capsys.readouterr().err
     assert main(["chameleon", "transitions", "--controller", base]) == 1
     assert "cannot reach the service" in capsys.readouterr().err
+
+
+def test_tokens_keep_others_out_and_a_read_token_only_reads(tmp_path, capsys):
+    """`serve --tokens FILE`: the client, `verify --controller` and the agent's own rule read a
+    token file; without a listed token only GET /health answers, a read token reads, and only a
+    write token admits. A malformed file is refused naming its line."""
+    from latnet import LatnetError, chameleon
+    from latnet.cli import main
+
+    w, r = "w" * 8 + "0123456789abcdef", "r" * 8 + "0123456789abcdef"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# role token\nwrite {w}\nread {r}\n")
+    (tmp_path / "w").write_text(f"{w}\n")
+    (tmp_path / "r").write_text(f"# the agents' token\nread {r}\n")
+    with service(tmp_path / "c.db", "--k", "4", "--tokens", str(tokens)) as base:
+        assert call(base, "GET", "/health")[0] == 200
+        st, body = call(base, "GET", "/flows")
+        assert st == 401 and body["field"] == "Authorization", body
+        anyone = chameleon.Client(base)
+        with pytest.raises(LatnetError, match=r"/hosts: 401 .*give its token: --token-file"):
+            anyone.hosts()
+        writer = chameleon.Client(base, token_file=tmp_path / "w")
+        reader = chameleon.Client(base, token_file=tmp_path / "r")
+        hosts = reader.hosts()
+        with pytest.raises(LatnetError, match=r"/flows: 403 the token may only read"):
+            reader.request(hosts[0], hosts[-1], 20e6, 3000, 5e6)
+        assert writer.request(hosts[0], hosts[-1], 20e6, 3000, 5e6)["admitted"]
+        assert [f["src"] for f in reader.flows()] == [hosts[0]]
+        assert reader.stats()["denied"] == 3
+        argv = ["chameleon", "verify", "--controller", base, "--phases", "sync"]
+        assert main([*argv, "--token-file", str(tmp_path / "r")]) == 0
+        assert "1 flows admitted" in capsys.readouterr().out
+        assert main(argv) != 0
+        assert "/config: 401" in capsys.readouterr().err
+    tokens.write_text(f"write {w}\nadmin {r}\n")
+    p = subprocess.run(
+        [*LATNET, "chameleon", "serve", "--db", str(tmp_path / "d.db"), "--k", "4"]
+        + ["--tokens", str(tokens)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 2 and f"{tokens}:2: expected the role read or write" in p.stderr
+    (tmp_path / "empty").write_text("# none\n")
+    with pytest.raises(LatnetError, match="expected a token, the file has none"):
+        chameleon.Client(base, token_file=tmp_path / "empty")

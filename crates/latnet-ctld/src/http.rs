@@ -11,11 +11,13 @@
 //!   one connection are answered in the order they were sent.
 //!
 //! A client that sends its body slowly, or never, or does not read its answer, holds only its
-//! own worker, and only for [`ServeLimits::io_timeout`]: the listening socket carries that
+//! own worker, and only for [`ServeOptions::io_timeout`]: the listening socket carries that
 //! timeout for reads and writes (Linux copies it to every accepted socket), and a body must have
-//! arrived whole within it (408 otherwise).
+//! arrived whole within it (408 otherwise). With [`ServeOptions::tokens`] a worker checks a
+//! request's token before reading its body; a refused one reaches the controller only to be
+//! counted.
 
-use crate::{err, Reply, Service, MAX_BODY};
+use crate::{err, Reply, Service, Tokens, MAX_BODY};
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -23,23 +25,25 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long [`serve`] waits for its clients.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServeLimits {
+/// How [`serve`] treats its clients.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
     /// Longest one read or write of a client's connection may wait, and longest a request's
     /// body may take to arrive whole (then 408). A connection idle for this long is closed.
     pub io_timeout: Duration,
+    /// The tokens requests must carry (`None`: anyone may ask anything).
+    pub tokens: Option<Arc<Tokens>>,
 }
 
-impl Default for ServeLimits {
+impl Default for ServeOptions {
     fn default() -> Self {
-        ServeLimits { io_timeout: Duration::from_secs(10) }
+        ServeOptions { io_timeout: Duration::from_secs(10), tokens: None }
     }
 }
 
 /// A server listening on `addr` (`ADDR:PORT`; port 0: one the system chooses) whose accepted
-/// connections time out reads and writes after `limits.io_timeout`.
-pub fn listen(addr: &str, limits: &ServeLimits) -> Result<tiny_http::Server, String> {
+/// connections time out reads and writes after `opts.io_timeout`.
+pub fn listen(addr: &str, opts: &ServeOptions) -> Result<tiny_http::Server, String> {
     use socket2::{Domain, Socket, Type};
     let sa: SocketAddr = addr
         .to_socket_addrs()
@@ -48,7 +52,7 @@ pub fn listen(addr: &str, limits: &ServeLimits) -> Result<tiny_http::Server, Str
         .ok_or_else(|| format!("{addr:?} names no address"))?;
     let sock =
         Socket::new(Domain::for_address(sa), Type::STREAM, None).map_err(|e| e.to_string())?;
-    let t = Some(limits.io_timeout);
+    let t = Some(opts.io_timeout);
     sock.set_reuse_address(true)
         .and_then(|()| sock.set_read_timeout(t))
         .and_then(|()| sock.set_write_timeout(t))
@@ -59,10 +63,19 @@ pub fn listen(addr: &str, limits: &ServeLimits) -> Result<tiny_http::Server, Str
     tiny_http::Server::from_listener(listener, None).map_err(|e| e.to_string())
 }
 
-/// A request on its way to the controller: what it asks (or the reply its body earned) and
-/// where the answer goes.
+/// What a worker passes to the controller.
+enum Input {
+    /// Method, URL and body.
+    Ask(String, String, Vec<u8>),
+    /// The reply the request's body earned (408, 413, 400).
+    Refused(Reply),
+    /// The reply the request's token earned (401, 403), to be counted.
+    Denied(Reply),
+}
+
+/// A request on its way to the controller and where the answer goes.
 struct Job {
-    input: Result<(String, String, Vec<u8>), Reply>,
+    input: Input,
     reply: Sender<Reply>,
 }
 
@@ -74,19 +87,23 @@ type Workers = Arc<Mutex<HashMap<Option<SocketAddr>, Sender<tiny_http::Request>>
 pub fn serve(
     server: &tiny_http::Server,
     svc: &mut Service,
-    limits: ServeLimits,
+    opts: ServeOptions,
     stop: impl Fn() -> bool + Sync,
 ) {
     let (jobs, inbox) = mpsc::channel::<Job>();
     std::thread::scope(|scope| {
         let stop = &stop;
-        scope.spawn(move || dispatch(server, &jobs, limits, stop));
+        scope.spawn(move || dispatch(server, &jobs, opts, stop));
         while !stop() {
             match inbox.recv_timeout(Duration::from_millis(100)) {
                 Ok(job) => {
                     let reply = match job.input {
-                        Ok((method, url, body)) => svc.handle(&method, &url, &body),
-                        Err(reply) => reply,
+                        Input::Ask(method, url, body) => svc.handle(&method, &url, &body),
+                        Input::Refused(reply) => reply,
+                        Input::Denied(reply) => {
+                            svc.note_denied();
+                            reply
+                        }
                     };
                     let _ = job.reply.send(reply);
                 }
@@ -102,7 +119,7 @@ pub fn serve(
 fn dispatch(
     server: &tiny_http::Server,
     jobs: &Sender<Job>,
-    limits: ServeLimits,
+    opts: ServeOptions,
     stop: &(impl Fn() -> bool + Sync),
 ) {
     let workers: Workers = Arc::default();
@@ -124,10 +141,10 @@ fn dispatch(
             None => req,
         };
         let (queue, rx) = mpsc::channel();
-        let (jobs, workers2) = (jobs.clone(), workers.clone());
+        let (jobs, workers2, opts) = (jobs.clone(), workers.clone(), opts.clone());
         let started = std::thread::Builder::new()
             .name("latnet-ctld-conn".into())
-            .spawn(move || work(conn, &rx, &jobs, &workers2, limits));
+            .spawn(move || work(conn, &rx, &jobs, &workers2, &opts));
         if started.is_ok() && queue.send(req).is_ok() {
             map.insert(conn, queue);
         }
@@ -141,7 +158,7 @@ fn work(
     rx: &Receiver<tiny_http::Request>,
     jobs: &Sender<Job>,
     workers: &Workers,
-    limits: ServeLimits,
+    opts: &ServeOptions,
 ) {
     loop {
         let mut req = match rx.recv_timeout(Duration::from_secs(1)) {
@@ -158,8 +175,19 @@ fn work(
                 }
             }
         };
-        let input = read_body(&mut req, limits.io_timeout)
-            .map(|body| (req.method().as_str().to_owned(), req.url().to_owned(), body));
+        let method = req.method().as_str().to_owned();
+        let url = req.url().to_owned();
+        let allowed = opts.tokens.as_ref().map_or(Ok(()), |t| {
+            let auth = req.headers().iter().find(|h| h.field.equiv("Authorization"));
+            t.check(&method, &url, auth.map(|h| h.value.as_str()))
+        });
+        let input = match allowed {
+            Err(reply) => Input::Denied(reply),
+            Ok(()) => match read_body(&mut req, opts.io_timeout) {
+                Ok(body) => Input::Ask(method, url, body),
+                Err(reply) => Input::Refused(reply),
+            },
+        };
         let (reply, answer) = mpsc::channel();
         let stopped = || err(503, None, "the service is stopping");
         let reply = match jobs.send(Job { input, reply }) {
@@ -175,6 +203,13 @@ fn respond(req: tiny_http::Request, (status, body): Reply) {
     let mut resp = tiny_http::Response::from_string(text).with_status_code(status);
     if !body.is_null() {
         if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "application/json") {
+            resp = resp.with_header(h);
+        }
+    }
+    if status == 401 {
+        if let Ok(h) =
+            tiny_http::Header::from_bytes("WWW-Authenticate", "Bearer realm=\"latnet-ctld\"")
+        {
             resp = resp.with_header(h);
         }
     }

@@ -13,7 +13,11 @@
 //!   body; [`serve`] runs it on a `tiny_http` server: the controller (one state machine) answers
 //!   one request at a time on its own thread, while each client's connection is read and
 //!   written by a thread of its own, so a slow or silent client delays nobody else
-//!   ([`ServeLimits`]).
+//!   ([`ServeOptions`]).
+//!
+//! With a token file ([`Tokens`], `latnet-ctld --tokens FILE`) every request but `GET /health`
+//! needs `Authorization: Bearer TOKEN` (401 without one the file lists, 403 for a read token
+//! asking to change something).
 //!
 //! API (JSON bodies; errors are `{"error": ..., "field": ...}` or `{"code": ..., "reason": ...}`):
 //!
@@ -22,7 +26,7 @@
 //! | `GET /health` | 200 `{"ok": true, "flows": N, "store": ID}` (`store`: a random id made with the store) |
 //! | `GET /hosts` | 200 the host names |
 //! | `GET /config` | 200 the service's configuration |
-//! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started; they are not logged) |
+//! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started, which are not logged; `denied`: requests refused for their token, 401 or 403) |
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers, a `match` another flow of that source to that destination has; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved). `match` (optional): `{"proto": "udp" \| "tcp", "dst_port", "src_port" (optional)}`, the flow's packets at its source, for host agents; kept with the flow and shown with it |
 //! | `GET /routes/SRC` | 200 `{"src", "queue", "routes": [{"dst", "path", "tags"}]}`: the best-effort route from host `SRC` to each host it reaches (fewest hops, in the class `queue` below the admitted ones; none if the switches have no room for it), for the packets of `SRC` no admitted flow matches; 404 not a host |
 //! | `GET /flows` | 200 every admitted flow |
@@ -39,8 +43,10 @@ use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::sync::Arc;
 
+mod auth;
 mod http;
-pub use http::{listen, serve, ServeLimits};
+pub use auth::{Role, Tokens, MIN_TOKEN};
+pub use http::{listen, serve, ServeOptions};
 
 /// Largest request body accepted (bytes).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -564,6 +570,8 @@ pub struct Service {
     matches: Matches,
     /// Requests answered 422 since the service started (they are not logged).
     invalid: u64,
+    /// Requests refused for their token (401, 403) since the service started.
+    denied: u64,
 }
 
 /// A status and a JSON body (`Value::Null`: no body).
@@ -701,12 +709,17 @@ impl Service {
     /// Open the store at `db` for `cfg` (creating it), replaying its log.
     pub fn open(db: &Path, cfg: ServiceConfig) -> Result<Service, ServiceError> {
         let (store, ctl, matches) = Store::open(db, &cfg)?;
-        Ok(Service { ctl, store, cfg, matches, invalid: 0 })
+        Ok(Service { ctl, store, cfg, matches, invalid: 0, denied: 0 })
     }
 
     /// The controller (read only).
     pub fn controller(&self) -> &Controller {
         &self.ctl
+    }
+
+    /// Count a request refused for its token (it never reaches [`Service::handle`]).
+    pub fn note_denied(&mut self) {
+        self.denied += 1;
     }
 
     /// Answer one request. A failure to write the store is a 500, and the controller goes back
@@ -730,7 +743,7 @@ impl Service {
                 (
                     200,
                     json!({"flows": self.ctl.len(), "admitted": s.admitted, "rejected": s.rejected,
-                           "invalid": self.invalid, "reroutes": s.reroutes,
+                           "invalid": self.invalid, "denied": self.denied, "reroutes": s.reroutes,
                            "admitted_after_reroute": s.admitted_after_reroute}),
                 )
             }

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N]
-//!             (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] [--stdin-stop]
+//!             (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS]
+//!             [--tokens FILE] [--stdin-stop]
 //! ```
 //!
 //! Prints `listening on http://ADDR:PORT` once it accepts requests (with `--listen
@@ -12,9 +13,11 @@
 //!
 //! `--io-timeout` (default 10 s): how long one read or write of a client's connection may wait
 //! and how long a request's body may take to arrive (408 after); each client has a thread of
-//! its own, so a slow one delays only itself.
+//! its own, so a slow one delays only itself. `--tokens FILE`: the bearer tokens requests must
+//! carry, a `ROLE TOKEN` per line (see [`latnet_ctld::Tokens`]); without it anyone who reaches
+//! the port may admit and remove flows.
 
-use latnet_ctld::{listen, serve, ServeLimits, Service, ServiceConfig};
+use latnet_ctld::{listen, serve, ServeOptions, Service, ServiceConfig, Tokens};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,13 +25,13 @@ use std::sync::Arc;
 
 const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] \
 [--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] \
-[--stdin-stop]";
+[--tokens FILE] [--stdin-stop]";
 
 struct Args {
     db: PathBuf,
     listen: String,
     cfg: ServiceConfig,
-    limits: ServeLimits,
+    opts: ServeOptions,
     stdin_stop: bool,
 }
 
@@ -43,7 +46,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         topology: None,
     };
     let mut stdin_stop = false;
-    let mut limits = ServeLimits::default();
+    let mut opts = ServeOptions::default();
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         let v = v.ok_or_else(|| format!("{flag}: expected a value"))?;
         v.parse::<usize>()
@@ -67,7 +70,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--io-timeout" => {
                 let v = it.next().ok_or("--io-timeout: expected seconds")?;
-                limits.io_timeout = v
+                opts.io_timeout = v
                     .parse::<f64>()
                     .ok()
                     .filter(|s| s.is_finite() && *s >= 0.001 && *s <= 3600.0)
@@ -75,6 +78,12 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     .ok_or_else(|| {
                         format!("--io-timeout: expected seconds from 0.001 to 3600, got {v:?}")
                     })?;
+            }
+            "--tokens" => {
+                let p = it.next().ok_or("--tokens: expected a file")?;
+                let t =
+                    Tokens::load(std::path::Path::new(&p)).map_err(|e| format!("--tokens {e}"))?;
+                opts.tokens = Some(Arc::new(t));
             }
             "--stdin-stop" => stdin_stop = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
@@ -84,7 +93,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     if cfg.k.is_some() == cfg.topology.is_some() {
         return Err("give exactly one of --k (a fat-tree) and --topology FILE".into());
     }
-    Ok(Args { db, listen, cfg, limits, stdin_stop })
+    Ok(Args { db, listen, cfg, opts, stdin_stop })
 }
 
 #[allow(clippy::print_stdout)] // the address line is the binary's output
@@ -109,7 +118,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let server = match listen(&args.listen, &args.limits) {
+    let server = match listen(&args.listen, &args.opts) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("latnet-ctld: --listen {}: {e}", args.listen);
@@ -133,6 +142,6 @@ fn main() -> ExitCode {
         svc.controller().len(),
         args.db.display()
     );
-    serve(&server, &mut svc, args.limits, || stop.load(Ordering::Relaxed));
+    serve(&server, &mut svc, args.opts.clone(), || stop.load(Ordering::Relaxed));
     ExitCode::SUCCESS
 }

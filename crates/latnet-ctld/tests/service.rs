@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
-use latnet_ctld::{listen, serve, ServeLimits, Service, ServiceConfig, ServiceError};
+use latnet_ctld::{listen, serve, ServeOptions, Service, ServiceConfig, ServiceError, Tokens};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -285,13 +285,13 @@ fn http(addr: &str, raw: &str) -> (u16, String) {
 }
 
 /// `svc` served on a port of 127.0.0.1: its address, the flag that stops it, its thread.
-fn start(mut svc: Service, limits: ServeLimits) -> (String, Arc<AtomicBool>, JoinHandle<()>) {
-    let server = listen("127.0.0.1:0", &limits).unwrap();
+fn start(mut svc: Service, opts: ServeOptions) -> (String, Arc<AtomicBool>, JoinHandle<()>) {
+    let server = listen("127.0.0.1:0", &opts).unwrap();
     let addr = server.server_addr().to_ip().unwrap().to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let t = std::thread::spawn(move || {
-        serve(&server, &mut svc, limits, || s2.load(Ordering::Relaxed));
+        serve(&server, &mut svc, opts, || s2.load(Ordering::Relaxed));
     });
     (addr, stop, t)
 }
@@ -316,7 +316,7 @@ fn answers(raw: &str) -> Vec<(u16, String)> {
 fn the_service_answers_over_http() {
     let db = tmp("http");
     let svc = Service::open(&db, cfg(4)).unwrap();
-    let (addr, stop, t) = start(svc, ServeLimits::default());
+    let (addr, stop, t) = start(svc, ServeOptions::default());
     let body = req("h0_0_0", "h3_1_1", 1_000_000, 10_000).to_string();
     let raw = format!(
         "POST /flows HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -550,7 +550,7 @@ fn a_slow_or_silent_client_holds_up_nobody_else() {
         assert_eq!(st, 201);
     }
     let timeout = Duration::from_secs(3);
-    let (addr, stop, t) = start(svc, ServeLimits { io_timeout: timeout });
+    let (addr, stop, t) = start(svc, ServeOptions { io_timeout: timeout, tokens: None });
     // a: a request whose body never arrives whole
     let mut a = TcpStream::connect(&addr).unwrap();
     a.write_all(b"POST /flows HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"src\":")
@@ -594,6 +594,87 @@ fn a_slow_or_silent_client_holds_up_nobody_else() {
     assert_eq!(got.first().map(|a| a.0), Some(408), "{out:?}");
     assert!(got[0].1.contains("did not arrive whole"), "{out:?}");
     assert!(a_sent.elapsed() >= timeout, "a was answered after {:?}", a_sent.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+#[test]
+fn a_token_file_names_the_line_and_what_it_expected() {
+    let ok = Tokens::parse(
+        "t.txt",
+        "# role token\nwrite 0123456789abcdef0123\n\nread  fedcba9876543210fedc\n",
+    );
+    assert!(ok.is_ok(), "{ok:?}");
+    for (text, want) in [
+        ("admin 0123456789abcdef0123\n", "t.txt:1: expected the role read or write, got \"admin\""),
+        ("# x\nwrite\n", "t.txt:2: expected ROLE TOKEN, the token is missing"),
+        ("write 0123456789abcdef0123 extra\n", "t.txt:1: expected ROLE TOKEN and nothing after"),
+        ("read short\n", "t.txt:1: a token must have at least 16 characters"),
+        ("read 0123456789abcdef0123\"\n", "t.txt:1: a token must have at least 16 characters"),
+        (
+            "read 0123456789abcdef0123\nwrite 0123456789abcdef0123\n",
+            "t.txt:2: this token is listed twice",
+        ),
+        ("# nothing\n\n", "t.txt: no tokens"),
+    ] {
+        let e = Tokens::parse("t.txt", text).unwrap_err();
+        assert!(e.starts_with(want), "{text:?}: {e}");
+    }
+    let dbg = format!("{:?}", ok.unwrap());
+    assert!(!dbg.contains("0123456789abcdef0123"), "Debug shows a token: {dbg}");
+}
+
+#[test]
+fn with_tokens_a_request_needs_one_and_a_read_token_only_reads() {
+    let (w, r) = ("0123456789abcdef0123", "fedcba9876543210fedc");
+    let tokens = Tokens::parse("t", &format!("write {w}\nread {r}\n")).unwrap();
+    let db = tmp("tokens");
+    let svc = Service::open(&db, cfg(4)).unwrap();
+    let opts = ServeOptions { tokens: Some(Arc::new(tokens)), ..ServeOptions::default() };
+    let (addr, stop, t) = start(svc, opts);
+    let ask = |method: &str, path: &str, auth: Option<&str>, body: &str| {
+        let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+        let raw = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(raw.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let head = out.split("\r\n\r\n").next().unwrap_or_default().to_ascii_lowercase();
+        let (st, body) = answers(&out).into_iter().next().unwrap();
+        (st, body, head)
+    };
+    let flow = req("h0_0_0", "h3_1_1", 1_000_000, 10_000).to_string();
+    // no token: only /health
+    assert_eq!(ask("GET", "/health", None, "").0, 200);
+    let (st, body, head) = ask("GET", "/flows", None, "");
+    assert_eq!(st, 401, "{body}");
+    assert!(head.contains("www-authenticate: bearer"), "{head}");
+    assert!(body.contains("\"field\":\"Authorization\""), "{body}");
+    assert_eq!(ask("POST", "/flows", None, &flow).0, 401);
+    assert_eq!(ask("GET", "/nothing", None, "").0, 401, "a resource's existence shows");
+    // a token the file does not list, or not a bearer one
+    assert_eq!(ask("GET", "/flows", Some("Bearer 0123456789abcdef0124"), "").0, 401);
+    assert_eq!(ask("GET", "/flows", Some(&format!("Basic {w}")), "").0, 401);
+    assert_eq!(ask("GET", "/flows", Some("Bearer"), "").0, 401);
+    // a read token reads, and may not change anything
+    assert_eq!(ask("GET", "/flows", Some(&format!("Bearer {r}")), "").0, 200);
+    assert_eq!(ask("GET", "/log?after=0", Some(&format!("bearer {r}")), "").0, 200);
+    let (st, body, _) = ask("POST", "/flows", Some(&format!("Bearer {r}")), &flow);
+    assert_eq!(st, 403, "{body}");
+    assert!(body.contains("write token"), "{body}");
+    assert_eq!(ask("DELETE", "/flows/0", Some(&format!("Bearer {r}")), "").0, 403);
+    // a write token does everything
+    let (st, body, _) = ask("POST", "/flows", Some(&format!("Bearer {w}")), &flow);
+    assert_eq!(st, 201, "{body}");
+    let (st, body, _) = ask("GET", "/stats", Some(&format!("Bearer {w}")), "");
+    assert_eq!(st, 200);
+    let stats: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stats["denied"], 8, "{stats}"); // six 401s, two 403s
+    assert_eq!(stats["admitted"], 1, "{stats}");
+    assert_eq!(ask("DELETE", "/flows/0", Some(&format!("Bearer {w}")), "").0, 204);
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }

@@ -35,6 +35,7 @@
 //! Every log page names the service's store: when the service answers from another store (or
 //! its log goes back), the agent undoes what it programmed and reads the state again.
 //! Losing the controller keeps what was programmed; the agent counts failed polls and retries.
+//! A service started with `--tokens` needs one: `--token-file` (a read token is enough).
 //! Stopping (SIGINT / SIGTERM, or `--duration`) detaches the taggers and removes the shapers.
 
 use crate::tagger::{Action, Counters, Match, Tagger};
@@ -85,6 +86,8 @@ pub struct Controller {
     host: String,
     addr: std::net::SocketAddr,
     timeout: StdDuration,
+    /// The bearer token sent with every request (a service started with `--tokens`).
+    token: Option<String>,
 }
 
 impl Controller {
@@ -106,7 +109,26 @@ impl Controller {
             host: host.to_owned(),
             addr,
             timeout: StdDuration::from_secs(2),
+            token: None,
         })
+    }
+
+    /// Send the token in file `path` (its first line that is neither empty nor a `#` comment,
+    /// either `TOKEN` or `ROLE TOKEN` as in the service's own file) with every request.
+    pub fn with_token_file(mut self, path: &Path) -> Result<Controller, AgentError> {
+        let bad = |m: String| AgentError::Config(format!("--token-file {}: {m}", path.display()));
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let line = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .ok_or_else(|| bad("expected a token, the file has none".into()))?;
+        let token = line.split_whitespace().last().unwrap_or_default();
+        if token.is_empty() || !token.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(bad("expected a token of printable characters".into()));
+        }
+        self.token = Some(token.to_owned());
+        Ok(self)
     }
 
     /// The service's address.
@@ -125,8 +147,14 @@ impl Controller {
         s.set_read_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
         s.set_write_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
         let _ = s.set_nodelay(true);
-        write!(s, "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.host)
-            .map_err(|e| self.fail(format!("GET {path}: {e}")))?;
+        let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n"));
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\n{}Connection: close\r\n\r\n",
+            self.host,
+            auth.unwrap_or_default()
+        )
+        .map_err(|e| self.fail(format!("GET {path}: {e}")))?;
         let mut raw = Vec::new();
         s.take(16 << 20)
             .read_to_end(&mut raw)
@@ -1156,5 +1184,46 @@ mod tests {
         {
             assert!(matches!(Controller::new(bad), Err(AgentError::Config(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_token_file_gives_every_request_its_bearer_header() {
+        use std::net::TcpListener;
+        let dir = std::env::temp_dir().join(format!("latnet-agent-token-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let file = dir.join("token");
+        let _ = std::fs::write(&file, "# the agents' token\n\nread abcdef0123456789xyz\n");
+        let Ok(l) = TcpListener::bind("127.0.0.1:0") else { panic!("no listener") };
+        let url = format!("http://{}", l.local_addr().map(|a| a.to_string()).unwrap_or_default());
+        let seen = std::thread::spawn(move || {
+            let Ok((mut s, _)) = l.accept() else { return String::new() };
+            let mut req = Vec::new();
+            let mut buf = [0u8; 512];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]");
+            String::from_utf8_lossy(&req).into_owned()
+        });
+        let c = Controller::new(&url).and_then(|c| c.with_token_file(&file));
+        let Ok(c) = c else { panic!("{c:?}") };
+        assert!(matches!(c.get("/hosts"), Ok((200, _))));
+        let req = seen.join().unwrap_or_default();
+        assert!(req.contains("\r\nAuthorization: Bearer abcdef0123456789xyz\r\n"), "{req}");
+        // a file without a token, or none at all, is refused naming it
+        let _ = std::fs::write(&file, "# nothing yet\n");
+        for path in [file.clone(), dir.join("missing")] {
+            let e = Controller::new(&url).and_then(|c| c.with_token_file(&path));
+            match e {
+                Err(AgentError::Config(m)) => {
+                    assert!(m.starts_with(&format!("--token-file {}", path.display())), "{m}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

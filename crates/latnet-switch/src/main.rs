@@ -14,7 +14,7 @@
 //! latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
 //! latnet-switch agent   --controller URL --scenario S.toml --host H[,H...] [--netns NS[,NS...]]
 //!                       [--status FILE] [--poll-ms 20] [--shaper htb|none] [--routes yes|no]
-//!                       [--order sequential|together]
+//!                       [--order sequential|together] [--token-file FILE]
 //!                       [--dilation K] [--duration D]
 //! ```
 //!
@@ -35,7 +35,7 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
        latnet-switch agent --controller http://HOST:PORT --scenario S.toml --host H[,H...]
                            [--netns NS[,NS...]] [--status FILE] [--poll-ms 20]
                            [--shaper htb|none] [--routes yes|no] [--order sequential|together]
-                           [--dilation K] [--duration D]
+                           [--token-file FILE] [--dilation K] [--duration D]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
            [--netns NS] (the namespace holding the interfaces, a name or a file; default: this
                          process's)
@@ -320,8 +320,16 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 Some(v) => Err(Fail::Usage(format!("--{k}: expected yes or no, got {v:?}"))),
             };
             let cfg = agent::AgentConfig {
-                controller: agent::Controller::new(need(&a, "controller")?)
-                    .map_err(|e| Fail::Usage(e.to_string()))?,
+                controller: {
+                    let c = agent::Controller::new(need(&a, "controller")?)
+                        .map_err(|e| Fail::Usage(e.to_string()))?;
+                    match a.get("token-file") {
+                        None => c,
+                        Some(f) => c
+                            .with_token_file(Path::new(f))
+                            .map_err(|e| Fail::Usage(e.to_string()))?,
+                    }
+                },
                 hosts: specs,
                 addresses,
                 poll: match a.get("poll-ms") {

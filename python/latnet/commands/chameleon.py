@@ -116,7 +116,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if args.controller:
             from ..chameleon import Client, replay
 
-            ctl = replay(Client(args.controller))
+            ctl = replay(Client(args.controller, token_file=args.token_file))
             doc = json.loads(
                 ctl.cross_check(
                     duration_ms=args.duration_ms,
@@ -241,7 +241,7 @@ def cmd_transitions(args: argparse.Namespace) -> int:
     }
     try:
         if args.controller:
-            doc = _service_transitions(args.controller, args.max_transitions, opts)
+            doc = _service_transitions(args.controller, args.max_transitions, opts, args.token_file)
             print(
                 f"the service at {args.controller}: {doc['requests']} logged requests, "
                 f"{doc['with_moves']} of them moved admitted flows"
@@ -313,7 +313,7 @@ def cmd_transitions(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _service_transitions(url: str, most: int, opts: dict) -> dict:
+def _service_transitions(url: str, most: int, opts: dict, token_file: str | None) -> dict:
     """The moves a running service made (its log replayed here), the first ``most`` of them
     simulated as ``transitions`` does; ``request`` is the log entry's number."""
     from ..chameleon import Client, replay
@@ -330,7 +330,7 @@ def _service_transitions(url: str, most: int, opts: dict) -> dict:
         t = json.loads(after.transitions(before, new, moved, **opts))
         found.append(t | {"request": e["seq"]})
 
-    client = Client(url)
+    client = Client(url, token_file=token_file)
     replay(client, on_move=on_move)
     st = client.stats()
     counts["requests"] = st["admitted"] + st["rejected"]
@@ -402,6 +402,11 @@ def register(subparsers) -> None:
         help="check the flows a running `latnet chameleon serve` admitted (its settings and "
         "log replayed here) instead of drawing requests; --k, --topology, --queues, "
         "--scenario, --system, --tries and --per-hop-us are then the service's",
+    )
+    v.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="the token of a service started with --tokens (a read token will do)",
     )
     v.add_argument(
         "--phases",
@@ -491,6 +496,11 @@ def register(subparsers) -> None:
         "replayed here) instead of drawing requests; --k, --topology, --queues, --scenario, "
         "--tries and --per-hop-us are then the service's",
     )
+    t.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="the token of a service started with --tokens (a read token will do)",
+    )
     t.add_argument("--json", metavar="FILE", help="also write every run")
     t.set_defaults(func=cmd_transitions)
     register_serve(sub)
@@ -523,6 +533,12 @@ def register(subparsers) -> None:
         "checked), or all at once",
     )
     li.add_argument("--switch-processes", choices=["one", "per-node"])
+    li.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="the token of a service started with --tokens (a write token: the spec's "
+        "requests admit and remove flows)",
+    )
     li.set_defaults(func=cmd_live)
 
 
@@ -540,6 +556,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         shaper=args.shaper == "htb",
         switch_processes=args.switch_processes,
         order=args.order,
+        token_file=args.token_file,
     )
     k = doc["dilation"]
     ms = lambda ns: "-" if ns is None else f"{ns / 1e6:.3f}"  # noqa: E731
@@ -607,6 +624,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.hosts_per_edge:
             argv += ["--hosts-per-edge", str(args.hosts_per_edge)]
     argv += ["--io-timeout", str(args.io_timeout)]
+    if args.tokens:
+        argv += ["--tokens", args.tokens]
     sys.stdout.flush()
     os.execv(argv[0], argv)
     return 1  # not reached
@@ -647,5 +666,13 @@ def register_serve(sub) -> None:
         metavar="SECONDS",
         help="how long a client's read or write may wait and its request body may take to "
         "arrive (408 after); each client has a thread of its own (default 10)",
+    )
+    s.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="bearer tokens, a 'ROLE TOKEN' line each (ROLE read or write, a token of at least "
+        "16 characters): every request but GET /health must then carry 'Authorization: Bearer "
+        "TOKEN' (401 without a listed one; 403 for a read token asking to change something). "
+        "Without it anyone reaching --listen may admit and remove flows",
     )
     s.set_defaults(func=cmd_serve)

@@ -46,6 +46,12 @@ def register(subparsers) -> None:
         help="with --controller: the agent applies a request's moves one at a time, each once "
         "the previous flow's old path drained, the new flow last (default), or all at once",
     )
+    up.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --controller: the token of a service started with --tokens (a read token "
+        "will do)",
+    )
     up.add_argument("--run-dir", metavar="DIR", help="switch logs and statistics (default: temp)")
     up.add_argument(
         "--offloads",
@@ -94,7 +100,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="latnet-tb-"))
         run_dir.mkdir(parents=True, exist_ok=True)
         args.run_dir = str(run_dir)
-        scenario = controller_network(args.controller, run_dir / "network.toml")
+        scenario = controller_network(
+            args.controller, run_dir / "network.toml", token_file=args.token_file
+        )
     tb = Testbed(
         scenario,
         run_dir=args.run_dir,
@@ -109,7 +117,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     tb.up()
     if args.controller is not None:
         try:
-            tb.start_agent(args.controller, shaper=args.shaper == "htb", order=args.order)
+            tb.start_agent(
+                args.controller,
+                shaper=args.shaper == "htb",
+                order=args.order,
+                token_file=args.token_file,
+            )
         except BaseException:
             tb.down()
             raise
