@@ -213,6 +213,23 @@ pub struct Stats {
     pub checks: u64,
 }
 
+/// A controller's state without its history: the admitted flows (request and path: the port
+/// and queue of each hop), the next flow id, the counters and the flows ever rerouted. A
+/// controller restored from it ([`Controller::restore`]) decides every later request exactly as
+/// the one it was taken from ([`Controller::checkpoint`]): reservations are integer sums, so
+/// reserving the flows again, in any order, gives the same queues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Admitted flows by id: the request and the path (port and queue per hop).
+    pub flows: Vec<(FlowId, FlowRequest, Vec<PathHop>)>,
+    /// The id the next admitted flow gets.
+    pub next_id: FlowId,
+    /// Counters.
+    pub stats: Stats,
+    /// Flows rerouted at least once (those still admitted and those removed since).
+    pub rerouted: Vec<FlowId>,
+}
+
 /// A controller: topology, configuration, reservations, admitted flows.
 #[derive(Debug, Clone)]
 pub struct Controller {
@@ -520,6 +537,94 @@ impl Controller {
     /// Remove an admitted flow, releasing its reservations; returns its embedding.
     pub fn remove(&mut self, id: FlowId) -> Option<Embedding> {
         self.release(id).ok()
+    }
+
+    /// The state to rebuild this controller from without its history.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            flows: self
+                .flows
+                .values()
+                .map(|e| {
+                    let path =
+                        e.hops.iter().map(|h| PathHop { port: h.port, queue: h.queue }).collect();
+                    (e.id, e.request, path)
+                })
+                .collect(),
+            next_id: self.next_id,
+            stats: self.stats,
+            rerouted: self.rerouted_ever.iter().copied().collect(),
+        }
+    }
+
+    /// Bring a controller with nothing admitted to the state `cp` was taken in. Refused (and
+    /// the controller left empty) if it has admitted flows, or if `cp` does not describe a state
+    /// this controller could have reached: a request it would find invalid, an id twice or not
+    /// below `next_id`, a path that is not one from the source to the destination over this
+    /// topology, a queue the port lacks, more switches than tags, a guarantee above the
+    /// deadline, or reservations some queue cannot hold within its budget and buffer.
+    pub fn restore(&mut self, cp: &Checkpoint) -> Result<(), String> {
+        if !self.flows.is_empty() || self.next_id != 0 {
+            return Err("the controller has admitted flows already".into());
+        }
+        let out = self.restore_flows(cp);
+        if out.is_err() {
+            for id in self.flows.keys().copied().collect::<Vec<_>>() {
+                let _ = self.release(id);
+            }
+            self.stats = Stats::default();
+            self.rerouted_ever.clear();
+            self.next_id = 0;
+        }
+        out
+    }
+
+    fn restore_flows(&mut self, cp: &Checkpoint) -> Result<(), String> {
+        for (id, r, path) in &cp.flows {
+            let at = |m: String| format!("flow {id}: {m}");
+            if *id >= cp.next_id || self.flows.contains_key(id) {
+                return Err(at(format!("an id twice or not below next_id {}", cp.next_id)));
+            }
+            self.validate(r).map_err(|e| at(e.to_string()))?;
+            let topo = self.topo.clone();
+            let mut node = r.src;
+            let mut switches = 0;
+            for h in path {
+                let Some(port) = topo.ports().get(h.port) else {
+                    return Err(at(format!("no port {}", h.port)));
+                };
+                if port.node != node {
+                    return Err(at(format!("port {} does not leave the path's node", h.port)));
+                }
+                if usize::from(h.queue) >= self.queues_of(h.port).budgets.len() {
+                    return Err(at(format!("port {} has no queue {}", h.port, h.queue)));
+                }
+                switches += usize::from(!topo.is_host(node));
+                node = port.peer;
+            }
+            if path.is_empty() || node != r.dst {
+                return Err(at("the path does not lead from its source to its destination".into()));
+            }
+            if switches > self.cfg.max_tags {
+                return Err(at(format!("{switches} switches, at most {} tags", self.cfg.max_tags)));
+            }
+            self.reserve(*id, *r, path).map_err(|e| at(e.to_string()))?;
+            let e = &self.flows[id];
+            if e.guarantee > r.deadline {
+                return Err(at(format!("guarantee {} above the deadline", e.guarantee)));
+            }
+        }
+        for (p, port) in self.ports.iter().enumerate() {
+            if !port.holds().map_err(|e| format!("port {p}: {e}"))? {
+                return Err(format!(
+                    "port {p}: the reservations exceed a queue's budget or buffer"
+                ));
+            }
+        }
+        self.next_id = cp.next_id;
+        self.stats = cp.stats;
+        self.rerouted_ever = cp.rerouted.iter().copied().collect();
+        Ok(())
     }
 
     /// The path search with the current penalties (multiplier `penalty`, 1 = none).

@@ -27,6 +27,7 @@
 //! | [`eval`] | the admission study: runs until the first rejection, utilisation, runtime |
 //! | [`verify`] | packet-level cross-check of an admitted set in `latnet-sim` |
 
+mod checkpoint;
 pub mod config;
 pub mod controller;
 pub mod eval;
@@ -40,10 +41,12 @@ pub mod workload;
 
 pub use config::{CtlConfig, QueueSet, RerouteConfig, Routing, TagScheme};
 pub use controller::{
-    Admission, Controller, Embedding, FlowId, FlowRequest, Hop, Rejection, Shaper, Stats,
+    Admission, Checkpoint, Controller, Embedding, FlowId, FlowRequest, Hop, Rejection, Shaper,
+    Stats,
 };
 pub use eval::{EvalOptions, RunResult, System, SystemKind};
 pub use latnet_nc::BurstModel;
 pub use qjump::{Qjump, QjumpConfig};
+pub use route::PathHop;
 pub use topo::{Link, Node, NodeId, NodeKind, PortId, Topology, TopologyError};
 pub use workload::{Workload, FLOW_TYPES, SCENARIOS};

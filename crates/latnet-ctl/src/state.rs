@@ -142,6 +142,21 @@ impl PortState {
             .collect()
     }
 
+    /// Does every queue that holds flows keep them within its budget and buffer? (What each
+    /// admission checked, for a port whose reservations were not built by admissions.)
+    pub fn holds(&self) -> Result<bool, NcError> {
+        for (q, queue) in self.queues.iter().enumerate() {
+            if queue.flows == 0 {
+                continue;
+            }
+            match self.bounds(q)? {
+                Some(b) if within(&b, self.limits[q])? => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
     /// Can a flow whose bucket at this hop is `tb` join queue `q` from input `key` (an input
     /// link of rate `link_rate`, or [`LOCAL`])?
     pub fn admits(

@@ -3,6 +3,7 @@
 //! study driver, and the packet-level cross-check in latnet-sim.
 
 mod admission;
+mod checkpoint;
 mod crosscheck;
 mod topology;
 mod transition;
