@@ -4,11 +4,14 @@
 //! * [`ServiceConfig`] says how the controller is built (system, fat-tree or topology file,
 //!   queues); the store keeps it and refuses to reopen with another.
 //! * [`Store`] is the SQLite file: `config` (one row), `log` (every request and removal that
-//!   reached the controller, with its outcome, in order) and `flows` (the admitted flows as they
-//!   are now: path, queues, budgets, tags, shaper). The controller is deterministic, so opening
-//!   a store replays its log into a fresh controller and checks each outcome against the logged
-//!   one; the `flows` table is then rewritten from the controller, so what a client reads from
-//!   the file equals what the service answers.
+//!   reached the controller, with its outcome, in order), `snapshot` (at most one row: the
+//!   controller's state after the entries folded into it, [`latnet_ctl::Checkpoint`]) and
+//!   `flows` (the admitted flows as they are now: path, queues, budgets, tags, shaper). The
+//!   controller is deterministic, so opening a store restores the snapshot into a fresh
+//!   controller, replays the log after it and checks each outcome against the logged one; the
+//!   `flows` table is then rewritten from the controller, so what a client reads from the file
+//!   equals what the service answers. Compaction (`POST /compact`, or `--log-keep`) bounds the
+//!   log, and with it the time a restart takes.
 //! * [`Service::handle`] answers one HTTP request (method, path, body) with a status and a JSON
 //!   body; [`serve`] runs it on a `tiny_http` server: the controller (one state machine) answers
 //!   one request at a time on its own thread, while each client's connection is read and
@@ -23,19 +26,21 @@
 //!
 //! | method and path | answer |
 //! |---|---|
-//! | `GET /health` | 200 `{"ok": true, "flows": N, "store": ID}` (`store`: a random id made with the store) |
+//! | `GET /health` | 200 `{"ok": true, "flows": N, "store": ID, "last": SEQ, "snapshot": SEQ}` (`store`: a random id made with the store; `last`: the newest log entry; `snapshot`: the last entry folded into the snapshot, 0 if none) |
 //! | `GET /hosts` | 200 the host names |
 //! | `GET /config` | 200 the service's configuration |
 //! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started, which are not logged; `denied`: requests refused for their token, 401 or 403) |
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers, a `match` another flow of that source to that destination has; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved). `match` (optional): `{"proto": "udp" \| "tcp", "dst_port", "src_port" (optional)}`, the flow's packets at its source, for host agents; kept with the flow and shown with it |
 //! | `GET /routes/SRC` | 200 `{"src", "queue", "routes": [{"dst", "path", "tags"}]}`: the best-effort route from host `SRC` to each host it reaches (fewest hops, in the class `queue` below the admitted ones; none if the switches have no room for it), for the packets of `SRC` no admitted flow matches; 404 not a host |
 //! | `GET /flows` | 200 every admitted flow |
-//! | `GET /log?after=SEQ&limit=N` | 200 `{"entries": [...], "last": SEQ, "store": ID}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes; another `store` means another log, numbered from 1 again); 400 a bad parameter, naming it |
+//! | `GET /log?after=SEQ&limit=N` | 200 `{"entries": [...], "last": SEQ, "store": ID}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes; another `store` means another log, numbered from 1 again); 410 if `SEQ` is below the snapshot's (those entries were folded into it: read `GET /snapshot`, then the log after it); 400 a bad parameter, naming it |
+//! | `GET /snapshot` | 200 the state after log entry `seq` (0 and nothing admitted if the log was never compacted): `flows` (request, `hops` as `[port, queue]`, `match`), `next_id`, `stats`, `rerouted`; restoring it and replaying the log after `seq` gives the service's controller |
+//! | `POST /compact?keep=K` | 200 `{"removed", "snapshot", "last"}`: every entry but the newest `K` (default 0) folded into the snapshot (a controller rebuilt to that entry, each outcome checked, its state stored, the entries deleted, in one transaction); 500 if the rebuild differs from the log, which is then kept |
 //! | `GET /flows/ID` | 200 the flow; 404 |
 //! | `DELETE /flows/ID` | 204; 404 |
 
 use latnet_ctl::eval::{EvalOptions, SystemKind};
-use latnet_ctl::{Controller, Embedding, FlowRequest, Rejection, Topology};
+use latnet_ctl::{Checkpoint, Controller, Embedding, FlowRequest, Rejection, Topology};
 use latnet_units::{Bytes, Duration, Rate};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -93,6 +98,16 @@ pub enum ServiceError {
         got: String,
         /// What the log says.
         logged: String,
+    },
+    /// The snapshot cannot be read or describes no state the controller could reach.
+    #[error("{path}: the snapshot of log entries 1 to {seq}: {message}; the file was changed outside the service or by another version")]
+    BadSnapshot {
+        /// The store's file.
+        path: String,
+        /// The last entry the snapshot holds.
+        seq: i64,
+        /// Why.
+        message: String,
     },
     /// A log entry that cannot be read.
     #[error("{path}: log entry {seq}: {message}")]
@@ -333,6 +348,10 @@ pub struct Store {
     /// A random id made with the store: tells a host agent that a service it polls now keeps
     /// another store (whose log numbers start over).
     id: String,
+    /// The newest log entry's number (entries folded into the snapshot included; 0: none).
+    last: i64,
+    /// The last entry the snapshot holds (0: no snapshot, the log starts at 1).
+    snap: i64,
 }
 
 impl Store {
@@ -348,7 +367,7 @@ impl Store {
         let p = path.display().to_string();
         let conn = Connection::open(path)
             .map_err(|e| ServiceError::Sqlite { path: p.clone(), source: e })?;
-        let mut store = Store { conn, path: p, id: String::new() };
+        let mut store = Store { conn, path: p, id: String::new(), last: 0, snap: 0 };
         store
             .conn
             .execute_batch(
@@ -365,6 +384,9 @@ impl Store {
                      deadline_ns INTEGER NOT NULL, guarantee_ns INTEGER NOT NULL,
                      json TEXT NOT NULL);
                  CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 CREATE TABLE IF NOT EXISTS snapshot (
+                     id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,
+                     json TEXT NOT NULL);
                  INSERT OR IGNORE INTO meta (key, value)
                      VALUES ('store', lower(hex(randomblob(8))));",
             )
@@ -406,21 +428,93 @@ impl Store {
                 }
             }
         }
-        let mut ctl = cfg.controller().map_err(ServiceError::Config)?;
-        let matches = store.replay(&mut ctl)?;
+        store.snap = store
+            .conn
+            .query_row("SELECT seq FROM snapshot WHERE id = 1", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| store.sql(e))?
+            .unwrap_or(0);
+        let newest: i64 = store
+            .conn
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM log", [], |r| r.get(0))
+            .map_err(|e| store.sql(e))?;
+        store.last = newest.max(store.snap);
+        let (ctl, matches) = store.rebuild(cfg, i64::MAX)?;
         store.rewrite_flows(&ctl, &matches)?;
         Ok((store, ctl, matches))
     }
 
-    /// Replay the log into `ctl`, checking every outcome; the admitted flows' matches.
-    fn replay(&self, ctl: &mut Controller) -> Result<Matches, ServiceError> {
+    /// The newest log entry's number (0: none yet).
+    pub fn last(&self) -> i64 {
+        self.last
+    }
+
+    /// The last entry folded into the snapshot (0: none; the log starts after it).
+    pub fn snapshot_seq(&self) -> i64 {
+        self.snap
+    }
+
+    /// The snapshot as stored (`None`: the store has none).
+    fn snapshot_json(&self) -> Result<Option<Value>, ServiceError> {
+        let text: Option<String> = self
+            .conn
+            .query_row("SELECT json FROM snapshot WHERE id = 1", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        text.map(|t| {
+            serde_json::from_str(&t).map_err(|e| ServiceError::BadSnapshot {
+                path: self.path.clone(),
+                seq: self.snap,
+                message: format!("not JSON: {e}"),
+            })
+        })
+        .transpose()
+    }
+
+    /// A controller for `cfg` in the state after entry `upto` (at least the snapshot's): the
+    /// snapshot restored, then the log after it replayed and checked.
+    fn rebuild(
+        &self,
+        cfg: &ServiceConfig,
+        upto: i64,
+    ) -> Result<(Controller, Matches), ServiceError> {
+        let mut ctl = cfg.controller().map_err(ServiceError::Config)?;
         let mut matches = Matches::new();
+        if let Some(v) = self.snapshot_json()? {
+            let bad = |message: String| ServiceError::BadSnapshot {
+                path: self.path.clone(),
+                seq: self.snap,
+                message,
+            };
+            let topo = ctl.topology().clone();
+            let cp = Checkpoint::from_json(&topo, &v).map_err(&bad)?;
+            ctl.restore(&cp).map_err(&bad)?;
+            for (i, f) in v["flows"].as_array().into_iter().flatten().enumerate() {
+                if let (Some(id), Some(m)) = (f["id"].as_u64(), f.get("match")) {
+                    let m: FlowMatch = serde_json::from_value(m.clone())
+                        .map_err(|e| bad(format!("flows[{i}].match: {e}")))?;
+                    matches.insert(id, m);
+                }
+            }
+        }
+        self.replay(&mut ctl, &mut matches, upto)?;
+        Ok((ctl, matches))
+    }
+
+    /// Replay the log's entries up to `upto` into `ctl`, checking every outcome and keeping
+    /// the admitted flows' matches.
+    fn replay(
+        &self,
+        ctl: &mut Controller,
+        matches: &mut Matches,
+        upto: i64,
+    ) -> Result<(), ServiceError> {
         let mut stmt = self
             .conn
-            .prepare("SELECT seq, body, outcome FROM log ORDER BY seq")
+            .prepare("SELECT seq, body, outcome FROM log WHERE seq <= ?1 ORDER BY seq")
             .map_err(|e| self.sql(e))?;
         let rows = stmt
-            .query_map([], |r| {
+            .query_map([upto], |r| {
                 Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
             })
             .map_err(|e| self.sql(e))?;
@@ -442,9 +536,39 @@ impl Store {
                     logged: outcome,
                 });
             }
-            track(&mut matches, &op, &got);
+            track(matches, &op, &got);
         }
-        Ok(matches)
+        Ok(())
+    }
+
+    /// Fold every log entry but the newest `keep` into the snapshot: a controller is rebuilt
+    /// to the state after the last entry folded (the old snapshot restored, the entries replayed
+    /// and checked), its checkpoint (with the matches) becomes the snapshot and the entries are
+    /// deleted, in one transaction. Returns the entries removed.
+    fn compact(&mut self, cfg: &ServiceConfig, keep: i64) -> Result<usize, ServiceError> {
+        let upto = self.last - keep.max(0);
+        if upto <= self.snap {
+            return Ok(0);
+        }
+        let (ctl, matches) = self.rebuild(cfg, upto)?;
+        let mut v = ctl.checkpoint().to_json(ctl.topology());
+        for f in v["flows"].as_array_mut().into_iter().flatten() {
+            if let Some(m) = f["id"].as_u64().and_then(|id| matches.get(&id)) {
+                f["match"] = serde_json::to_value(m).unwrap_or(Value::Null);
+            }
+        }
+        v["seq"] = json!(upto);
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
+        tx.execute(
+            "INSERT OR REPLACE INTO snapshot (id, seq, json) VALUES (1, ?1, ?2)",
+            params![upto, v.to_string()],
+        )
+        .map_err(|e| self.sql(e))?;
+        let removed =
+            tx.execute("DELETE FROM log WHERE seq <= ?1", [upto]).map_err(|e| self.sql(e))?;
+        tx.commit().map_err(|e| self.sql(e))?;
+        self.snap = upto;
+        Ok(removed)
     }
 
     fn rewrite_flows(&self, ctl: &Controller, matches: &Matches) -> Result<(), ServiceError> {
@@ -511,17 +635,13 @@ impl Store {
             }
             out.push(entry);
         }
-        let last: i64 = self
-            .conn
-            .query_row("SELECT COALESCE(MAX(seq), 0) FROM log", [], |r| r.get(0))
-            .map_err(|e| self.sql(e))?;
-        Ok((out, last))
+        Ok((out, self.last))
     }
 
     /// Log `op` with its outcome and bring `flows` up to date, in one transaction (`matches`
     /// already holds what the operation did to them).
     fn record(
-        &self,
+        &mut self,
         ctl: &Controller,
         matches: &Matches,
         op: &Op,
@@ -530,9 +650,11 @@ impl Store {
         let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
         let body = serde_json::to_string(op).unwrap_or_default();
         let out = serde_json::to_string(outcome).unwrap_or_default();
+        // numbered explicitly: after a compaction the log may be empty, and numbers must not
+        // start over
         tx.execute(
-            "INSERT INTO log (op, body, outcome) VALUES (?1, ?2, ?3)",
-            params![op.name(), body, out],
+            "INSERT INTO log (seq, op, body, outcome) VALUES (?1, ?2, ?3, ?4)",
+            params![self.last + 1, op.name(), body, out],
         )
         .map_err(|e| self.sql(e))?;
         match (op, outcome) {
@@ -556,7 +678,9 @@ impl Store {
             }
             _ => {}
         }
-        tx.commit().map_err(|e| self.sql(e))
+        tx.commit().map_err(|e| self.sql(e))?;
+        self.last += 1;
+        Ok(())
     }
 }
 
@@ -572,6 +696,10 @@ pub struct Service {
     invalid: u64,
     /// Requests refused for their token (401, 403) since the service started.
     denied: u64,
+    /// Compact the log whenever it holds twice this many entries, keeping these.
+    log_keep: Option<i64>,
+    /// Compactions that failed since the service started.
+    compaction_errors: u64,
 }
 
 /// A status and a JSON body (`Value::Null`: no body).
@@ -709,7 +837,16 @@ impl Service {
     /// Open the store at `db` for `cfg` (creating it), replaying its log.
     pub fn open(db: &Path, cfg: ServiceConfig) -> Result<Service, ServiceError> {
         let (store, ctl, matches) = Store::open(db, &cfg)?;
-        Ok(Service { ctl, store, cfg, matches, invalid: 0, denied: 0 })
+        Ok(Service {
+            ctl,
+            store,
+            cfg,
+            matches,
+            invalid: 0,
+            denied: 0,
+            log_keep: None,
+            compaction_errors: 0,
+        })
     }
 
     /// The controller (read only).
@@ -728,9 +865,13 @@ impl Service {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (method, parts.as_slice()) {
-            ("GET", ["health"]) => {
-                (200, json!({"ok": true, "flows": self.ctl.len(), "store": self.store.id}))
-            }
+            ("GET", ["health"]) => (
+                200,
+                json!({"ok": true, "flows": self.ctl.len(), "store": self.store.id,
+                       "last": self.store.last(), "snapshot": self.store.snapshot_seq()}),
+            ),
+            ("GET", ["snapshot"]) => self.get_snapshot(),
+            ("POST", ["compact"]) => self.post_compact(query),
             ("GET", ["hosts"]) => {
                 let t = self.ctl.topology();
                 let names: Vec<&str> =
@@ -744,6 +885,7 @@ impl Service {
                     200,
                     json!({"flows": self.ctl.len(), "admitted": s.admitted, "rejected": s.rejected,
                            "invalid": self.invalid, "denied": self.denied, "reroutes": s.reroutes,
+                           "compaction_errors": self.compaction_errors,
                            "admitted_after_reroute": s.admitted_after_reroute}),
                 )
             }
@@ -775,7 +917,7 @@ impl Service {
             }
             (
                 _,
-                ["health" | "hosts" | "config" | "stats" | "flows" | "log"]
+                ["health" | "hosts" | "config" | "stats" | "flows" | "log" | "snapshot" | "compact"]
                 | ["flows" | "routes", _],
             ) => err(405, None, format!("{method} is not allowed on {path}")),
             _ => {
@@ -813,6 +955,16 @@ impl Service {
                     )
                 }
             }
+        }
+        let snap = self.store.snapshot_seq();
+        if after < snap {
+            return (
+                410,
+                json!({"error": format!("entries 1 to {snap} were folded into the snapshot \
+                                         (GET /snapshot); the log goes on after {snap}"),
+                       "field": "after", "snapshot": snap, "last": self.store.last(),
+                       "store": self.store.id}),
+            );
         }
         match self.store.entries(after, limit.min(MAX_LOG_PAGE)) {
             Ok((entries, last)) => {
@@ -905,10 +1057,7 @@ impl Service {
         track(&mut self.matches, &op, &outcome);
         if let Err(e) = self.store.record(&self.ctl, &self.matches, &op, &outcome) {
             // back to what the store holds (rare: a full disk, a file removed underneath)
-            let rebuilt = self.cfg.controller().map_err(ServiceError::Config).and_then(|mut c| {
-                let m = self.store.replay(&mut c)?;
-                Ok((c, m))
-            });
+            let rebuilt = self.store.rebuild(&self.cfg, i64::MAX);
             let also = match rebuilt {
                 Ok((c, m)) => {
                     self.ctl = c;
@@ -919,6 +1068,77 @@ impl Service {
             };
             return Err(err(500, None, format!("the store could not be written: {e}{also}")));
         }
+        if let Some(keep) = self.log_keep {
+            // the answer stands whatever happens here: the operation is committed
+            if self.store.last() - self.store.snapshot_seq() >= 2 * keep {
+                if let Err(e) = self.store.compact(&self.cfg, keep) {
+                    self.compaction_errors += 1;
+                    eprintln!("latnet-ctld: compacting the log failed (the log is kept): {e}");
+                }
+            }
+        }
         Ok((outcome, reason))
+    }
+
+    /// Fold the log into the snapshot whenever it holds `2 * keep` entries, keeping the newest
+    /// `keep` (`None`: never on its own; `POST /compact` still does).
+    pub fn set_log_keep(&mut self, keep: Option<u64>) {
+        self.log_keep = keep.filter(|&k| k > 0).map(|k| i64::try_from(k).unwrap_or(i64::MAX / 2));
+    }
+
+    /// `POST /compact?keep=K`: fold every entry but the newest `K` (default 0) into the snapshot.
+    fn post_compact(&mut self, query: &str) -> Reply {
+        let mut keep = 0i64;
+        for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+            match kv.split_once('=') {
+                Some(("keep", v)) => match v.parse::<i64>() {
+                    Ok(n) if n >= 0 => keep = n,
+                    _ => {
+                        return err(
+                            400,
+                            Some("keep"),
+                            format!("keep: expected a whole number >= 0, got {v:?}"),
+                        )
+                    }
+                },
+                _ => {
+                    let k = kv.split_once('=').map_or(kv, |(k, _)| k);
+                    return err(400, Some(k), format!("unknown parameter {k:?}; expected keep"));
+                }
+            }
+        }
+        match self.store.compact(&self.cfg, keep) {
+            Ok(removed) => (
+                200,
+                json!({"removed": removed, "snapshot": self.store.snapshot_seq(),
+                       "last": self.store.last()}),
+            ),
+            Err(e) => {
+                self.compaction_errors += 1;
+                err(500, None, format!("the log could not be compacted (it is kept): {e}"))
+            }
+        }
+    }
+
+    /// `GET /snapshot`: the state after entry `seq` (the flows' requests, hops and matches, the
+    /// next id, the counters), from which `GET /log?after=seq` goes on.
+    fn get_snapshot(&self) -> Reply {
+        let stored = match self.store.snapshot_json() {
+            Ok(s) => s,
+            Err(e) => return err(500, None, format!("the store could not be read: {e}")),
+        };
+        let mut v = stored.unwrap_or_else(|| {
+            let empty = Checkpoint {
+                flows: Vec::new(),
+                next_id: 0,
+                stats: latnet_ctl::Stats::default(),
+                rerouted: Vec::new(),
+            };
+            let mut v = empty.to_json(self.ctl.topology());
+            v["seq"] = json!(0);
+            v
+        });
+        v["store"] = json!(self.store.id);
+        (200, v)
     }
 }

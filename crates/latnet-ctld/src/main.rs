@@ -3,7 +3,7 @@
 //! ```text
 //! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N]
 //!             (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS]
-//!             [--tokens FILE] [--stdin-stop]
+//!             [--tokens FILE] [--log-keep N] [--stdin-stop]
 //! ```
 //!
 //! Prints `listening on http://ADDR:PORT` once it accepts requests (with `--listen
@@ -15,7 +15,9 @@
 //! and how long a request's body may take to arrive (408 after); each client has a thread of
 //! its own, so a slow one delays only itself. `--tokens FILE`: the bearer tokens requests must
 //! carry, a `ROLE TOKEN` per line (see [`latnet_ctld::Tokens`]); without it anyone who reaches
-//! the port may admit and remove flows.
+//! the port may admit and remove flows. `--log-keep N`: whenever the log holds 2N entries, the
+//! older N are folded into the store's snapshot (restarts then replay at most 2N entries);
+//! without it the log is compacted only by `POST /compact`.
 
 use latnet_ctld::{listen, serve, ServeOptions, Service, ServiceConfig, Tokens};
 use std::path::PathBuf;
@@ -25,7 +27,7 @@ use std::sync::Arc;
 
 const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] \
 [--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] \
-[--tokens FILE] [--stdin-stop]";
+[--tokens FILE] [--log-keep N] [--stdin-stop]";
 
 struct Args {
     db: PathBuf,
@@ -33,6 +35,7 @@ struct Args {
     cfg: ServiceConfig,
     opts: ServeOptions,
     stdin_stop: bool,
+    log_keep: Option<u64>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -46,6 +49,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         topology: None,
     };
     let mut stdin_stop = false;
+    let mut log_keep = None;
     let mut opts = ServeOptions::default();
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         let v = v.ok_or_else(|| format!("{flag}: expected a value"))?;
@@ -85,6 +89,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     Tokens::load(std::path::Path::new(&p)).map_err(|e| format!("--tokens {e}"))?;
                 opts.tokens = Some(Arc::new(t));
             }
+            "--log-keep" => log_keep = Some(num("--log-keep", it.next())? as u64),
             "--stdin-stop" => stdin_stop = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -93,7 +98,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     if cfg.k.is_some() == cfg.topology.is_some() {
         return Err("give exactly one of --k (a fat-tree) and --topology FILE".into());
     }
-    Ok(Args { db, listen, cfg, opts, stdin_stop })
+    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep })
 }
 
 #[allow(clippy::print_stdout)] // the address line is the binary's output
@@ -118,6 +123,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    svc.set_log_keep(args.log_keep);
     let server = match listen(&args.listen, &args.opts) {
         Ok(s) => s,
         Err(e) => {

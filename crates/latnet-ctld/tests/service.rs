@@ -678,3 +678,132 @@ fn with_tokens_a_request_needs_one_and_a_read_token_only_reads() {
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }
+
+/// Step `i` of a stream of requests (a third with a match) and removals over a k = 4
+/// fat-tree that admits, refuses and moves flows.
+fn step(svc: &mut Service, i: usize) -> (u16, Value) {
+    let h = |j: usize| format!("h{}_{}_{}", (j / 4) % 4, (j / 2) % 2, j % 2);
+    if i % 6 == 5 {
+        return svc.handle("DELETE", &format!("/flows/{}", (i * 7) % (i / 2 + 1)), b"");
+    }
+    let rate = 60_000_000 + (i as u64 % 7) * 10_000_000;
+    let mut r = req(&h(i * 5), &h(i * 7 + 3), rate, 1200 + (i as u64 % 5) * 300);
+    if i % 3 == 0 {
+        r["match"] = json!({"proto": "udp", "dst_port": 5000 + i});
+    }
+    post(svc, r)
+}
+
+fn log_rows(db: &Path) -> i64 {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.query_row("SELECT COUNT(*) FROM log", [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn a_compacted_log_decides_as_the_whole_one_and_a_restart_replays_only_its_tail() {
+    let (db, whole_db) = (tmp("compact"), tmp("compact-whole"));
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let mut whole = Service::open(&whole_db, cfg(4)).unwrap();
+    let (_, empty) = svc.handle("GET", "/snapshot", b"");
+    assert_eq!((&empty["seq"], &empty["flows"]), (&json!(0), &json!([])), "{empty}");
+    let (mut moved, mut refused) = (0, 0);
+    for i in 0..400 {
+        let a = step(&mut svc, i);
+        assert_eq!(a, step(&mut whole, i), "step {i}");
+        moved += usize::from(a.1["rerouted"].as_array().is_some_and(|r| !r.is_empty()));
+        refused += usize::from(a.0 == 409);
+        if i % 100 == 99 {
+            // fold all but the newest 10 entries into the snapshot
+            let (st, c) = svc.handle("POST", "/compact?keep=10", b"");
+            assert_eq!(st, 200, "{c}");
+            let (_, health) = svc.handle("GET", "/health", b"");
+            assert_eq!(c["snapshot"], health["snapshot"]);
+            assert_eq!(health["last"], whole.handle("GET", "/health", b"").1["last"]);
+            assert_eq!(log_rows(&db), 10);
+            let snap = c["snapshot"].as_i64().unwrap();
+            let (st, gone) = svc.handle("GET", &format!("/log?after={}", snap - 1), b"");
+            assert_eq!((st, &gone["field"]), (410, &json!("after")), "{gone}");
+            let (_, tail) = svc.handle("GET", &format!("/log?after={snap}"), b"");
+            let (_, same) = whole.handle("GET", &format!("/log?after={snap}"), b"");
+            assert_eq!(tail["entries"], same["entries"]);
+            assert_eq!(tail["entries"].as_array().map(Vec::len), Some(10));
+            // a restart restores the snapshot and replays the 10 entries after it
+            drop(svc);
+            svc = Service::open(&db, cfg(4)).unwrap();
+            for path in ["/flows", "/stats"] {
+                assert_eq!(svc.handle("GET", path, b""), whole.handle("GET", path, b""), "{path}");
+            }
+            assert_eq!(table_flows(&db), table_flows(&whole_db));
+        }
+    }
+    assert!(moved > 3 && refused > 20, "the stream must move and refuse flows: {moved} {refused}");
+    // the snapshot holds the matches too: a restart shows them
+    let (_, flows) = svc.handle("GET", "/flows", b"");
+    assert!(flows.as_array().unwrap().iter().any(|f| f.get("match").is_some()), "{flows}");
+    // keep=0 folds everything; numbering goes on
+    assert_eq!(svc.handle("POST", "/compact", b"").0, 200);
+    assert_eq!(log_rows(&db), 0);
+    let a = post(&mut svc, req("h0_0_0", "h1_0_1", 1_000_000, 5000));
+    assert_eq!(a, post(&mut whole, req("h0_0_0", "h1_0_1", 1_000_000, 5000)));
+    let snap = svc.handle("GET", "/health", b"").1["snapshot"].clone();
+    let (_, page) = svc.handle("GET", &format!("/log?after={snap}"), b"");
+    assert_eq!(page["entries"][0]["seq"], whole.handle("GET", "/health", b"").1["last"]);
+    for bad in ["/compact?keep=-1", "/compact?keep=x", "/compact?upto=3"] {
+        let (st, r) = svc.handle("POST", bad, b"");
+        assert_eq!(st, 400, "{bad}: {r}");
+    }
+    assert_eq!(svc.handle("GET", "/compact", b"").0, 405);
+}
+
+#[test]
+fn with_log_keep_the_log_stays_bounded_and_decides_the_same() {
+    let (db, whole_db) = (tmp("keep"), tmp("keep-whole"));
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    svc.set_log_keep(Some(20));
+    let mut whole = Service::open(&whole_db, cfg(4)).unwrap();
+    let mut most = 0;
+    for i in 0..300 {
+        assert_eq!(step(&mut svc, i), step(&mut whole, i), "step {i}");
+        most = most.max(log_rows(&db));
+    }
+    assert!(most <= 40, "the log held {most} entries");
+    assert!(svc.handle("GET", "/health", b"").1["snapshot"].as_i64() > Some(200));
+    assert_eq!(svc.handle("GET", "/stats", b"").1["compaction_errors"], 0);
+    drop(svc);
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    assert_eq!(svc.handle("GET", "/flows", b""), whole.handle("GET", "/flows", b""));
+}
+
+#[test]
+fn a_changed_snapshot_is_refused_naming_it() {
+    let db = tmp("snap-bad");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    for i in 0..80 {
+        step(&mut svc, i);
+    }
+    assert_eq!(svc.handle("POST", "/compact", b"").0, 200);
+    drop(svc);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let text: String = c.query_row("SELECT json FROM snapshot", [], |r| r.get(0)).unwrap();
+    let good: Value = serde_json::from_str(&text).unwrap();
+    // the first flow doubled (more than its queues hold), then a flow's hop sent elsewhere
+    let mut over = good.clone();
+    let first = over["flows"][0].clone();
+    for k in 0..300 {
+        let mut f = first.clone();
+        f["id"] = json!(1000 + k);
+        over["flows"].as_array_mut().unwrap().push(f);
+    }
+    over["next_id"] = json!(2000);
+    let mut elsewhere = good.clone();
+    elsewhere["flows"][0]["hops"][1][0] = json!(0);
+    for (bad, why) in [(over, "exceed"), (elsewhere, "does not leave"), (json!([]), "stats")] {
+        c.execute("UPDATE snapshot SET json = ?1", [bad.to_string()]).unwrap();
+        let e = Service::open(&db, cfg(4)).unwrap_err();
+        assert!(matches!(e, ServiceError::BadSnapshot { .. }), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("the snapshot of log entries 1 to ") && text.contains(why), "{text}");
+    }
+    c.execute("UPDATE snapshot SET json = ?1", [good.to_string()]).unwrap();
+    assert!(Service::open(&db, cfg(4)).is_ok());
+}
