@@ -165,14 +165,18 @@ def transitions(**kwargs) -> dict:
     return json.loads(chameleon_transitions(**kwargs))
 
 
-def replay(client: Client, on_move=None, on_entry=None) -> Controller:
+def replay(client: Client, on_move=None, on_entry=None, on_restore=None) -> Controller:
     """An in-process controller in the state of the service ``client`` talks to: built with
-    the service's settings (``GET /config``) and fed its log (``GET /log``, every request and
-    removal in order). The controller is deterministic, so each operation must come out as the
-    service logged it (ids, reroutes, refusals); a ``LatnetError`` names the first that does
-    not. ``on_move(before, after, entry)``, if given, is called after each logged request that
-    moved admitted flows, with a copy of the controller from just before it;
-    ``on_entry(ctl, entry)`` after every entry, with the controller as it left it."""
+    the service's settings (``GET /config``), brought to its snapshot (``GET /snapshot``: the
+    state after the log entries it folded, if the service compacted its log) and fed the log
+    after it (``GET /log``, every request and removal in order). The controller is
+    deterministic, so each operation must come out as the service logged it (ids, reroutes,
+    refusals); a ``LatnetError`` names the first that does not. ``on_move(before, after,
+    entry)``, if given, is called after each logged request that moved admitted flows, with a
+    copy of the controller from just before it; ``on_entry(ctl, entry)`` after every entry,
+    with the controller as it left it (entries folded into the snapshot are not seen);
+    ``on_restore(ctl, seq)`` once before them, with the controller in the snapshot's state
+    (``seq`` 0 and nothing admitted if the service never compacted its log)."""
     import tempfile
 
     cfg = client._get("/config")
@@ -186,7 +190,12 @@ def replay(client: Client, on_move=None, on_entry=None) -> Controller:
         else:
             kw |= {"k": cfg["k"], "hosts_per_edge": cfg.get("hosts_per_edge")}
         ctl = Controller(**kw)
-    after = 0
+    snap = client.snapshot()
+    after = int(snap["seq"])
+    if after > 0:
+        ctl.restore(json.dumps(snap))
+    if on_restore is not None:
+        on_restore(ctl, after)
     while True:
         page = client.log(after=after, limit=1000)
         for e in page["entries"]:
@@ -421,6 +430,28 @@ class Client:
         """The best-effort routes of host ``src`` (``queue``, and per destination ``path`` and
         ``tags``)."""
         return self._get(f"/routes/{src}")
+
+    def health(self) -> dict:
+        """``ok``, ``flows``, ``store`` (the store's id), ``last`` (the newest log entry) and
+        ``snapshot`` (the last entry folded into the snapshot, 0 if none)."""
+        return self._get("/health")
+
+    def last(self) -> int:
+        """The newest log entry's number."""
+        return int(self.health()["last"])
+
+    def snapshot(self) -> dict:
+        """The state after log entry ``seq`` (0 if the log was never compacted): flows with
+        their requests, hops and matches, the next id, the counters (see ``replay``)."""
+        return self._get("/snapshot")
+
+    def compact(self, keep: int = 0) -> dict:
+        """Fold every log entry but the newest ``keep`` into the service's snapshot (a write
+        token if the service has tokens): ``removed``, ``snapshot``, ``last``."""
+        st, r = self._call("POST", f"/compact?keep={int(keep)}")
+        if st != 200:
+            raise LatnetError(f"{self.base}/compact: {st} {r}")
+        return r
 
     def log(self, after: int = 0, limit: int = 1000) -> dict:
         """The operations after entry ``after`` with their outcomes, and ``last``: poll with

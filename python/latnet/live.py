@@ -124,7 +124,7 @@ def live(
         )
         answered = now_ns()
         row = {"flow": r["flow"], "at_ns": r["at_ns"], "issued_real_ns": issued}
-        row |= {"answered_real_ns": answered, "seq": client.log(after=0, limit=1)["last"]}
+        row |= {"answered_real_ns": answered, "seq": client.last()}
         row |= {"deadline_ns": r["deadline_ns"], "rate_bps": r["rate_bps"]}
         row |= {"burst_bytes": r["burst_bytes"], "answer": a}
         if a["admitted"]:
@@ -140,7 +140,7 @@ def live(
         found = client.remove(row["answer"]["id"])
         row["removal"] = {"at_ns": r["remove_at_ns"], "issued_real_ns": issued}
         row["removal"] |= {"answered_real_ns": now_ns(), "found": found}
-        row["removal"] |= {"seq": client.log(after=0, limit=1)["last"]}
+        row["removal"] |= {"seq": client.last()}
 
     with tb:
         t0 = tb.time_zero_ns
@@ -158,7 +158,7 @@ def live(
             for r in plan["requests"]:
                 if r["at_ns"] == 0:
                     ask(r)
-            last = client.log(after=0, limit=1)["last"]
+            last = client.last()
             _wait_status(tb, t0 - senders, lambda s: s["last_seq"] >= last)
             if now_ns() > t0 - senders:
                 raise LatnetError(
@@ -199,6 +199,14 @@ def live(
                 agent.kill()
         res = collect(tb, out, length)
     status = json.loads(status_path.read_text())
+    folded = client.health()["snapshot"]
+    if folded > status["synced_seq"]:
+        raise LatnetError(
+            f"the service folded its log up to entry {folded} into its snapshot, past entry "
+            f"{status['synced_seq']} where the agent read its state: the run's decisions are "
+            "gone and it cannot be judged (run live against a service without --log-keep, or "
+            "with a larger one)"
+        )
     doc = analyse(plan, answers, status, res, routes, t0, url, spec.name, decisions(client))
     (out / "live.json").write_text(json.dumps(doc, indent=2, default=_plain) + "\n")
     return doc
@@ -219,6 +227,9 @@ def decisions(client: Client) -> list[dict]:
     out: list[dict] = []
     paths: dict[int, tuple] = {}
 
+    def on_restore(ctl, seq) -> None:
+        paths.update({f["id"]: tuple(f["path"]) for f in ctl.flows()})
+
     def on_entry(ctl, e) -> None:
         now = {f["id"]: tuple(f["path"]) for f in ctl.flows()}
         for fid, p in now.items():
@@ -229,7 +240,7 @@ def decisions(client: Client) -> list[dict]:
         paths.clear()
         paths.update(now)
 
-    replay(client, on_entry=on_entry)
+    replay(client, on_entry=on_entry, on_restore=on_restore)
     return out
 
 

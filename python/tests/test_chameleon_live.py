@@ -236,7 +236,7 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
             tcp = {"proto": "tcp", "dst_port": 5201}
             bulk = c.request("h1", "h6", 100e6, 15000, 5e6, match=tcp)
             assert irtt["admitted"] and bulk["admitted"], (irtt, bulk)
-            last = c.log(after=0, limit=1)["last"]
+            last = c.last()
             status = run / "agent.json"
             deadline = time.monotonic() + 10
             while json.loads(status.read_text())["last_seq"] < last:

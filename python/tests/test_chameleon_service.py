@@ -286,3 +286,58 @@ def test_tokens_keep_others_out_and_a_read_token_only_reads(tmp_path, capsys):
     (tmp_path / "empty").write_text("# none\n")
     with pytest.raises(LatnetError, match="expected a token, the file has none"):
         chameleon.Client(base, token_file=tmp_path / "empty")
+
+
+def test_a_compacted_service_is_replayed_from_its_snapshot(tmp_path, capsys):
+    """`serve --log-keep 10`: the log never holds more than 20 entries, every answer is the
+    in-process controller's, and `chameleon.replay` (the snapshot restored, then the log after
+    it) rebuilds a controller that goes on deciding as the service does; `verify --controller`
+    works on it; a read from before the snapshot is 410."""
+    from latnet import LatnetError, chameleon
+    from latnet.cli import main
+
+    local = chameleon.Controller(k=4, queues=8)
+    ops = stream(local.hosts(), 150)
+    db = tmp_path / "c.db"
+    with service(db, "--k", "4", "--log-keep", "10") as base:
+        svc = chameleon.Client(base)
+        most = 0
+        for op, arg in ops[:120]:
+            if op == "request":
+                assert svc.request(*arg) == local.request(*arg), arg
+            else:
+                assert svc.remove(arg) == local.remove(arg), arg
+            with sqlite3.connect(db) as c:
+                most = max(most, c.execute("SELECT COUNT(*) FROM log").fetchone()[0])
+        assert most <= 20, most
+        h = svc.health()
+        assert h["snapshot"] > 90 and h["last"] - h["snapshot"] < 20, h
+        with pytest.raises(LatnetError, match="410"):
+            svc.log(after=0)
+        seen = []
+        rebuilt = chameleon.replay(svc, on_restore=lambda ctl, seq: seen.append((seq, len(ctl))))
+        assert seen[0][0] == h["snapshot"] and seen[0][1] > 0, seen
+        assert rebuilt.flows() == local.flows()
+        assert json.loads(rebuilt.checkpoint()) == json.loads(local.checkpoint())
+        # the rebuilt controller decides the rest of the stream as the service and the library
+        for op, arg in ops[120:]:
+            if op == "request":
+                want = local.request(*arg)
+                assert svc.request(*arg) == want == rebuilt.request(*arg), arg
+            else:
+                want = local.remove(arg)
+                assert svc.remove(arg) == want == rebuilt.remove(arg), arg
+        assert svc.compact(keep=0)["snapshot"] == svc.last()
+        assert chameleon.replay(svc).flows() == local.flows()
+        argv = ["chameleon", "verify", "--controller", base, "--phases", "sync"]
+        assert main(argv) == 0
+        assert f"{len(local)} flows admitted" in capsys.readouterr().out
+    # a restart from the snapshot answers with the same flows
+    with service(db, "--k", "4") as base:
+        assert chameleon.Client(base).flows() == local.flows()
+    bad = chameleon.Controller(k=4, queues=8)
+    with pytest.raises(LatnetError, match="the checkpoint: "):
+        snap = json.loads(local.checkpoint())
+        snap["flows"][0]["hops"][0][1] = 9
+        bad.restore(json.dumps(snap))
+    assert len(bad) == 0

@@ -564,6 +564,26 @@ impl ChameleonController {
         serde_json::to_string(&p).map_err(|e| LatnetError::new_err(e.to_string()))
     }
 
+    /// Bring this controller, with nothing admitted yet, to the state of a checkpoint: the JSON
+    /// text of the service's `GET /snapshot` (or of `checkpoint()`). It then decides every
+    /// later request as the controller the checkpoint was taken from. A checkpoint this
+    /// controller could not have reached (another topology, over-full queues, ...) is a
+    /// LatnetError naming what is wrong, and leaves the controller empty.
+    fn restore(&mut self, checkpoint: &str) -> PyResult<()> {
+        let v: serde_json::Value = serde_json::from_str(checkpoint)
+            .map_err(|e| PyValueError::new_err(format!("the checkpoint is not JSON: {e}")))?;
+        let topo = self.inner.topology().clone();
+        let cp = latnet_ctl::Checkpoint::from_json(&topo, &v)
+            .map_err(|e| PyValueError::new_err(format!("the checkpoint: {e}")))?;
+        self.inner.restore(&cp).map_err(|e| LatnetError::new_err(format!("the checkpoint: {e}")))
+    }
+
+    /// This controller's state as checkpoint JSON text (what `restore` takes).
+    fn checkpoint(&self) -> PyResult<String> {
+        let v = self.inner.checkpoint().to_json(self.inner.topology());
+        serde_json::to_string(&v).map_err(|e| LatnetError::new_err(e.to_string()))
+    }
+
     /// A copy in the same state (to keep the state before a request).
     fn copy(&self) -> ChameleonController {
         ChameleonController { inner: self.inner.clone() }

@@ -539,6 +539,7 @@ pub struct Agent {
     store: Option<String>,
     /// How often it read the state again because the service's log was another.
     resyncs: u64,
+    catch_ups: u64,
     polls: u64,
     errors: u64,
     last_error: Option<String>,
@@ -600,6 +601,7 @@ impl Agent {
             synced_seq: 0,
             store: None,
             resyncs: 0,
+            catch_ups: 0,
             polls: 0,
             errors: 0,
             last_error: None,
@@ -613,9 +615,9 @@ impl Agent {
     pub fn sync(&mut self) -> Result<(), AgentError> {
         let ctl = self.cfg.controller.clone();
         // the log's end first: anything logged after it is polled again (applying is idempotent)
-        let page = ctl.get_ok("/log?after=0&limit=1")?;
-        self.last_seq = page["last"].as_i64().unwrap_or(0);
-        self.store = page["store"].as_str().map(str::to_owned);
+        let health = ctl.get_ok("/health")?;
+        self.last_seq = health["last"].as_i64().unwrap_or(0);
+        self.store = health["store"].as_str().map(str::to_owned);
         self.synced_seq = self.last_seq;
         if self.cfg.routes {
             for h in 0..self.hosts.len() {
@@ -780,7 +782,20 @@ impl Agent {
     pub fn poll(&mut self) -> Result<usize, AgentError> {
         self.polls += 1;
         let ctl = self.cfg.controller.clone();
-        let page = ctl.get_ok(&format!("/log?after={}&limit=1000", self.last_seq))?;
+        let path = format!("/log?after={}&limit=1000", self.last_seq);
+        let page = match ctl.get(&path)? {
+            (200, page) => page,
+            // entries this agent had not read were folded into the service's snapshot
+            (410, gone) if gone["store"].as_str() == self.store.as_deref() => {
+                self.catch_up()?;
+                return Ok(0);
+            }
+            (410, _) => {
+                self.resync()?;
+                return Ok(0);
+            }
+            (st, v) => return Err(ctl.fail(format!("GET {path}: {st} {v}"))),
+        };
         // another store (a service started on another file), or its log went back: what was
         // programmed is not what it decided; undo it and read its state again
         let store = page["store"].as_str().map(str::to_owned);
@@ -868,6 +883,43 @@ impl Agent {
             self.changes_dropped += n as u64;
         }
         self.changes.push(change);
+    }
+
+    /// The service folded log entries this agent had not read into its snapshot: program its
+    /// flows as they are now and unprogram those it no longer has. Unlike [`Agent::resync`]
+    /// nothing unchanged is touched; a flow moved meanwhile is re-tagged at once, not in the
+    /// order the controller checked (which the folded entries held).
+    fn catch_up(&mut self) -> Result<(), AgentError> {
+        self.catch_ups += 1;
+        let ctl = self.cfg.controller.clone();
+        let health = ctl.get_ok("/health")?;
+        if health["store"].as_str() != self.store.as_deref() {
+            return self.resync();
+        }
+        let last = health["last"].as_i64().unwrap_or(self.last_seq);
+        eprintln!(
+            "latnet-switch agent: {} folded entries after {} into its snapshot: reading its flows",
+            ctl.url(),
+            self.last_seq
+        );
+        let flows = ctl.get_ok("/flows")?;
+        let mut present = std::collections::BTreeSet::new();
+        for f in flows.as_array().into_iter().flatten() {
+            present.extend(f["id"].as_u64());
+            self.apply_flow(f, last, "caught up")?;
+        }
+        let gone: Vec<u64> = self
+            .hosts
+            .iter()
+            .flat_map(|st| st.flows.keys().chain(st.refused.keys()).copied())
+            .filter(|id| !present.contains(id))
+            .collect();
+        for id in gone {
+            self.remove_flow(id, last, "removed")?;
+        }
+        self.last_seq = self.last_seq.max(last);
+        self.write_status();
+        Ok(())
     }
 
     /// Undo every flow and route programmed, then read the service's state again.
@@ -1003,6 +1055,7 @@ impl Agent {
             "synced_seq": self.synced_seq,
             "store": self.store,
             "resyncs": self.resyncs,
+            "catch_ups": self.catch_ups,
             "shaper": if self.cfg.shape { "htb" } else { "none" },
             "order": match self.cfg.order { Order::Sequential => "sequential", Order::Together => "together" },
             "dilation": self.cfg.dilation,

@@ -93,6 +93,7 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
     let svc = Fake::start();
     svc.set("/hosts", 200, json!(["h1", "h2", "h3"]));
     svc.set("/log", 200, log(json!([]), 2, "s1"));
+    svc.set("/health", 200, json!({"ok": true, "last": 2, "store": "s1", "snapshot": 0}));
     svc.set("/routes/h1", 200, json!({"routes": [{"dst": "h2", "tags": [7], "path": []}]}));
     // 1: programmable; 2: a burst HTB cannot hold (its class is refused by the kernel);
     // 3: no match (its packets cannot be told apart)
@@ -176,12 +177,37 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
     assert!(!classes(&v).contains("1:2"), "{}", classes(&v));
     // the service now answers from another store: what it holds is programmed afresh
     svc.set("/log", 200, log(json!([]), 1, "s2"));
+    svc.set("/health", 200, json!({"ok": true, "last": 1, "store": "s2", "snapshot": 0}));
     svc.set("/flows", 200, json!([flow(1, Some(5001), &[400], 3000)]));
     ag.poll().unwrap_or_else(|e| panic!("{e}"));
     v.send("10.77.0.2:5001");
     assert_eq!(v.seen(1), vec![(vec![400], [10, 77, 0, 2], 5001, 56)]);
+    // entries the agent had not read were folded into the service's snapshot: it programs the
+    // flows as they are now (1 moved, 4 new) without undoing anything first
+    svc.set("/log", 410, json!({"error": "compacted", "snapshot": 6, "last": 7, "store": "s2"}));
+    svc.set("/health", 200, json!({"ok": true, "last": 7, "store": "s2", "snapshot": 6}));
+    svc.set(
+        "/flows",
+        200,
+        json!([flow(1, Some(5001), &[500], 3000), flow(4, Some(5004), &[8], 3000)]),
+    );
+    assert_eq!(ag.poll().unwrap_or_else(|e| panic!("{e}")), 0);
+    v.send("10.77.0.2:5001");
+    v.send("10.77.0.2:5004");
+    assert_eq!(
+        v.seen(2),
+        vec![(vec![500], [10, 77, 0, 2], 5001, 56), (vec![8], [10, 77, 0, 2], 5004, 56)]
+    );
+    assert_eq!(ag.status()["last_seq"], 7);
+    // and a flow the service no longer has is unprogrammed
+    svc.set("/flows", 200, json!([flow(4, Some(5004), &[8], 3000)]));
+    svc.set("/health", 200, json!({"ok": true, "last": 9, "store": "s2", "snapshot": 8}));
+    ag.poll().unwrap_or_else(|e| panic!("{e}"));
+    v.send("10.77.0.2:5001");
+    assert_eq!(v.seen(1), vec![(vec![7], [10, 77, 0, 2], 5001, 0)]);
     let st = ag.status();
     assert_eq!((st["resyncs"].as_u64(), st["store"].as_str()), (Some(1), Some("s2")));
+    assert_eq!(st["catch_ups"].as_u64(), Some(2));
     let what: Vec<(u64, &str)> = st["changes"]
         .as_array()
         .map(|c| {
@@ -190,7 +216,18 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
                 .collect()
         })
         .unwrap_or_default();
-    assert_eq!(what, vec![(1, "add"), (1, "move"), (1, "remove"), (1, "add")]);
+    assert_eq!(
+        what,
+        vec![
+            (1, "add"),
+            (1, "move"),
+            (1, "remove"),
+            (1, "add"),
+            (1, "move"),
+            (4, "add"),
+            (1, "remove")
+        ]
+    );
     // an unreachable service is a controller error, kept apart from kernel errors (the run
     // loop counts it and retries)
     let gone = Controller::new("http://127.0.0.1:1").unwrap_or_else(|e| panic!("{e}"));

@@ -626,6 +626,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     argv += ["--io-timeout", str(args.io_timeout)]
     if args.tokens:
         argv += ["--tokens", args.tokens]
+    if args.log_keep is not None:
+        argv += ["--log-keep", str(args.log_keep)]
     sys.stdout.flush()
     os.execv(argv[0], argv)
     return 1  # not reached
@@ -674,5 +676,13 @@ def register_serve(sub) -> None:
         "16 characters): every request but GET /health must then carry 'Authorization: Bearer "
         "TOKEN' (401 without a listed one; 403 for a read token asking to change something). "
         "Without it anyone reaching --listen may admit and remove flows",
+    )
+    s.add_argument(
+        "--log-keep",
+        type=whole(1),
+        metavar="N",
+        help="whenever the log holds 2N entries, fold the older N into the store's snapshot "
+        "(a restart then replays at most 2N; GET /snapshot and the log after it rebuild the "
+        "controller); without it only POST /compact compacts",
     )
     s.set_defaults(func=cmd_serve)
