@@ -85,6 +85,7 @@ def live(
     switch_processes: str | None = None,
     order: str = "sequential",
     token_file: str | os.PathLike[str] | None = None,
+    wait_ms: int = 500,
 ) -> dict:
     """Run ``spec`` on the network of the service at ``url``; results in ``out`` (see the module
     docstring). Returns the document written to ``out/live.json``. ``token_file``: the token a
@@ -153,6 +154,7 @@ def live(
             dilation=k,
             order=order,
             token_file=token_file,
+            wait_ms=wait_ms,
         )
         try:
             for r in plan["requests"]:

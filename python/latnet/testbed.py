@@ -400,6 +400,7 @@ class Testbed:
         order: str = "sequential",
         timeout: float = 10.0,
         token_file: str | os.PathLike[str] | None = None,
+        wait_ms: int = 500,
     ) -> subprocess.Popen:
         """Start a Chameleon host agent for every host (``latnet-switch agent``: a BPF tagger on
         each host's egress and an HTB shaper per admitted flow, programmed from the controller
@@ -409,7 +410,8 @@ class Testbed:
         ``run_dir/agent.json``). ``order``: ``sequential`` (a request's moves one at a time,
         each after the previous flow's old path drained, the new flow last) or ``together``.
         ``token_file``: the token of a service started with ``--tokens`` (a read token will
-        do)."""
+        do). ``wait_ms``: how long each poll may wait at the service for the next decision (a
+        long poll; 0: a plain poll every ``poll_ms``)."""
         status = Path(status) if status is not None else self.run_dir / "agent.json"
         status.unlink(missing_ok=True)
         hosts = self.hosts()
@@ -418,6 +420,7 @@ class Testbed:
         argv += ["--status", str(status), "--poll-ms", str(poll_ms)]
         argv += ["--shaper", "htb" if shaper else "none", "--dilation", str(dilation)]
         argv += ["--routes", "yes" if routes else "no", "--order", order]
+        argv += ["--wait-ms", str(wait_ms)]
         if token_file is not None:
             argv += ["--token-file", str(token_file)]
         log = open(self.run_dir / "agent.log", "w")  # noqa: SIM115 (child keeps it)

@@ -13,7 +13,14 @@
 //! A client that sends its body slowly, or never, or does not read its answer, holds only its
 //! own worker, and only for [`ServeOptions::io_timeout`]: the listening socket carries that
 //! timeout for reads and writes (Linux copies it to every accepted socket), and a body must have
-//! arrived whole within it (408 otherwise). With [`ServeOptions::tokens`] a worker checks a
+//! arrived whole within it (408 otherwise).
+//!
+//! `GET /log?after=SEQ&wait=MS` is a long poll: when nothing was logged after `SEQ`, the
+//! connection's worker (not the controller) waits up to `MS` ms (at most [`MAX_WAIT_MS`]) for
+//! the next entry and then asks again, so a host agent learns of a decision as soon as it is
+//! committed instead of at its next poll.
+//!
+//! With [`ServeOptions::tokens`] a worker checks a
 //! request's token before reading its body; a refused one reaches the controller only to be
 //! counted.
 
@@ -22,7 +29,7 @@ use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How [`serve`] treats its clients.
@@ -63,7 +70,59 @@ pub fn listen(addr: &str, opts: &ServeOptions) -> Result<tiny_http::Server, Stri
     tiny_http::Server::from_listener(listener, None).map_err(|e| e.to_string())
 }
 
+/// Longest a `GET /log` may wait for a new entry (`wait`, ms).
+pub const MAX_WAIT_MS: u64 = 60_000;
+
+/// The newest log entry's number, for the workers holding a long poll (and whether the
+/// service is stopping).
+#[derive(Default)]
+struct LogBell {
+    state: Mutex<(i64, bool)>,
+    rung: Condvar,
+}
+
+impl LogBell {
+    fn set(&self, last: i64, stopping: bool) {
+        let mut s = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *s != (last, stopping) {
+            *s = (last, stopping);
+            self.rung.notify_all();
+        }
+    }
+
+    /// Wait until an entry after `after` is logged, the service stops, or `until`.
+    fn wait(&self, after: i64, until: Instant) {
+        let mut s = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while s.0 <= after && !s.1 {
+            let Some(left) = until.checked_duration_since(Instant::now()) else { return };
+            s = match self.rung.wait_timeout(s, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+}
+
+/// `after` and `wait` of a `GET /log` that asks to wait (`None` otherwise; a bad value is left
+/// for the service to answer 400).
+fn long_poll(method: &str, url: &str) -> Option<(i64, Duration)> {
+    let (path, query) = url.split_once('?')?;
+    if method != "GET" || path.trim_end_matches('/') != "/log" {
+        return None;
+    }
+    let (mut after, mut wait) = (0i64, 0u64);
+    for kv in query.split('&') {
+        match kv.split_once('=') {
+            Some(("after", v)) => after = v.parse().ok()?,
+            Some(("wait", v)) => wait = v.parse().ok()?,
+            _ => {}
+        }
+    }
+    (wait > 0).then(|| (after, Duration::from_millis(wait.min(MAX_WAIT_MS))))
+}
+
 /// What a worker passes to the controller.
+#[derive(Clone)]
 enum Input {
     /// Method, URL and body.
     Ask(String, String, Vec<u8>),
@@ -91,9 +150,12 @@ pub fn serve(
     stop: impl Fn() -> bool + Sync,
 ) {
     let (jobs, inbox) = mpsc::channel::<Job>();
+    let bell = Arc::new(LogBell::default());
+    bell.set(svc.last_seq(), false);
     std::thread::scope(|scope| {
         let stop = &stop;
-        scope.spawn(move || dispatch(server, &jobs, opts, stop));
+        let b = bell.clone();
+        scope.spawn(move || dispatch(server, &jobs, opts, &b, stop));
         while !stop() {
             match inbox.recv_timeout(Duration::from_millis(100)) {
                 Ok(job) => {
@@ -106,11 +168,13 @@ pub fn serve(
                         }
                     };
                     let _ = job.reply.send(reply);
+                    bell.set(svc.last_seq(), false);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        bell.set(svc.last_seq(), true);
         // dropping `inbox` tells the workers waiting on it that the service has stopped
     });
 }
@@ -120,6 +184,7 @@ fn dispatch(
     server: &tiny_http::Server,
     jobs: &Sender<Job>,
     opts: ServeOptions,
+    bell: &Arc<LogBell>,
     stop: &(impl Fn() -> bool + Sync),
 ) {
     let workers: Workers = Arc::default();
@@ -141,10 +206,11 @@ fn dispatch(
             None => req,
         };
         let (queue, rx) = mpsc::channel();
-        let (jobs, workers2, opts) = (jobs.clone(), workers.clone(), opts.clone());
+        let (jobs, workers2, opts, bell) =
+            (jobs.clone(), workers.clone(), opts.clone(), bell.clone());
         let started = std::thread::Builder::new()
             .name("latnet-ctld-conn".into())
-            .spawn(move || work(conn, &rx, &jobs, &workers2, &opts));
+            .spawn(move || work(conn, &rx, &jobs, &workers2, &opts, &bell));
         if started.is_ok() && queue.send(req).is_ok() {
             map.insert(conn, queue);
         }
@@ -159,6 +225,7 @@ fn work(
     jobs: &Sender<Job>,
     workers: &Workers,
     opts: &ServeOptions,
+    bell: &LogBell,
 ) {
     loop {
         let mut req = match rx.recv_timeout(Duration::from_secs(1)) {
@@ -188,12 +255,27 @@ fn work(
                 Err(reply) => Input::Refused(reply),
             },
         };
-        let (reply, answer) = mpsc::channel();
-        let stopped = || err(503, None, "the service is stopping");
-        let reply = match jobs.send(Job { input, reply }) {
-            Ok(()) => answer.recv().unwrap_or_else(|_| stopped()),
-            Err(_) => stopped(),
+        let poll = match &input {
+            Input::Ask(method, url, _) => long_poll(method, url),
+            _ => None,
         };
+        let ask = |input: Input| {
+            let (reply, answer) = mpsc::channel();
+            let stopped = || err(503, None, "the service is stopping");
+            match jobs.send(Job { input, reply }) {
+                Ok(()) => answer.recv().unwrap_or_else(|_| stopped()),
+                Err(_) => stopped(),
+            }
+        };
+        let again = poll.map(|_| input.clone());
+        let mut reply = ask(input);
+        // nothing new yet: wait here for the next entry (or the time asked), then ask once more
+        if let (Some((after, wait)), Some(again)) = (poll, again) {
+            if reply.0 == 200 && reply.1["entries"].as_array().is_some_and(Vec::is_empty) {
+                bell.wait(after, Instant::now() + wait);
+                reply = ask(again);
+            }
+        }
         respond(req, reply);
     }
 }

@@ -33,7 +33,7 @@
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers, a `match` another flow of that source to that destination has; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved). `match` (optional): `{"proto": "udp" \| "tcp", "dst_port", "src_port" (optional)}`, the flow's packets at its source, for host agents; kept with the flow and shown with it |
 //! | `GET /routes/SRC` | 200 `{"src", "queue", "routes": [{"dst", "path", "tags"}]}`: the best-effort route from host `SRC` to each host it reaches (fewest hops, in the class `queue` below the admitted ones; none if the switches have no room for it), for the packets of `SRC` no admitted flow matches; 404 not a host |
 //! | `GET /flows` | 200 every admitted flow |
-//! | `GET /log?after=SEQ&limit=N` | 200 `{"entries": [...], "last": SEQ, "store": ID}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes; another `store` means another log, numbered from 1 again); 410 if `SEQ` is below the snapshot's (those entries were folded into it: read `GET /snapshot`, then the log after it); 400 a bad parameter, naming it |
+//! | `GET /log?after=SEQ&limit=N&wait=MS` | 200 `{"entries": [...], "last": SEQ, "store": ID}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes; another `store` means another log, numbered from 1 again); with `wait` (ms, at most 60,000) an answer that would be empty waits for the next entry, up to that long (a long poll, held by the connection's thread, not the controller's); 410 if `SEQ` is below the snapshot's (those entries were folded into it: read `GET /snapshot`, then the log after it); 400 a bad parameter, naming it |
 //! | `GET /snapshot` | 200 the state after log entry `seq` (0 and nothing admitted if the log was never compacted): `flows` (request, `hops` as `[port, queue]`, `match`), `next_id`, `stats`, `rerouted`; restoring it and replaying the log after `seq` gives the service's controller |
 //! | `POST /compact?keep=K` | 200 `{"removed", "snapshot", "last"}`: every entry but the newest `K` (default 0) folded into the snapshot (a controller rebuilt to that entry, each outcome checked, its state stored, the entries deleted, in one transaction); 500 if the rebuild differs from the log, which is then kept |
 //! | `GET /flows/ID` | 200 the flow; 404 |
@@ -51,7 +51,7 @@ use std::sync::Arc;
 mod auth;
 mod http;
 pub use auth::{Role, Tokens, MIN_TOKEN};
-pub use http::{listen, serve, ServeOptions};
+pub use http::{listen, serve, ServeOptions, MAX_WAIT_MS};
 
 /// Largest request body accepted (bytes).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -854,6 +854,11 @@ impl Service {
         &self.ctl
     }
 
+    /// The newest log entry's number (0: none yet).
+    pub fn last_seq(&self) -> i64 {
+        self.store.last()
+    }
+
     /// Count a request refused for its token (it never reaches [`Service::handle`]).
     pub fn note_denied(&mut self) {
         self.denied += 1;
@@ -932,16 +937,20 @@ impl Service {
     fn get_log(&self, query: &str) -> Reply {
         let mut after = 0i64;
         let mut limit = MAX_LOG_PAGE;
+        // how long to wait for an entry: the server's connection threads do the waiting
+        // (`serve`); checked here
+        let mut wait = 0i64;
         for kv in query.split('&').filter(|kv| !kv.is_empty()) {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             let slot = match k {
                 "after" => &mut after,
                 "limit" => &mut limit,
+                "wait" => &mut wait,
                 other => {
                     return err(
                         400,
                         Some(other),
-                        format!("unknown parameter {other:?}; expected after, limit"),
+                        format!("unknown parameter {other:?}; expected after, limit, wait"),
                     )
                 }
             };
@@ -955,6 +964,13 @@ impl Service {
                     )
                 }
             }
+        }
+        if wait > http::MAX_WAIT_MS as i64 {
+            return err(
+                400,
+                Some("wait"),
+                format!("wait: at most {} ms, got {wait}", http::MAX_WAIT_MS),
+            );
         }
         let snap = self.store.snapshot_seq();
         if after < snap {

@@ -807,3 +807,43 @@ fn a_changed_snapshot_is_refused_naming_it() {
     c.execute("UPDATE snapshot SET json = ?1", [good.to_string()]).unwrap();
     assert!(Service::open(&db, cfg(4)).is_ok());
 }
+
+#[test]
+fn a_long_poll_on_the_log_ends_when_an_entry_is_logged() {
+    let svc = Service::open(&tmp("wait"), cfg(4)).unwrap();
+    let (addr, stop, t) = start(svc, ServeOptions::default());
+    let get = |addr: &str, path: &str| {
+        let (st, body) =
+            http(addr, &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+        (st, serde_json::from_str::<Value>(&body).unwrap_or(Value::Null))
+    };
+    // nothing is logged: the answer comes, empty, once the time asked has passed
+    let t0 = Instant::now();
+    let (st, page) = get(&addr, "/log?after=0&wait=300");
+    assert_eq!((st, &page["entries"]), (200, &json!([])), "{page}");
+    assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
+    // an admission while a poll waits ends the wait with it, long before the time asked
+    let a2 = addr.clone();
+    let waiter = std::thread::spawn(move || {
+        let t = Instant::now();
+        let r = get(&a2, "/log?after=0&wait=20000");
+        (t.elapsed(), r)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let body = req("h0_0_0", "h3_1_1", 1_000_000, 10_000).to_string();
+    let raw = format!(
+        "POST /flows HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    assert_eq!(http(&addr, &raw).0, 201);
+    let (took, (st, page)) = waiter.join().unwrap();
+    assert_eq!(st, 200);
+    assert_eq!(page["entries"].as_array().map(Vec::len), Some(1), "{page}");
+    assert!(took < Duration::from_secs(10), "the poll waited {took:?}");
+    // and others are answered while polls wait
+    assert_eq!(get(&addr, "/health").0, 200);
+    let (st, r) = get(&addr, "/log?after=0&wait=60001");
+    assert_eq!((st, &r["field"]), (400, &json!("wait")), "{r}");
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}

@@ -17,7 +17,9 @@
 //! hops, the class below the admitted ones), so that every other packet (a ping, a TCP
 //! handshake, iperf3's control connection) crosses the tag-routed network too.
 //!
-//! It learns of changes from `GET /log?after=SEQ`: an admission re-tags the flows it moved,
+//! It learns of changes from `GET /log?after=SEQ` (by default a long poll, `&wait=500`: the
+//! service answers as soon as an entry is committed; `--wait-ms 0` polls every `--poll-ms`
+//! instead, as it does with a service that does not hold polls): an admission re-tags the flows it moved,
 //! then starts tagging the new flow (by default one at a time, each once the flow moved before
 //! it has had its old guarantee to drain its old path: [`Order::Sequential`], the states the
 //! controller checked); a refusal that moved flows re-tags them; a removal stops
@@ -142,9 +144,14 @@ impl Controller {
 
     /// `GET path`: the status and the JSON body (`Null` when empty).
     pub fn get(&self, path: &str) -> Result<(u16, Value), AgentError> {
+        self.get_waiting(path, StdDuration::ZERO)
+    }
+
+    /// `GET path` of a request the service may hold up to `wait` (a long poll).
+    fn get_waiting(&self, path: &str, wait: StdDuration) -> Result<(u16, Value), AgentError> {
         let mut s = TcpStream::connect_timeout(&self.addr, self.timeout)
             .map_err(|e| self.fail(format!("cannot connect: {e}")))?;
-        s.set_read_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
+        s.set_read_timeout(Some(self.timeout + wait)).map_err(|e| self.fail(e.to_string()))?;
         s.set_write_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
         let _ = s.set_nodelay(true);
         let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n"));
@@ -485,6 +492,10 @@ pub struct AgentConfig {
     pub addresses: AddressBook,
     /// Time between polls.
     pub poll: StdDuration,
+    /// How long each poll may wait at the service for the next entry (`GET /log?wait=`, a
+    /// long poll: the agent hears of a decision when it is committed); `None`: plain polls
+    /// every `poll`. A service that does not know `wait` is polled plainly.
+    pub wait: Option<StdDuration>,
     /// Shape admitted flows with HTB classes.
     pub shape: bool,
     /// The order of a request's moves and new flow.
@@ -782,9 +793,28 @@ impl Agent {
     pub fn poll(&mut self) -> Result<usize, AgentError> {
         self.polls += 1;
         let ctl = self.cfg.controller.clone();
-        let path = format!("/log?after={}&limit=1000", self.last_seq);
-        let page = match ctl.get(&path)? {
+        let mut path = format!("/log?after={}&limit=1000", self.last_seq);
+        let mut wait = self.cfg.wait.unwrap_or_default();
+        if let Some(end) = self.cfg.duration.map(|d| self.started_ns + d.as_nanos() as u64) {
+            let left = end.saturating_sub(crate::sys::mono_ns());
+            wait = wait.min(StdDuration::from_nanos(left));
+        }
+        if wait.as_millis() > 0 {
+            path += &format!("&wait={}", wait.as_millis());
+        }
+        let page = match ctl.get_waiting(&path, wait)? {
             (200, page) => page,
+            // a service that does not know `wait`: poll it plainly from now on
+            (400, e) if e["field"] == "wait" && self.cfg.wait.is_some() => {
+                eprintln!(
+                    "latnet-switch agent: {} does not hold polls ({}): polling every {:?}",
+                    ctl.url(),
+                    e["error"],
+                    self.cfg.poll
+                );
+                self.cfg.wait = None;
+                return Ok(0);
+            }
             // entries this agent had not read were folded into the service's snapshot
             (410, gone) if gone["store"].as_str() == self.store.as_deref() => {
                 self.catch_up()?;
@@ -961,6 +991,15 @@ impl Agent {
             }
             match self.poll() {
                 Ok(n) if n >= 1000 => continue, // more to read
+                // the service held the poll until there was something or the wait ran out
+                Ok(_) if self.cfg.wait.is_some() => {
+                    let now = crate::sys::mono_ns();
+                    if now >= next_status {
+                        self.write_status();
+                        next_status = now + 1_000_000_000;
+                    }
+                    continue;
+                }
                 Ok(_) => {}
                 Err(e @ AgentError::Controller { .. }) => {
                     self.errors += 1;
@@ -1049,6 +1088,7 @@ impl Agent {
             "controller": self.cfg.controller.url(),
             "started_ns": self.started_ns,
             "polls": self.polls,
+            "wait_ms": self.cfg.wait.map(|w| w.as_millis() as u64),
             "controller_errors": self.errors,
             "last_error": self.last_error,
             "last_seq": self.last_seq,

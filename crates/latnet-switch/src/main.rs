@@ -13,7 +13,8 @@
 //!                        [--pace socket|htb:DEV] [--out FILE]
 //! latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
 //! latnet-switch agent   --controller URL --scenario S.toml --host H[,H...] [--netns NS[,NS...]]
-//!                       [--status FILE] [--poll-ms 20] [--shaper htb|none] [--routes yes|no]
+//!                       [--status FILE] [--poll-ms 20] [--wait-ms 500]
+//!                       [--shaper htb|none] [--routes yes|no]
 //!                       [--order sequential|together] [--token-file FILE]
 //!                       [--dilation K] [--duration D]
 //! ```
@@ -33,7 +34,7 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
                               [--pace socket|htb:DEV] [--out FILE]
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
        latnet-switch agent --controller http://HOST:PORT --scenario S.toml --host H[,H...]
-                           [--netns NS[,NS...]] [--status FILE] [--poll-ms 20]
+                           [--netns NS[,NS...]] [--status FILE] [--poll-ms 20] [--wait-ms 500]
                            [--shaper htb|none] [--routes yes|no] [--order sequential|together]
                            [--token-file FILE] [--dilation K] [--duration D]
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
@@ -341,6 +342,18 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                         _ => {
                             return Err(Fail::Usage(format!(
                                 "--poll-ms: expected whole milliseconds from 1 to 10000, got {v:?}"
+                            )))
+                        }
+                    },
+                },
+                wait: match a.get("wait-ms") {
+                    None => Some(std::time::Duration::from_millis(500)),
+                    Some(v) => match v.parse::<u64>() {
+                        Ok(0) => None,
+                        Ok(ms) if ms <= 60_000 => Some(std::time::Duration::from_millis(ms)),
+                        _ => {
+                            return Err(Fail::Usage(format!(
+                                "--wait-ms: expected whole milliseconds from 0 to 60000, got {v:?}"
                             )))
                         }
                     },

@@ -119,6 +119,7 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
         }],
         addresses,
         poll: std::time::Duration::from_millis(10),
+        wait: None,
         shape: true,
         order: Order::Sequential,
         routes: true,

@@ -521,7 +521,17 @@ def register(subparsers) -> None:
     li.add_argument("--controller", required=True, metavar="URL", help="the service (http://...)")
     li.add_argument("--out", default="out/chameleon-live", metavar="DIR")
     li.add_argument(
-        "--poll-ms", type=whole(1), default=10, help="the agent polls the service this often"
+        "--poll-ms",
+        type=whole(1),
+        default=10,
+        help="the agent polls the service this often when it does not hold polls (--wait-ms 0)",
+    )
+    li.add_argument(
+        "--wait-ms",
+        type=whole(0),
+        default=500,
+        help="each poll of the agent waits at the service up to this long for the next "
+        "decision (a long poll; default 500; 0: plain polls every --poll-ms)",
     )
     li.add_argument("--shaper", choices=["htb", "none"], default="htb", help="default htb")
     li.add_argument(
@@ -557,6 +567,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         switch_processes=args.switch_processes,
         order=args.order,
         token_file=args.token_file,
+        wait_ms=args.wait_ms,
     )
     k = doc["dilation"]
     ms = lambda ns: "-" if ns is None else f"{ns / 1e6:.3f}"  # noqa: E731
