@@ -365,10 +365,13 @@ pub fn flow_entry(
 // -------------------------------------------------------------------------- the shaper
 
 /// `tc` on one interface of a namespace.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Tc {
     netns: Option<PathBuf>,
     iface: String,
+    /// The interface's rtnetlink socket and index, for its classes (the root qdisc is set
+    /// up with `tc`, once); `None`: classes through `tc` too.
+    rtnl: Option<(crate::sys::rtnl::Rtnl, u32)>,
 }
 
 impl Tc {
@@ -379,6 +382,17 @@ impl Tc {
 
     fn words(&self, w: &str) -> Vec<String> {
         w.replace("IF", &self.iface).split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn new(netns: Option<PathBuf>, iface: &str) -> Tc {
+        let rtnl = crate::sys::rtnl::Rtnl::open(netns.as_deref()).and_then(|r| {
+            let index = match netns.as_deref() {
+                Some(p) => crate::sys::in_netns(p, || crate::sys::if_index(iface))?,
+                None => crate::sys::if_index(iface)?,
+            };
+            Ok((r, index))
+        });
+        Tc { netns, iface: iface.to_owned(), rtnl: rtnl.ok() }
     }
 
     fn setup(&self) -> Result<(), AgentError> {
@@ -400,6 +414,19 @@ impl Tc {
     ) -> Result<(), AgentError> {
         let rate = rate.max(8);
         let burst = burst.max(1);
+        if let Some((rtnl, index)) = &self.rtnl {
+            let c = crate::sys::rtnl::HtbClass {
+                rate_bps: rate,
+                ceil_bps: rate,
+                burst,
+                cburst: burst,
+                quantum: 1600,
+                overhead: u16::try_from(overhead).unwrap_or(u16::MAX),
+            };
+            return rtnl.htb_class(*index, HTB_MAJOR << 16, (HTB_MAJOR << 16) | minor, &c).map_err(
+                |e| AgentError::Kernel(format!("{}: class 1:{minor:x}: {e}", self.iface)),
+            );
+        }
         let w = format!(
             "class replace dev IF parent 1: classid 1:{minor:x} htb rate {rate}bit ceil {rate}bit \
              burst {burst}b cburst {burst}b quantum 1600 overhead {overhead}"
@@ -408,6 +435,11 @@ impl Tc {
     }
 
     fn del_class(&self, minor: u32) -> Result<(), AgentError> {
+        if let Some((rtnl, index)) = &self.rtnl {
+            return rtnl.del_class(*index, (HTB_MAJOR << 16) | minor).map_err(|e| {
+                AgentError::Kernel(format!("{}: class 1:{minor:x}: {e}", self.iface))
+            });
+        }
         self.run(&self.words(&format!("class del dev IF classid 1:{minor:x}"))).map(drop)
     }
 
@@ -590,7 +622,7 @@ impl Agent {
                 tagger
                     .attach_egress(spec.netns.as_deref(), i)
                     .map_err(kernel(&format!("{}: {i}", spec.name)))?;
-                let tc = Tc { netns: spec.netns.clone(), iface: i.clone() };
+                let tc = Tc::new(spec.netns.clone(), i);
                 if cfg.shape {
                     tc.setup()?;
                 }

@@ -12,11 +12,13 @@
 //!   (`IP_OPTIONS`, `SO_MAX_PACING_RATE`, timeouts), `TCP_INFO`, and an IPv4 packet socket.
 //!
 //! * [`bpf`]: the `bpf(2)` calls of the host agent's tagger (maps, programs, `tcx` links).
+//! * [`rtnl`]: the host agent's HTB classes over rtnetlink (no `tc` process per change).
 //!
 //! Every `unsafe` block states why it is sound. Nothing here interprets packet contents.
 #![allow(unsafe_code)]
 
 pub mod bpf;
+pub mod rtnl;
 
 use std::ffi::CString;
 use std::io;
