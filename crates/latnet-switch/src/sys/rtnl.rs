@@ -182,7 +182,11 @@ pub fn parse_ack(buf: &[u8], seq: u32) -> Option<io::Result<()>> {
         let s = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
         if kind == NLMSG_ERROR && s == seq && len >= 20 {
             let code = i32::from_ne_bytes([rest[16], rest[17], rest[18], rest[19]]);
-            return Some(if code == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(-code)) });
+            return Some(if code == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(code.saturating_neg()))
+            });
         }
         rest = &rest[len.next_multiple_of(4).min(rest.len())..];
     }
@@ -337,6 +341,8 @@ mod tests {
         for cut in 0..36 {
             assert!(parse_ack(&ack(5, 0)[..cut], 5).is_none(), "{cut}");
         }
+        // an error code no kernel sends (found by the fuzz target: negating it overflowed)
+        assert!(matches!(parse_ack(&ack(5, i32::MIN), 5), Some(Err(_))));
         let mut bad = ack(5, 0);
         bad[..4].copy_from_slice(&9u32.to_ne_bytes());
         assert!(parse_ack(&bad, 5).is_none());
