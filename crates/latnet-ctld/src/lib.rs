@@ -26,16 +26,16 @@
 //!
 //! | method and path | answer |
 //! |---|---|
-//! | `GET /health` | 200 `{"ok": true, "flows": N, "store": ID, "last": SEQ, "snapshot": SEQ}` (`store`: a random id made with the store; `last`: the newest log entry; `snapshot`: the last entry folded into the snapshot, 0 if none) |
+//! | `GET /health` | 200 `{"ok": true, "flows": N, "store": ID, "last": SEQ, "snapshot": SEQ, "folded": SEQ}` (`store`: a random id made with the store; `last`: the newest log entry; `snapshot`: the entry the snapshot's state follows, 0 if none; `folded`: the newest entry deleted) |
 //! | `GET /hosts` | 200 the host names |
 //! | `GET /config` | 200 the service's configuration |
 //! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started, which are not logged; `denied`: requests refused for their token, 401 or 403) |
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers, a `match` another flow of that source to that destination has; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved). `match` (optional): `{"proto": "udp" \| "tcp", "dst_port", "src_port" (optional)}`, the flow's packets at its source, for host agents; kept with the flow and shown with it |
 //! | `GET /routes/SRC` | 200 `{"src", "queue", "routes": [{"dst", "path", "tags"}]}`: the best-effort route from host `SRC` to each host it reaches (fewest hops, in the class `queue` below the admitted ones; none if the switches have no room for it), for the packets of `SRC` no admitted flow matches; 404 not a host |
 //! | `GET /flows` | 200 every admitted flow |
-//! | `GET /log?after=SEQ&limit=N&wait=MS` | 200 `{"entries": [...], "last": SEQ, "store": ID}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes; another `store` means another log, numbered from 1 again); with `wait` (ms, at most 60,000) an answer that would be empty waits for the next entry, up to that long (a long poll, held by the connection's thread, not the controller's); 410 if `SEQ` is below the snapshot's (those entries were folded into it: read `GET /snapshot`, then the log after it); 400 a bad parameter, naming it |
+//! | `GET /log?after=SEQ&limit=N&wait=MS` | 200 `{"entries": [...], "last": SEQ, "store": ID}`: the operations after `SEQ` with their outcomes (a host agent polls it to learn of reroutes; another `store` means another log, numbered from 1 again); with `wait` (ms, at most 60,000) an answer that would be empty waits for the next entry, up to that long (a long poll, held by the connection's thread, not the controller's); 410 if `SEQ` is below `folded`, the newest entry deleted by a compaction (read `GET /snapshot`, then the log after its `seq`); 400 a bad parameter, naming it |
 //! | `GET /snapshot` | 200 the state after log entry `seq` (0 and nothing admitted if the log was never compacted): `flows` (request, `hops` as `[port, queue]`, `match`), `next_id`, `stats`, `rerouted`; restoring it and replaying the log after `seq` gives the service's controller |
-//! | `POST /compact?keep=K` | 200 `{"removed", "snapshot", "last"}`: every entry but the newest `K` (default 0) folded into the snapshot (a controller rebuilt to that entry, each outcome checked, its state stored, the entries deleted, in one transaction); 500 if the rebuild differs from the log, which is then kept |
+//! | `POST /compact?keep=K` | 200 `{"removed", "snapshot", "folded", "last"}`: the controller's state now becomes the snapshot and every entry but the newest `K` (default 0) is deleted, in one transaction (the kept ones are for readers; a restart does not replay them); 500 if the checkpoint does not restore to the same state, and nothing changes |
 //! | `GET /flows/ID` | 200 the flow; 404 |
 //! | `DELETE /flows/ID` | 204; 404 |
 
@@ -350,8 +350,11 @@ pub struct Store {
     id: String,
     /// The newest log entry's number (entries folded into the snapshot included; 0: none).
     last: i64,
-    /// The last entry the snapshot holds (0: no snapshot, the log starts at 1).
+    /// The last entry the snapshot holds (0: no snapshot); opening replays the entries after it.
     snap: i64,
+    /// Entries up to this one were deleted (at most `snap`: the newest entries folded into the
+    /// snapshot may be kept for readers of the log).
+    folded: i64,
 }
 
 impl Store {
@@ -367,7 +370,7 @@ impl Store {
         let p = path.display().to_string();
         let conn = Connection::open(path)
             .map_err(|e| ServiceError::Sqlite { path: p.clone(), source: e })?;
-        let mut store = Store { conn, path: p, id: String::new(), last: 0, snap: 0 };
+        let mut store = Store { conn, path: p, id: String::new(), last: 0, snap: 0, folded: 0 };
         store
             .conn
             .execute_batch(
@@ -434,12 +437,13 @@ impl Store {
             .optional()
             .map_err(|e| store.sql(e))?
             .unwrap_or(0);
-        let newest: i64 = store
+        let (oldest, newest): (Option<i64>, Option<i64>) = store
             .conn
-            .query_row("SELECT COALESCE(MAX(seq), 0) FROM log", [], |r| r.get(0))
+            .query_row("SELECT MIN(seq), MAX(seq) FROM log", [], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(|e| store.sql(e))?;
-        store.last = newest.max(store.snap);
-        let (ctl, matches) = store.rebuild(cfg, i64::MAX)?;
+        store.last = newest.unwrap_or(0).max(store.snap);
+        store.folded = oldest.map_or(store.snap, |o| o - 1);
+        let (ctl, matches) = store.rebuild(cfg)?;
         store.rewrite_flows(&ctl, &matches)?;
         Ok((store, ctl, matches))
     }
@@ -449,9 +453,14 @@ impl Store {
         self.last
     }
 
-    /// The last entry folded into the snapshot (0: none; the log starts after it).
+    /// The last entry the snapshot holds (0: none).
     pub fn snapshot_seq(&self) -> i64 {
         self.snap
+    }
+
+    /// Entries up to this one were deleted from the log (0: none).
+    pub fn folded(&self) -> i64 {
+        self.folded
     }
 
     /// The snapshot as stored (`None`: the store has none).
@@ -471,13 +480,9 @@ impl Store {
         .transpose()
     }
 
-    /// A controller for `cfg` in the state after entry `upto` (at least the snapshot's): the
-    /// snapshot restored, then the log after it replayed and checked.
-    fn rebuild(
-        &self,
-        cfg: &ServiceConfig,
-        upto: i64,
-    ) -> Result<(Controller, Matches), ServiceError> {
+    /// A controller for `cfg` in the store's state: the snapshot restored, then the log after it
+    /// replayed and checked.
+    fn rebuild(&self, cfg: &ServiceConfig) -> Result<(Controller, Matches), ServiceError> {
         let mut ctl = cfg.controller().map_err(ServiceError::Config)?;
         let mut matches = Matches::new();
         if let Some(v) = self.snapshot_json()? {
@@ -497,24 +502,19 @@ impl Store {
                 }
             }
         }
-        self.replay(&mut ctl, &mut matches, upto)?;
+        self.replay(&mut ctl, &mut matches)?;
         Ok((ctl, matches))
     }
 
-    /// Replay the log's entries up to `upto` into `ctl`, checking every outcome and keeping
-    /// the admitted flows' matches.
-    fn replay(
-        &self,
-        ctl: &mut Controller,
-        matches: &mut Matches,
-        upto: i64,
-    ) -> Result<(), ServiceError> {
+    /// Replay the log's entries after the snapshot into `ctl`, checking every outcome and
+    /// keeping the admitted flows' matches.
+    fn replay(&self, ctl: &mut Controller, matches: &mut Matches) -> Result<(), ServiceError> {
         let mut stmt = self
             .conn
-            .prepare("SELECT seq, body, outcome FROM log WHERE seq <= ?1 ORDER BY seq")
+            .prepare("SELECT seq, body, outcome FROM log WHERE seq > ?1 ORDER BY seq")
             .map_err(|e| self.sql(e))?;
         let rows = stmt
-            .query_map([upto], |r| {
+            .query_map([self.snap], |r| {
                 Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
             })
             .map_err(|e| self.sql(e))?;
@@ -541,17 +541,37 @@ impl Store {
         Ok(())
     }
 
-    /// Fold every log entry but the newest `keep` into the snapshot: a controller is rebuilt
-    /// to the state after the last entry folded (the old snapshot restored, the entries replayed
-    /// and checked), its checkpoint (with the matches) becomes the snapshot and the entries are
-    /// deleted, in one transaction. Returns the entries removed.
-    fn compact(&mut self, cfg: &ServiceConfig, keep: i64) -> Result<usize, ServiceError> {
-        let upto = self.last - keep.max(0);
-        if upto <= self.snap {
+    /// Make the controller's state now (`ctl`, `matches`: the state after the newest entry)
+    /// the snapshot and delete every entry but the newest `keep` (kept for readers of the log;
+    /// a restart replays none of them), in one transaction. The checkpoint is first restored
+    /// into a fresh controller for `cfg` and must give the same queues and flows. Returns the
+    /// entries deleted.
+    fn compact(
+        &mut self,
+        cfg: &ServiceConfig,
+        ctl: &Controller,
+        matches: &Matches,
+        keep: i64,
+    ) -> Result<usize, ServiceError> {
+        let (upto, drop_upto) = (self.last, self.last - keep.max(0));
+        if upto == self.snap && drop_upto <= self.folded {
             return Ok(0);
         }
-        let (ctl, matches) = self.rebuild(cfg, upto)?;
-        let mut v = ctl.checkpoint().to_json(ctl.topology());
+        let cp = ctl.checkpoint();
+        let mut again = cfg.controller().map_err(ServiceError::Config)?;
+        let same = again.restore(&cp).is_ok()
+            && again.snapshot() == ctl.snapshot()
+            && again.flows().eq(ctl.flows());
+        if !same {
+            return Err(ServiceError::BadSnapshot {
+                path: self.path.clone(),
+                seq: upto,
+                message: "restoring the checkpoint does not give the controller's state; \
+                          nothing was compacted"
+                    .into(),
+            });
+        }
+        let mut v = cp.to_json(ctl.topology());
         for f in v["flows"].as_array_mut().into_iter().flatten() {
             if let Some(m) = f["id"].as_u64().and_then(|id| matches.get(&id)) {
                 f["match"] = serde_json::to_value(m).unwrap_or(Value::Null);
@@ -565,9 +585,10 @@ impl Store {
         )
         .map_err(|e| self.sql(e))?;
         let removed =
-            tx.execute("DELETE FROM log WHERE seq <= ?1", [upto]).map_err(|e| self.sql(e))?;
+            tx.execute("DELETE FROM log WHERE seq <= ?1", [drop_upto]).map_err(|e| self.sql(e))?;
         tx.commit().map_err(|e| self.sql(e))?;
         self.snap = upto;
+        self.folded = self.folded.max(drop_upto);
         Ok(removed)
     }
 
@@ -696,7 +717,7 @@ pub struct Service {
     invalid: u64,
     /// Requests refused for their token (401, 403) since the service started.
     denied: u64,
-    /// Compact the log whenever it holds twice this many entries, keeping these.
+    /// Compact once this many entries were logged after the snapshot, keeping as many.
     log_keep: Option<i64>,
     /// Compactions that failed since the service started.
     compaction_errors: u64,
@@ -873,7 +894,8 @@ impl Service {
             ("GET", ["health"]) => (
                 200,
                 json!({"ok": true, "flows": self.ctl.len(), "store": self.store.id,
-                       "last": self.store.last(), "snapshot": self.store.snapshot_seq()}),
+                       "last": self.store.last(), "snapshot": self.store.snapshot_seq(),
+                       "folded": self.store.folded()}),
             ),
             ("GET", ["snapshot"]) => self.get_snapshot(),
             ("POST", ["compact"]) => self.post_compact(query),
@@ -972,14 +994,15 @@ impl Service {
                 format!("wait: at most {} ms, got {wait}", http::MAX_WAIT_MS),
             );
         }
-        let snap = self.store.snapshot_seq();
-        if after < snap {
+        let (snap, folded) = (self.store.snapshot_seq(), self.store.folded());
+        if after < folded {
             return (
                 410,
-                json!({"error": format!("entries 1 to {snap} were folded into the snapshot \
-                                         (GET /snapshot); the log goes on after {snap}"),
-                       "field": "after", "snapshot": snap, "last": self.store.last(),
-                       "store": self.store.id}),
+                json!({"error": format!("entries 1 to {folded} were deleted, folded into the \
+                                         snapshot (GET /snapshot: the state after entry \
+                                         {snap}); the log goes on after {folded}"),
+                       "field": "after", "snapshot": snap, "folded": folded,
+                       "last": self.store.last(), "store": self.store.id}),
             );
         }
         match self.store.entries(after, limit.min(MAX_LOG_PAGE)) {
@@ -1073,7 +1096,7 @@ impl Service {
         track(&mut self.matches, &op, &outcome);
         if let Err(e) = self.store.record(&self.ctl, &self.matches, &op, &outcome) {
             // back to what the store holds (rare: a full disk, a file removed underneath)
-            let rebuilt = self.store.rebuild(&self.cfg, i64::MAX);
+            let rebuilt = self.store.rebuild(&self.cfg);
             let also = match rebuilt {
                 Ok((c, m)) => {
                     self.ctl = c;
@@ -1086,8 +1109,8 @@ impl Service {
         }
         if let Some(keep) = self.log_keep {
             // the answer stands whatever happens here: the operation is committed
-            if self.store.last() - self.store.snapshot_seq() >= 2 * keep {
-                if let Err(e) = self.store.compact(&self.cfg, keep) {
+            if self.store.last() - self.store.snapshot_seq() >= keep {
+                if let Err(e) = self.store.compact(&self.cfg, &self.ctl, &self.matches, keep) {
                     self.compaction_errors += 1;
                     eprintln!("latnet-ctld: compacting the log failed (the log is kept): {e}");
                 }
@@ -1096,13 +1119,14 @@ impl Service {
         Ok((outcome, reason))
     }
 
-    /// Fold the log into the snapshot whenever it holds `2 * keep` entries, keeping the newest
-    /// `keep` (`None`: never on its own; `POST /compact` still does).
+    /// Make the state the snapshot once `keep` entries were logged after it, keeping the newest
+    /// `keep` entries for readers (`None`: never on its own; `POST /compact` still does).
     pub fn set_log_keep(&mut self, keep: Option<u64>) {
         self.log_keep = keep.filter(|&k| k > 0).map(|k| i64::try_from(k).unwrap_or(i64::MAX / 2));
     }
 
-    /// `POST /compact?keep=K`: fold every entry but the newest `K` (default 0) into the snapshot.
+    /// `POST /compact?keep=K`: the state now becomes the snapshot; every entry but the newest
+    /// `K` (default 0) is deleted.
     fn post_compact(&mut self, query: &str) -> Reply {
         let mut keep = 0i64;
         for kv in query.split('&').filter(|kv| !kv.is_empty()) {
@@ -1123,11 +1147,11 @@ impl Service {
                 }
             }
         }
-        match self.store.compact(&self.cfg, keep) {
+        match self.store.compact(&self.cfg, &self.ctl, &self.matches, keep) {
             Ok(removed) => (
                 200,
                 json!({"removed": removed, "snapshot": self.store.snapshot_seq(),
-                       "last": self.store.last()}),
+                       "folded": self.store.folded(), "last": self.store.last()}),
             ),
             Err(e) => {
                 self.compaction_errors += 1;

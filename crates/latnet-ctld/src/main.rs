@@ -15,9 +15,9 @@
 //! and how long a request's body may take to arrive (408 after); each client has a thread of
 //! its own, so a slow one delays only itself. `--tokens FILE`: the bearer tokens requests must
 //! carry, a `ROLE TOKEN` per line (see [`latnet_ctld::Tokens`]); without it anyone who reaches
-//! the port may admit and remove flows. `--log-keep N`: whenever the log holds 2N entries, the
-//! older N are folded into the store's snapshot (restarts then replay at most 2N entries);
-//! without it the log is compacted only by `POST /compact`.
+//! the port may admit and remove flows. `--log-keep N`: once N entries were logged after the
+//! store's snapshot, the controller's state becomes the snapshot and the log keeps its newest
+//! N entries (restarts then replay fewer than N); without it only `POST /compact` compacts.
 
 use latnet_ctld::{listen, serve, ServeOptions, Service, ServiceConfig, Tokens};
 use std::path::PathBuf;

@@ -713,21 +713,23 @@ fn a_compacted_log_decides_as_the_whole_one_and_a_restart_replays_only_its_tail(
         moved += usize::from(a.1["rerouted"].as_array().is_some_and(|r| !r.is_empty()));
         refused += usize::from(a.0 == 409);
         if i % 100 == 99 {
-            // fold all but the newest 10 entries into the snapshot
+            // the state now becomes the snapshot; the newest 10 entries stay for readers
             let (st, c) = svc.handle("POST", "/compact?keep=10", b"");
             assert_eq!(st, 200, "{c}");
             let (_, health) = svc.handle("GET", "/health", b"");
-            assert_eq!(c["snapshot"], health["snapshot"]);
+            assert_eq!((&c["snapshot"], &c["folded"]), (&health["snapshot"], &health["folded"]));
             assert_eq!(health["last"], whole.handle("GET", "/health", b"").1["last"]);
+            assert_eq!(health["snapshot"], health["last"]);
             assert_eq!(log_rows(&db), 10);
-            let snap = c["snapshot"].as_i64().unwrap();
-            let (st, gone) = svc.handle("GET", &format!("/log?after={}", snap - 1), b"");
+            let folded = c["folded"].as_i64().unwrap();
+            assert_eq!(folded, health["last"].as_i64().unwrap() - 10);
+            let (st, gone) = svc.handle("GET", &format!("/log?after={}", folded - 1), b"");
             assert_eq!((st, &gone["field"]), (410, &json!("after")), "{gone}");
-            let (_, tail) = svc.handle("GET", &format!("/log?after={snap}"), b"");
-            let (_, same) = whole.handle("GET", &format!("/log?after={snap}"), b"");
+            let (_, tail) = svc.handle("GET", &format!("/log?after={folded}"), b"");
+            let (_, same) = whole.handle("GET", &format!("/log?after={folded}"), b"");
             assert_eq!(tail["entries"], same["entries"]);
             assert_eq!(tail["entries"].as_array().map(Vec::len), Some(10));
-            // a restart restores the snapshot and replays the 10 entries after it
+            // a restart restores the snapshot and replays nothing (the kept entries are in it)
             drop(svc);
             svc = Service::open(&db, cfg(4)).unwrap();
             for path in ["/flows", "/stats"] {

@@ -692,8 +692,9 @@ def register_serve(sub) -> None:
         "--log-keep",
         type=whole(1),
         metavar="N",
-        help="whenever the log holds 2N entries, fold the older N into the store's snapshot "
-        "(a restart then replays at most 2N; GET /snapshot and the log after it rebuild the "
-        "controller); without it only POST /compact compacts",
+        help="once N entries were logged after the store's snapshot, make the controller's "
+        "state the snapshot and keep the newest N entries (a restart then replays fewer than N; "
+        "GET /snapshot and the log after it rebuild the controller); without it only POST "
+        "/compact compacts",
     )
     s.set_defaults(func=cmd_serve)
