@@ -2,7 +2,8 @@
 //! log folded into a snapshot (`POST /compact`). The store holds a k = 8 fat-tree (128
 //! servers, 4 queues, Chameleon with rerouting) loaded by 12,000 requests of the admission
 //! study's scenario 8 (each replayed request is one admission, rerouting included; restoring
-//! a snapshot reserves each admitted flow on its path once).
+//! a snapshot reserves each admitted flow on its path once). Also what one compaction of that
+//! store costs (`POST /compact` one request after the last).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use latnet_ctl::{Topology, Workload};
@@ -65,6 +66,31 @@ fn restart(c: &mut Criterion) {
     g.bench_function("snapshot restored", |b| {
         b.iter(|| Service::open(&folded, cfg()).expect("store"));
     });
+    // a compaction of the same store, one request after the last: the checkpoint, its check
+    // by a restore into a fresh controller, the snapshot written, the log emptied
+    let mut svc = Service::open(&folded, cfg()).expect("store");
+    let topo = svc.controller().topology().clone();
+    let name = |n: usize| topo.nodes()[n].name.clone();
+    let mut wl = Workload::new(8, topo.hosts(), 1, 7).expect("workload");
+    g.bench_function("compact after one more request", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = std::time::Duration::ZERO;
+            for _ in 0..iters {
+                let r = wl.next_request().request;
+                let body = json!({"src": name(r.src), "dst": name(r.dst),
+                                  "rate_bps": r.rate.bps(), "burst_bytes": r.burst.get(),
+                                  "deadline_ns": r.deadline.as_nanos()});
+                svc.handle("POST", "/flows", body.to_string().as_bytes());
+                let t = std::time::Instant::now();
+                let (st, _) = svc.handle("POST", "/compact", b"");
+                spent += t.elapsed();
+                assert_eq!(st, 200);
+            }
+            spent
+        });
+    });
+    eprintln!("{} flows admitted after the compactions", svc.controller().len());
+    drop(svc);
     g.finish();
     for db in [whole, folded] {
         if let Some(dir) = db.parent() {
