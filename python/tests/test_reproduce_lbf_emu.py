@@ -7,7 +7,8 @@ Every F1 packet arrives; the LBF runs never release F1 before the simulator's ea
 hop; every minimum is within 10 us of the paper's (where best-effort F1 races F2, that is F1
 winning some of those races, which the simulator's flow-desc rule never lets it: 24 us above);
 every mean within 10 us of the simulator's. The maxima carry the machine's stalls (a few ms of wall
-clock, up to 60 us here) and are printed, not asserted. On real packets the upper bound sheds
+clock, up to 60 us here) and are printed, not asserted; a reproduction in which a run recorded
+a stall of more than 2 ms is run once more (`STALL_NS`). On real packets the upper bound sheds
 F1's packets at the forwarders the simulator names, in about its numbers, and the damper and
 LBF order the receiver's spread as in the simulator."""
 
@@ -34,9 +35,30 @@ TOLERANCE_US = 10.0
 GRANULARITY_US = 1.0
 
 
+#: A run whose switches or senders fell this far behind real time (their own account, the
+#: run's `emulation.late_max_ns`) was stalled by the machine: 2 ms of wall clock is 25 us of
+#: scenario time at dilation 80, beyond the 10 us the means are held to. Quiet runs stay under
+#: 20 us; one CI run saw a switch 6.8 ms late in one of the eight runs (its F1 mean off by
+#: 441 us). Such a reproduction is run once more; the second one is judged whatever it says.
+STALL_NS = 2_000_000
+
+
+def _reproduce(out) -> dict:
+    assert main(["reproduce", "lbf", "--emulated", "--quick", "--out", str(out)]) == 0
+    return json.loads((out / "reproduce-lbf-emulated.json").read_text())
+
+
 def test_reproduce_lbf_emulated_quick(tmp_path, capsys):
-    assert main(["reproduce", "lbf", "--emulated", "--quick", "--out", str(tmp_path)]) == 0
-    doc = json.loads((tmp_path / "reproduce-lbf-emulated.json").read_text())
+    doc = _reproduce(tmp_path)
+    stalled = {
+        k: e["late_max_ns"] for k, e in doc["emulation"].items() if e["late_max_ns"] > STALL_NS
+    }
+    if stalled:
+        capsys.readouterr()  # the first reproduction's tables are not the ones judged
+        tmp_path = tmp_path / "again"
+        tmp_path.mkdir()
+        doc = _reproduce(tmp_path)
+        print(f"stalled runs {stalled} (ns late): the reproduction was run once more")
     assert doc["seed"] == "lbf" and doc["mode"] == "emulated" and doc["quick"] is True
     by = {t["id"]: t for t in doc["tables"]}
     runs = [tid for tid, _ in lbf.TESTS]
