@@ -404,6 +404,11 @@ def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsy
     assert r.returncode == 2 and '--host "nosuch": not a host' in r.stderr, r.stderr
     r = run("--controller", "http://127.0.0.1:1", "--host", "camera", "--order", "sideways")
     assert r.returncode == 2 and "--order: expected sequential or together" in r.stderr, r.stderr
+    r = run("--controller", "http://127.0.0.1:1", "--host", "camera", "--wait-ms", "70000")
+    assert r.returncode == 2 and "--wait-ms: expected whole milliseconds" in r.stderr, r.stderr
+    missing = tmp_path / "no-token"
+    r = run("--controller", "http://127.0.0.1:1", "--host", "camera", "--token-file", str(missing))
+    assert r.returncode == 2 and f"--token-file {missing}" in r.stderr, r.stderr
     r = run("--controller", "127.0.0.1:1", "--host", "camera")
     assert r.returncode == 2 and "expected http://HOST:PORT" in r.stderr, r.stderr
     r = run("--controller", "http://127.0.0.1:1", "--host", "camera")
