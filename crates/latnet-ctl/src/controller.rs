@@ -246,7 +246,7 @@ pub struct Controller {
 }
 
 /// Largest number of tags the wire format allows (`latnet_wire::MAX_TAGS`).
-const WIRE_MAX_TAGS: usize = 16;
+pub(crate) const WIRE_MAX_TAGS: usize = 16;
 
 impl Controller {
     /// A controller with nothing reserved. Fails if the configuration is invalid or its tag

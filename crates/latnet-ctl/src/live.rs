@@ -46,8 +46,8 @@ use latnet_units::{Bytes, Duration, Rate};
 use serde::Serialize;
 use toml::{Table, Value};
 
-/// Most tags a source's tagger pushes (the host agent's limit).
-pub const MAX_TAGS: u64 = 8;
+/// Most tags a source's tagger pushes (the host agent's limit: what the wire format reads).
+pub const MAX_TAGS: u64 = crate::controller::WIRE_MAX_TAGS as u64;
 
 /// One request of a live run, resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -11,12 +11,15 @@
 //! * `route`: the destination's best-effort route (three lookups, one tag, no DSCP);
 //! * `flow-1tag`, `flow-4tags`: an admitted flow's exact entry (one lookup), DSCP rewritten with
 //!   the IPv4 checksum, the shaper class set, one or four tags pushed;
-//! * `flow-4tags-full`: the same with 4,000 other entries in the map.
+//! * `flow-4tags-full`: the same with 4,000 other entries in the map;
+//! * `flow-16tags`: `flow-4tags` with sixteen tags (the most an entry pushes);
+//! * `flow6-hbh-4tags`: `flow-4tags` for a 1,400-byte IPv6 UDP frame with a 24-byte hop-by-hop
+//!   header (as an LBF block is carried) before the UDP header, walked to find the ports.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use latnet_switch::tagger::{Action, Match, Tagger};
 use latnet_wire::EthernetAddress;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 fn root() -> bool {
@@ -49,8 +52,40 @@ fn frame(dst: Ipv4Addr, dport: u16) -> Vec<u8> {
     f
 }
 
-/// A case: its name, its entries, how many other entries fill the map.
-type Case = (&'static str, Vec<(Match, Action)>, usize);
+const DST6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 3);
+
+/// A 1,400-byte IPv6 UDP frame to `DST6` with a 24-byte hop-by-hop header.
+fn frame6_hbh(dport: u16) -> Vec<u8> {
+    let mut f = Vec::new();
+    let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+    let src = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+    latnet_wire::build_udp_ipv6(
+        &mut f,
+        mac,
+        mac,
+        src,
+        DST6,
+        0,
+        latnet_wire::Ecn::NotEct,
+        64,
+        40_000,
+        dport,
+        1400 - 86,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // next header UDP, 2 units of 8 octets beyond the first, padded with a PadN option
+    let mut hbh = vec![17, 2, 1, 20];
+    hbh.resize(24, 0);
+    f[20] = 0;
+    let len = u16::from_be_bytes([f[18], f[19]]) + 24;
+    f[18..20].copy_from_slice(&len.to_be_bytes());
+    f.splice(54..54, hbh);
+    f.resize(1400, 0);
+    f
+}
+
+/// A case: its name, its entries, how many other entries fill the map, its frame.
+type Case = (&'static str, Vec<(Match, Action)>, usize, Vec<u8>);
 
 fn bench(c: &mut Criterion) {
     if !root() {
@@ -60,39 +95,28 @@ fn bench(c: &mut Criterion) {
     let dst = Ipv4Addr::new(10, 0, 0, 3);
     let mut g = c.benchmark_group("tagger");
     let flow = |tags: Vec<u16>| Action { tags, dscp: Some(56), class: Some(0x0001_0002) };
+    let exact = Match { dst: IpAddr::V4(dst), proto: 17, src_port: 40_000, dst_port: 5001 };
+    let v4 = frame(dst, 5001);
     let cases: Vec<Case> = vec![
-        ("miss", vec![], 0),
+        ("miss", vec![], 0, v4.clone()),
         (
             "route",
             vec![(Match::any_to(IpAddr::V4(dst)), Action { tags: vec![7], ..Action::default() })],
             0,
+            v4.clone(),
         ),
+        ("flow-1tag", vec![(exact, flow(vec![1]))], 0, v4.clone()),
+        ("flow-4tags", vec![(exact, flow(vec![1, 2, 3, 4]))], 0, v4.clone()),
+        ("flow-4tags-full", vec![(exact, flow(vec![1, 2, 3, 4]))], 4000, v4.clone()),
+        ("flow-16tags", vec![(exact, flow((1..=16).collect()))], 0, v4.clone()),
         (
-            "flow-1tag",
-            vec![(
-                Match { dst: IpAddr::V4(dst), proto: 17, src_port: 40_000, dst_port: 5001 },
-                flow(vec![1]),
-            )],
+            "flow6-hbh-4tags",
+            vec![(Match { dst: IpAddr::V6(DST6), ..exact }, flow(vec![1, 2, 3, 4]))],
             0,
-        ),
-        (
-            "flow-4tags",
-            vec![(
-                Match { dst: IpAddr::V4(dst), proto: 17, src_port: 40_000, dst_port: 5001 },
-                flow(vec![1, 2, 3, 4]),
-            )],
-            0,
-        ),
-        (
-            "flow-4tags-full",
-            vec![(
-                Match { dst: IpAddr::V4(dst), proto: 17, src_port: 40_000, dst_port: 5001 },
-                flow(vec![1, 2, 3, 4]),
-            )],
-            4000,
+            frame6_hbh(5001),
         ),
     ];
-    for (name, entries, others) in cases {
+    for (name, entries, others, f) in cases {
         let t = Tagger::load("lnbench").unwrap_or_else(|e| panic!("{e}"));
         for (m, a) in &entries {
             t.set(m, a).unwrap_or_else(|e| panic!("{e}"));
@@ -106,7 +130,6 @@ fn bench(c: &mut Criterion) {
             };
             t.set(&m, &flow(vec![5])).unwrap_or_else(|e| panic!("{e}"));
         }
-        let f = frame(dst, 5001);
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut ns = 0u64;
@@ -117,6 +140,11 @@ fn bench(c: &mut Criterion) {
                 Duration::from_nanos(ns)
             })
         });
+        // the case timed what it says: its entry matched every run
+        if let Some((m, _)) = entries.first() {
+            let c = t.counters(m).unwrap_or_else(|e| panic!("{e}")).unwrap_or_default();
+            assert!(c.packets > 0 && c.push_failures == 0, "{name}: its entry did not match");
+        }
     }
     g.finish();
 }

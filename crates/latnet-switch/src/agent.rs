@@ -1253,8 +1253,10 @@ mod tests {
             Err(FlowError::Field { field: "tags", .. })
         ));
         let mut f = flow();
-        f["tags"] = json!([1, 2, 3, 4, 5, 6, 7, 8, 9]);
-        assert_eq!(flow_entry(&f, "h2", &book()), Err(FlowError::TooManyTags { id: 4, tags: 9 }));
+        f["tags"] = json!(vec![1; 17]);
+        assert_eq!(flow_entry(&f, "h2", &book()), Err(FlowError::TooManyTags { id: 4, tags: 17 }));
+        f["tags"] = json!(vec![1; 10]);
+        assert!(flow_entry(&f, "h2", &book()).is_ok(), "the controller's default max_tags fits");
         let mut f = flow();
         f["match"]["proto"] = json!("sctp");
         assert!(matches!(

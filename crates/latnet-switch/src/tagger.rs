@@ -15,8 +15,10 @@
 //! specific first: exact (`dst`, `proto`, `src_port`, `dst_port`); any source port; then any
 //! packet to `dst` (an entry with protocol and ports 0: the host's best-effort route to that
 //! destination). A packet no entry matches, or one the program cannot read (not IPv4 / IPv6,
-//! truncated), passes unchanged. IPv4 packets with options or non-first fragments, and IPv6
-//! packets whose first next header is not UDP or TCP, are matched by address only. Each entry
+//! truncated), passes unchanged. IPv6 extension headers (hop-by-hop and destination options,
+//! routing, authentication, a first fragment) are walked to the UDP or TCP header, up to
+//! [`MAX_EXT_HEADERS`] of them. IPv4 packets with options or non-first fragments, IPv6 non-first
+//! fragments, ESP and longer or cut-short chains are matched by address only. Each entry
 //! counts the packets and bytes it matched, and the packets it dropped because a tag could not
 //! be pushed (a packet with half a stack would be misrouted).
 //!
@@ -30,23 +32,26 @@ use std::io;
 use std::net::IpAddr;
 use std::path::Path;
 
-/// Most tags an entry pushes.
-pub const MAX_TAGS: usize = 8;
+/// Most tags an entry pushes: as many as the wire format reads ([`latnet_wire::MAX_TAGS`]),
+/// and so as many as a controller may put on a path.
+pub const MAX_TAGS: usize = latnet_wire::MAX_TAGS;
+/// Most IPv6 extension headers walked to find the ports.
+pub const MAX_EXT_HEADERS: usize = 6;
 /// Bytes of a map key: destination (16, IPv4 as `::ffff:a.b.c.d`), source port, destination
 /// port (network order), protocol, 3 bytes of padding.
 pub const KEY_LEN: usize = 24;
 /// Bytes of a map value: tag count, DSCP (above 63: keep), 2 spare, class (`skb->priority`, 0:
-/// keep), 8 tag control words (outermost first), then three counters (packets, bytes, push
-/// failures), 64 bits each, updated atomically by the program.
-pub const VALUE_LEN: usize = 48;
+/// keep), [`MAX_TAGS`] tag control words (outermost first), then three counters (packets,
+/// bytes, push failures), 64 bits each, updated atomically by the program.
+pub const VALUE_LEN: usize = OFF_PACKETS + 24;
 /// Entries a tagger holds.
 pub const MAX_ENTRIES: u32 = 4096;
 /// The license the kernel is told (GPL-compatible, as the VLAN and checksum helpers require).
 pub const LICENSE: &str = "Dual MIT/GPL";
 
-const OFF_PACKETS: usize = 24;
-const OFF_BYTES: usize = 32;
-const OFF_FAILED: usize = 40;
+const OFF_PACKETS: usize = 8 + 2 * MAX_TAGS;
+const OFF_BYTES: usize = OFF_PACKETS + 8;
+const OFF_FAILED: usize = OFF_PACKETS + 16;
 
 /// `tcx` verdicts.
 pub const TCX_NEXT: i32 = -1;
@@ -245,6 +250,9 @@ impl Asm {
     fn or(&mut self, dst: u8, src: u8) -> &mut Self {
         self.op(0x4f, dst, src, 0, 0)
     }
+    fn add(&mut self, dst: u8, src: u8) -> &mut Self {
+        self.op(0x0f, dst, src, 0, 0)
+    }
     fn lshi(&mut self, dst: u8, imm: i32) -> &mut Self {
         self.op(0x67, dst, 0, 0, imm)
     }
@@ -406,11 +414,40 @@ pub fn program(map_fd: i32) -> Vec<u8> {
     a.ldx(Size::Dw, R4, R2, 38).stx(Size::Dw, R10, KEY, R4);
     a.ldx(Size::Dw, R4, R2, 46).stx(Size::Dw, R10, KEY + 8, R4);
     a.ldx(Size::B, R5, R2, 20);
-    a.st(Size::W, R10, KEY + 16, 0).stx(Size::W, R10, KEY + 20, R5);
-    a.jeqi(R5, 17, "ports6").jeqi(R5, 6, "ports6").ja("lookup");
+    a.st(Size::W, R10, KEY + 16, 0);
+    // the extension headers: r5 the next header, r8 where it starts (from the frame's start)
+    a.movi(R8, 54);
+    for i in 0..MAX_EXT_HEADERS {
+        let (ext, ah, frag, next) =
+            (format!("ext{i}"), format!("ah{i}"), format!("frag{i}"), format!("hdr{}", i + 1));
+        a.label(&format!("hdr{i}"));
+        a.jeqi(R5, 17, "ports6").jeqi(R5, 6, "ports6");
+        a.jeqi(R5, 0, &ext).jeqi(R5, 43, &ext).jeqi(R5, 60, &ext);
+        a.jeqi(R5, 51, &ext).jeqi(R5, 44, &ext).ja("proto6");
+        // each starts with its next header and (but a fragment header) its length
+        a.label(&ext);
+        a.mov(R4, R2).add(R4, R8).mov(R1, R4).addi(R1, 8).jgt(R1, R3, "proto6");
+        a.ldx(Size::B, R1, R4, 0).ldx(Size::B, R0, R4, 1);
+        a.jeqi(R5, 51, &ah).jeqi(R5, 44, &frag);
+        // hop-by-hop, routing, destination options: (length + 1) 8-octet units
+        a.addi(R0, 1).lshi(R0, 3).add(R8, R0).mov(R5, R1).ja(&next);
+        // authentication: (length + 2) 4-octet units
+        a.label(&ah);
+        a.addi(R0, 2).lshi(R0, 2).add(R8, R0).mov(R5, R1).ja(&next);
+        // fragment: 8 octets; a later fragment has no ports (offset: the top 13 bits of the
+        // big-endian word at 2, as a little-endian load sees them)
+        a.label(&frag);
+        a.mov(R5, R1).ldx(Size::H, R0, R4, 2).andi(R0, 0xf8ff).jnei(R0, 0, "proto6");
+        a.addi(R8, 8);
+    }
+    a.label(&format!("hdr{MAX_EXT_HEADERS}"));
+    a.jeqi(R5, 17, "ports6").jeqi(R5, 6, "ports6");
+    a.label("proto6");
+    a.stx(Size::W, R10, KEY + 20, R5).ja("lookup");
     a.label("ports6");
-    a.mov(R4, R2).addi(R4, 58).jgt(R4, R3, "lookup");
-    a.ldx(Size::W, R4, R2, 54).stx(Size::W, R10, KEY + 16, R4);
+    a.stx(Size::W, R10, KEY + 20, R5);
+    a.mov(R4, R2).add(R4, R8).mov(R1, R4).addi(R1, 4).jgt(R1, R3, "lookup");
+    a.ldx(Size::W, R1, R4, 0).stx(Size::W, R10, KEY + 16, R1);
 
     a.label("lookup");
     for step in 0..3 {

@@ -3,7 +3,7 @@
 //! `AF_PACKET` ring receives carry the whole tag stack. Needs root (CI runs as root); without
 //! it each test says so and passes.
 
-use latnet_switch::tagger::{Action, Match, Tagger, TCX_NEXT};
+use latnet_switch::tagger::{Action, Match, Tagger, MAX_TAGS, TCX_NEXT};
 use latnet_wire::EthernetAddress;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 mod common;
@@ -148,6 +148,125 @@ fn an_ipv6_packet_gets_its_traffic_class_and_tags() {
     assert_eq!(&ip[1..2][0] & 0x0f, f[15] & 0x0f, "flow label untouched");
     assert_eq!(&ip[2..], &f[16..]);
     assert_eq!(priority(&r.ctx), 0x0001_0002);
+}
+
+#[test]
+fn an_entry_pushes_as_many_tags_as_the_wire_format_reads() {
+    let Some(t) = tagger("lnt_deep") else { return };
+    let m = Match::any_to(IpAddr::V4(DST4));
+    let stack: Vec<u16> = (1..=MAX_TAGS as u16).map(|i| 100 + i).collect();
+    t.set(&m, &Action { tags: stack.clone(), dscp: None, class: None })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let frame = udp4(DST4, 1, 2, 0, latnet_wire::Ecn::NotEct);
+    let r = t.test_run(&frame).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.retval, TCX_NEXT);
+    // the outermost is metadata; the other fifteen in the data, in order
+    let (tags, at) = tags_in(&r.data);
+    assert_eq!(tags, stack[1..]);
+    assert_eq!(&r.data[at..], &frame[12..]);
+    let c = t.counters(&m).unwrap_or_else(|e| panic!("{e}")).unwrap_or_default();
+    assert_eq!((c.packets, c.push_failures), (1, 0));
+    let more = Action { tags: vec![1; MAX_TAGS + 1], ..Action::default() };
+    assert!(t.set(&m, &more).is_err(), "one tag more is refused");
+}
+
+const SRC6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+const DST6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 3);
+
+/// A UDP datagram to `DST6` from port 3000 to 7000 with extension headers `(type, header)`
+/// between the IPv6 and the UDP header; each header's first octet is filled in here.
+fn udp6_with(exts: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let mut f = Vec::new();
+    let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+    latnet_wire::build_udp_ipv6(
+        &mut f,
+        mac,
+        mac,
+        SRC6,
+        DST6,
+        0,
+        latnet_wire::Ecn::NotEct,
+        64,
+        3000,
+        7000,
+        8,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut chain = Vec::new();
+    for (i, (_, h)) in exts.iter().enumerate() {
+        let mut h = h.clone();
+        h[0] = exts.get(i + 1).map_or(17, |e| e.0);
+        chain.extend_from_slice(&h);
+    }
+    if let Some((first, _)) = exts.first() {
+        f[20] = *first;
+    }
+    let len = u16::from_be_bytes([f[18], f[19]]) + chain.len() as u16;
+    f[18..20].copy_from_slice(&len.to_be_bytes());
+    f.splice(54..54, chain);
+    f
+}
+
+#[test]
+fn ipv6_extension_headers_are_walked_to_the_ports() {
+    let Some(t) = tagger("lnt_ext") else { return };
+    let flow = Match { dst: IpAddr::V6(DST6), proto: 17, src_port: 3000, dst_port: 7000 };
+    let route = Match::any_to(IpAddr::V6(DST6));
+    t.set(&flow, &Action { tags: vec![1, 10], ..Action::default() })
+        .unwrap_or_else(|e| panic!("{e}"));
+    t.set(&route, &Action { tags: vec![1, 20], ..Action::default() })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let inner = |f: &[u8]| {
+        let r = t.test_run(f).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.retval, TCX_NEXT);
+        let (tags, at) = tags_in(&r.data);
+        assert_eq!(&r.data[at..], &f[12..], "only the tags are new");
+        tags
+    };
+    // hop-by-hop options of 8 and 24 octets (an LBF block is 24), routing, destination options
+    let hbh = |units: u8| {
+        let mut h = vec![0u8; 8 * (usize::from(units) + 1)];
+        h[1] = units;
+        h
+    };
+    let frag = |offset: u16, more: bool| {
+        let w = offset << 3 | u16::from(more);
+        let mut h = vec![0, 0, 0, 0, 0, 0, 0, 1];
+        h[2..4].copy_from_slice(&w.to_be_bytes());
+        h
+    };
+    let ah = vec![0u8, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let flow_cases: Vec<Vec<(u8, Vec<u8>)>> = vec![
+        vec![],
+        vec![(0, hbh(0))],
+        vec![(0, hbh(2))],
+        vec![(0, hbh(0)), (43, hbh(1)), (60, hbh(0))],
+        vec![(44, frag(0, true))],
+        vec![(51, ah.clone())],
+        (0..6).map(|i| (if i == 0 { 0 } else { 60 }, hbh(0))).collect(),
+    ];
+    for exts in &flow_cases {
+        let kinds: Vec<u8> = exts.iter().map(|e| e.0).collect();
+        assert_eq!(inner(&udp6_with(exts)), vec![10], "{kinds:?}: the flow's entry");
+    }
+    let route_cases: Vec<Vec<(u8, Vec<u8>)>> = vec![
+        // a later fragment has no ports
+        vec![(44, frag(185, false))],
+        // one header more than are walked
+        (0..7).map(|i| (if i == 0 { 0 } else { 60 }, hbh(0))).collect(),
+        // ESP: encrypted from here
+        vec![(50, vec![0u8; 8])],
+    ];
+    for exts in &route_cases {
+        let kinds: Vec<u8> = exts.iter().map(|e| e.0).collect();
+        assert_eq!(inner(&udp6_with(exts)), vec![20], "{kinds:?}: the destination's route");
+    }
+    // a header longer than the frame: the route, nothing read past the end
+    let mut cut = udp6_with(&[(0, hbh(0))]);
+    cut[55] = 200;
+    assert_eq!(inner(&cut), vec![20]);
+    let n = |m: &Match| t.counters(m).unwrap_or_else(|e| panic!("{e}")).unwrap_or_default().packets;
+    assert_eq!((n(&flow), n(&route)), (flow_cases.len() as u64, route_cases.len() as u64 + 1));
 }
 
 #[test]
