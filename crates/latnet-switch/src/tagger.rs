@@ -20,7 +20,8 @@
 //! [`MAX_EXT_HEADERS`] of them. IPv4 packets with options or non-first fragments, IPv6 non-first
 //! fragments, ESP and longer or cut-short chains are matched by address only. Each entry
 //! counts the packets and bytes it matched, and the packets it dropped because a tag could not
-//! be pushed (a packet with half a stack would be misrouted).
+//! be pushed (a packet with half a stack would be misrouted). A segmentation (GSO) burst counts
+//! as the packets it becomes on the wire.
 //!
 //! The program is assembled here, instruction by instruction ([`program`]), and loaded with raw
 //! system calls ([`crate::sys::bpf`]): no compiler for BPF, no libbpf and no BPF file system are
@@ -147,11 +148,12 @@ impl Action {
 /// What an entry counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counters {
-    /// Packets matched.
+    /// Packets matched, as they go on the wire: a segmentation (GSO) burst counts its segments.
     pub packets: u64,
-    /// Their bytes (`skb->len` at the hook: the frame without the tags pushed).
+    /// Their bytes as the qdisc counts them before the tags are pushed (`wire_len`: each
+    /// segment with its headers).
     pub bytes: u64,
-    /// Packets dropped because a tag could not be pushed.
+    /// Buffers dropped because a tag could not be pushed (a GSO burst counts once).
     pub push_failures: u64,
 }
 
@@ -369,6 +371,8 @@ const SKB_LEN: i16 = 0;
 const SKB_PRIORITY: i16 = 32;
 const SKB_DATA: i16 = 76;
 const SKB_DATA_END: i16 = 80;
+const SKB_WIRE_LEN: i16 = 160;
+const SKB_GSO_SEGS: i16 = 164;
 
 // Stack: the key at -24..0, the new first header word at -28, the address family at -32.
 const KEY: i16 = -24;
@@ -467,8 +471,11 @@ pub fn program(map_fd: i32) -> Vec<u8> {
 
     a.label("found");
     a.mov(R7, R0);
-    a.movi(R1, 1).atomic_add(R7, OFF_PACKETS as i16, R1);
-    a.ldx(Size::W, R1, R6, SKB_LEN).atomic_add(R7, OFF_BYTES as i16, R1);
+    // wire packets and bytes: a segmentation burst counts its segments and their headers
+    a.ldx(Size::W, R1, R6, SKB_GSO_SEGS).jnei(R1, 0, "segs").movi(R1, 1);
+    a.label("segs").atomic_add(R7, OFF_PACKETS as i16, R1);
+    a.ldx(Size::W, R1, R6, SKB_WIRE_LEN).jnei(R1, 0, "wire").ldx(Size::W, R1, R6, SKB_LEN);
+    a.label("wire").atomic_add(R7, OFF_BYTES as i16, R1);
     a.ldx(Size::W, R1, R7, 4).jeqi(R1, 0, "dscp").stx(Size::W, R6, SKB_PRIORITY, R1);
 
     a.label("dscp");
@@ -582,6 +589,12 @@ impl Tagger {
     /// Run the program once on a frame (tests and diagnostics; see [`Program::test_run`]).
     pub fn test_run(&self, frame: &[u8]) -> io::Result<TestRun> {
         self.prog.test_run(frame, &[])
+    }
+
+    /// As [`Tagger::test_run`], with the context `ctx` (a prefix of `struct __sk_buff`, such as
+    /// `wire_len` and `gso_segs` of a segmentation burst).
+    pub fn test_run_ctx(&self, frame: &[u8], ctx: &[u8]) -> io::Result<TestRun> {
+        self.prog.test_run(frame, ctx)
     }
 
     /// Run the program `repeat` times on a frame; the kernel's mean time per run is

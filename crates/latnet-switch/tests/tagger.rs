@@ -269,6 +269,34 @@ fn ipv6_extension_headers_are_walked_to_the_ports() {
     assert_eq!((n(&flow), n(&route)), (flow_cases.len() as u64, route_cases.len() as u64 + 1));
 }
 
+/// A segmentation burst, as TCP hands one to the device: `gso_segs` segments, `wire_len`
+/// bytes with each segment's headers (`struct __sk_buff` up to `gso_segs`).
+fn gso_ctx(segs: u32, wire_len: u32) -> Vec<u8> {
+    let mut ctx = vec![0u8; 168];
+    ctx[160..164].copy_from_slice(&wire_len.to_ne_bytes());
+    ctx[164..168].copy_from_slice(&segs.to_ne_bytes());
+    ctx
+}
+
+#[test]
+fn a_segmentation_burst_counts_as_the_packets_it_becomes() {
+    let Some(t) = tagger("lnt_gso") else { return };
+    let m = Match::any_to(IpAddr::V4(DST4));
+    t.set(&m, &Action { tags: vec![3], ..Action::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let f = udp4(DST4, 1, 2, 0, latnet_wire::Ecn::NotEct);
+    let count = || t.counters(&m).unwrap_or_else(|e| panic!("{e}")).unwrap_or_default();
+    let run = |ctx: &[u8]| {
+        let r = t.test_run_ctx(&f, ctx).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.retval, TCX_NEXT);
+    };
+    run(&[]);
+    assert_eq!((count().packets, count().bytes), (1, f.len() as u64), "one packet");
+    // four segments: the frame's headers three more times
+    let wire = f.len() as u32 + 3 * 42;
+    run(&gso_ctx(4, wire));
+    assert_eq!((count().packets, count().bytes), (5, (f.len() as u32 + wire) as u64));
+}
+
 #[test]
 fn truncated_and_foreign_frames_pass_without_harm() {
     let Some(t) = tagger("lnt_short") else { return };
