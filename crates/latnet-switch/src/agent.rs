@@ -369,9 +369,9 @@ pub fn flow_entry(
 struct Tc {
     netns: Option<PathBuf>,
     iface: String,
-    /// The interface's rtnetlink socket and index, for its classes (the root qdisc is set
-    /// up with `tc`, once); `None`: classes through `tc` too.
-    rtnl: Option<(crate::sys::rtnl::Rtnl, u32)>,
+    /// The interface's rtnetlink socket and index, for its root qdisc, classes and their
+    /// counters; `Err`: why it could not be opened, and all of that goes through `tc`.
+    rtnl: Result<(crate::sys::rtnl::Rtnl, u32), String>,
 }
 
 impl Tc {
@@ -392,14 +392,36 @@ impl Tc {
             };
             Ok((r, index))
         });
-        Tc { netns, iface: iface.to_owned(), rtnl: rtnl.ok() }
+        Tc { netns, iface: iface.to_owned(), rtnl: rtnl.map_err(|e| e.to_string()) }
+    }
+
+    /// How the shaper is programmed: `"rtnetlink"`, or `tc` and why.
+    fn way(&self) -> String {
+        match &self.rtnl {
+            Ok(_) => "rtnetlink".to_owned(),
+            Err(e) => format!("tc (no rtnetlink socket: {e})"),
+        }
+    }
+
+    fn kernel_err(&self, what: &str) -> impl Fn(std::io::Error) -> AgentError + '_ {
+        let what = what.to_owned();
+        move |e| AgentError::Kernel(format!("{}: {what}: {e}", self.iface))
     }
 
     fn setup(&self) -> Result<(), AgentError> {
+        if let Ok((rtnl, index)) = &self.rtnl {
+            let major = HTB_MAJOR as u16;
+            return rtnl.htb_root(*index, major, 0).map_err(self.kernel_err("root HTB qdisc"));
+        }
+        eprintln!("latnet-switch agent: {}: shaping with {}", self.iface, self.way());
         self.run(&self.words("qdisc replace dev IF root handle 1: htb default 0")).map(drop)
     }
 
     fn teardown(&self) {
+        if let Ok((rtnl, index)) = &self.rtnl {
+            let _ = rtnl.del_root(*index);
+            return;
+        }
         let _ = self.run(&self.words("qdisc del dev IF root"));
     }
 
@@ -414,7 +436,7 @@ impl Tc {
     ) -> Result<(), AgentError> {
         let rate = rate.max(8);
         let burst = burst.max(1);
-        if let Some((rtnl, index)) = &self.rtnl {
+        if let Ok((rtnl, index)) = &self.rtnl {
             let c = crate::sys::rtnl::HtbClass {
                 rate_bps: rate,
                 ceil_bps: rate,
@@ -423,9 +445,9 @@ impl Tc {
                 quantum: 1600,
                 overhead: u16::try_from(overhead).unwrap_or(u16::MAX),
             };
-            return rtnl.htb_class(*index, HTB_MAJOR << 16, (HTB_MAJOR << 16) | minor, &c).map_err(
-                |e| AgentError::Kernel(format!("{}: class 1:{minor:x}: {e}", self.iface)),
-            );
+            return rtnl
+                .htb_class(*index, HTB_MAJOR << 16, (HTB_MAJOR << 16) | minor, &c)
+                .map_err(self.kernel_err(&format!("class 1:{minor:x}")));
         }
         let w = format!(
             "class replace dev IF parent 1: classid 1:{minor:x} htb rate {rate}bit ceil {rate}bit \
@@ -435,20 +457,40 @@ impl Tc {
     }
 
     fn del_class(&self, minor: u32) -> Result<(), AgentError> {
-        if let Some((rtnl, index)) = &self.rtnl {
-            return rtnl.del_class(*index, (HTB_MAJOR << 16) | minor).map_err(|e| {
-                AgentError::Kernel(format!("{}: class 1:{minor:x}: {e}", self.iface))
-            });
+        if let Ok((rtnl, index)) = &self.rtnl {
+            return rtnl
+                .del_class(*index, (HTB_MAJOR << 16) | minor)
+                .map_err(self.kernel_err(&format!("class 1:{minor:x}")));
         }
         self.run(&self.words(&format!("class del dev IF classid 1:{minor:x}"))).map(drop)
     }
 
     /// Per class minor: bytes and packets sent, drops, overlimits, backlog.
     fn class_stats(&self) -> BTreeMap<u32, Value> {
+        if let Ok((rtnl, index)) = &self.rtnl {
+            return rtnl.class_stats(*index).map(|c| class_stats_of(&c)).unwrap_or_default();
+        }
         self.run(&self.words("-s class show dev IF"))
             .map(|t| parse_class_stats(&t))
             .unwrap_or_default()
     }
+}
+
+/// The counters of the HTB classes of major `1:` in `classes`, per minor, as
+/// [`parse_class_stats`] reads them from `tc -s class show`.
+pub fn class_stats_of(classes: &[crate::sys::rtnl::ClassStats]) -> BTreeMap<u32, Value> {
+    classes
+        .iter()
+        .filter(|c| c.classid >> 16 == HTB_MAJOR && c.kind() == "htb")
+        .map(|c| {
+            let v = json!({
+                "sent_bytes": c.bytes, "sent_packets": c.packets, "dropped": c.drops,
+                "overlimits": c.overlimits, "backlog_bytes": c.backlog_bytes,
+                "backlog_packets": c.backlog_packets,
+            });
+            (c.classid & 0xffff, v)
+        })
+        .collect()
 }
 
 /// Read `tc -s class show` (text: iproute2 6.1 prints no JSON for classes) into, per class
@@ -1109,6 +1151,7 @@ impl Agent {
                     .collect();
                 let v = json!({
                     "ifaces": st.spec.ifaces, "attached": st.tagger.attached(),
+                    "shaper_via": if self.cfg.shape { st.tcs.first().map(Tc::way) } else { None },
                     "routes": st.routes.iter().map(|(d, (_, t))| (d.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
                     "flows": flows,
                     "refused": st.refused.iter().map(|(id, why)| (id.to_string(), json!(why))).collect::<serde_json::Map<_, _>>(),

@@ -82,3 +82,69 @@ fn classes_over_rtnetlink_are_the_classes_tc_makes() {
     let e = rtnl.htb_class(index, 0x7_0000, 0x7_0001, &c).unwrap_err();
     assert!(e.raw_os_error().is_some(), "{e}");
 }
+
+/// The root qdisc made over rtnetlink is the one `tc` makes; the class counters read over
+/// rtnetlink are the ones `tc -s class show` prints, after traffic went through a class; the
+/// root removed, the device's default qdisc is back.
+#[test]
+fn the_root_qdisc_and_the_class_counters_over_rtnetlink_are_tcs() {
+    if !root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let v = Veth::new("rtq");
+    let rtnl = Rtnl::open(Some(&v.path)).unwrap_or_else(|e| panic!("{e}"));
+    let index = in_netns(&v.path, || if_index("vx0")).unwrap_or_else(|e| panic!("{e}"));
+    let qdisc = |ns: &str| {
+        let all = tc(ns, "-d qdisc show dev vx0");
+        all.lines().next().unwrap_or_default().to_owned()
+    };
+    let default = qdisc(&v.ns);
+    tc(&v.ns, "qdisc replace dev vx0 root handle 1: htb default 2");
+    let theirs = qdisc(&v.ns);
+    tc(&v.ns, "qdisc del dev vx0 root");
+    rtnl.htb_root(index, 1, 2).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(qdisc(&v.ns), theirs);
+    // class 1:2 takes what is unclassified; 1:3 sees nothing
+    let c = HtbClass {
+        rate_bps: 8_000,
+        ceil_bps: 8_000,
+        burst: 1_500,
+        cburst: 1_500,
+        quantum: 1600,
+        overhead: 0,
+    };
+    for minor in [2, 3] {
+        rtnl.htb_class(index, 0x1_0000, 0x1_0000 | minor, &c).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for _ in 0..40 {
+        v.send("10.77.0.2:5001");
+    }
+    // 40 datagrams of 60 bytes at 8 kbit/s (60 ms each) with a 1,500-byte bucket: some are
+    // still queued when the counters are read. They are read over rtnetlink before and after
+    // `tc` reads them; if a packet left meanwhile, again
+    let read = || {
+        latnet_switch::agent::class_stats_of(
+            &rtnl.class_stats(index).unwrap_or_else(|e| panic!("{e}")),
+        )
+    };
+    let (ours, text) = (0..5)
+        .find_map(|_| {
+            let before = read();
+            let text = tc(&v.ns, "-s class show dev vx0");
+            (read() == before).then_some((before, text))
+        })
+        .unwrap_or_else(|| panic!("the counters changed during each of 5 reads"));
+    assert_eq!(ours, latnet_switch::agent::parse_class_stats(&text), "{text}");
+    assert_eq!(ours.len(), 2);
+    let two = &ours[&2];
+    let n = |k: &str| two[k].as_u64().unwrap_or(0);
+    assert!(n("sent_packets") > 0 && n("backlog_packets") > 0, "{two}");
+    assert_eq!(n("sent_packets") + n("backlog_packets"), 40, "{two}");
+    assert_eq!(n("sent_bytes"), 60 * n("sent_packets"), "{two}");
+    assert_eq!(ours[&3]["sent_packets"], 0);
+    rtnl.del_root(index).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(qdisc(&v.ns), default);
+    let e = rtnl.del_root(index).unwrap_err();
+    assert!(e.raw_os_error().is_some(), "removing a root twice is the kernel's error: {e}");
+}

@@ -1,6 +1,7 @@
-//! HTB classes over rtnetlink: what `tc class replace dev IF parent 1: classid 1:N htb rate R
-//! ceil R burst B cburst B quantum Q overhead O` and `tc class del` do, as one message each on
-//! a socket kept open, instead of a `tc` process per change (several ms each here).
+//! HTB over rtnetlink: what `tc qdisc replace dev IF root handle 1: htb default D`, `tc qdisc
+//! del dev IF root`, `tc class replace dev IF parent 1: classid 1:N htb rate R ceil R burst B
+//! cburst B quantum Q overhead O`, `tc class del` and `tc -s class show` do, as one message each
+//! on a socket kept open, instead of a `tc` process per change (several ms each here).
 //!
 //! The message is the one iproute2 sends, less the rate tables: with the link layer given as
 //! Ethernet the kernel computes transmission times from the rate itself and ignores them. The
@@ -12,15 +13,26 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
+const RTM_NEWQDISC: u16 = 36;
+const RTM_DELQDISC: u16 = 37;
 const RTM_NEWTCLASS: u16 = 40;
 const RTM_DELTCLASS: u16 = 41;
+const RTM_GETTCLASS: u16 = 42;
 const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_ACK: u16 = 4;
+const NLM_F_DUMP: u16 = 0x300;
+const NLM_F_REPLACE: u16 = 0x100;
 const NLM_F_CREATE: u16 = 0x400;
+const TC_H_ROOT: u32 = 0xffff_ffff;
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
+const TCA_STATS2: u16 = 7;
+const TCA_STATS_BASIC: u16 = 1;
+const TCA_STATS_QUEUE: u16 = 3;
 const TCA_HTB_PARMS: u16 = 1;
+const TCA_HTB_INIT: u16 = 2;
 const TCA_HTB_RATE64: u16 = 6;
 const TCA_HTB_CEIL64: u16 = 7;
 const TC_LINKLAYER_ETHERNET: u8 = 1;
@@ -80,10 +92,13 @@ fn attr(out: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     out.resize(out.len().next_multiple_of(4), 0);
 }
 
+/// A request's header; `flags` beside `NLM_F_REQUEST` (and `NLM_F_ACK` but for a dump, which
+/// ends with `NLMSG_DONE` instead).
 fn header(out: &mut Vec<u8>, kind: u16, flags: u16, seq: u32) {
+    let ack = if flags & NLM_F_DUMP == NLM_F_DUMP { 0 } else { NLM_F_ACK };
     out.extend_from_slice(&0u32.to_ne_bytes()); // length, set at the end
     out.extend_from_slice(&kind.to_ne_bytes());
-    out.extend_from_slice(&(flags | NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
+    out.extend_from_slice(&(flags | NLM_F_REQUEST | ack).to_ne_bytes());
     out.extend_from_slice(&seq.to_ne_bytes());
     out.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel's
 }
@@ -170,6 +185,162 @@ pub fn del_class_msg(seq: u32, ifindex: u32, classid: u32) -> Vec<u8> {
     finish(m)
 }
 
+/// The `RTM_NEWQDISC` message that creates or replaces the root qdisc of interface `ifindex`
+/// with an HTB qdisc of handle `major:`, unclassified packets going to class `major:default`
+/// (0: sent directly, unshaped). As `tc` sends it: HTB version 3, `r2q` 10.
+pub fn htb_root_msg(seq: u32, ifindex: u32, major: u16, default: u16) -> Vec<u8> {
+    let mut m = Vec::with_capacity(64);
+    header(&mut m, RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, seq);
+    tcmsg(&mut m, ifindex, u32::from(major) << 16, TC_H_ROOT);
+    attr(&mut m, TCA_KIND, b"htb\0");
+    let mut glob = Vec::with_capacity(20);
+    // version, rate2quantum, default class, debug, direct packets
+    for v in [3u32, 10, u32::from(default), 0, 0] {
+        glob.extend_from_slice(&v.to_ne_bytes());
+    }
+    let mut opts = Vec::with_capacity(24);
+    attr(&mut opts, TCA_HTB_INIT, &glob);
+    attr(&mut m, TCA_OPTIONS, &opts);
+    finish(m)
+}
+
+/// The `RTM_DELQDISC` message that removes the root qdisc of interface `ifindex` (the
+/// device's default comes back).
+pub fn del_root_msg(seq: u32, ifindex: u32) -> Vec<u8> {
+    let mut m = Vec::with_capacity(36);
+    header(&mut m, RTM_DELQDISC, 0, seq);
+    tcmsg(&mut m, ifindex, 0, TC_H_ROOT);
+    finish(m)
+}
+
+/// The `RTM_GETTCLASS` dump request for every class of interface `ifindex`.
+pub fn class_dump_msg(seq: u32, ifindex: u32) -> Vec<u8> {
+    let mut m = Vec::with_capacity(36);
+    header(&mut m, RTM_GETTCLASS, NLM_F_DUMP, seq);
+    tcmsg(&mut m, ifindex, 0, 0);
+    finish(m)
+}
+
+/// One class's counters, as `tc -s class show` prints them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// The class (`major << 16 | minor`).
+    pub classid: u32,
+    /// Its kind's name, such as `htb` (at most 15 bytes).
+    pub kind: [u8; 16],
+    /// Bytes and packets sent.
+    pub bytes: u64,
+    /// Packets sent.
+    pub packets: u32,
+    /// Packets dropped.
+    pub drops: u32,
+    /// Times the class was over its limit.
+    pub overlimits: u32,
+    /// Bytes queued now.
+    pub backlog_bytes: u32,
+    /// Packets queued now.
+    pub backlog_packets: u32,
+}
+
+impl ClassStats {
+    /// The kind's name.
+    pub fn kind(&self) -> &str {
+        let end = self.kind.iter().position(|&b| b == 0).unwrap_or(self.kind.len());
+        std::str::from_utf8(&self.kind[..end]).unwrap_or("")
+    }
+}
+
+/// The attributes of `buf` (`(type, payload)`), stopping at the first one cut short.
+fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if buf.len() < 4 {
+            return None;
+        }
+        let len = usize::from(u16::from_ne_bytes([buf[0], buf[1]]));
+        if len < 4 || len > buf.len() {
+            return None;
+        }
+        let kind = u16::from_ne_bytes([buf[2], buf[3]]) & 0x3fff; // less the nested / order bits
+        let payload = &buf[4..len];
+        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
+        Some((kind, payload))
+    })
+}
+
+fn ne_u32(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4).map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+/// One chunk of the kernel's answer to class dump `seq`: the classes in it, and whether the
+/// dump ended with it; an error the kernel sent; `None` if the chunk is not one (cut short,
+/// lengths that do not add up). Messages of other requests are skipped.
+pub fn parse_class_dump(buf: &[u8], seq: u32) -> Option<io::Result<(Vec<ClassStats>, bool)>> {
+    let mut out = Vec::new();
+    let mut rest = buf;
+    while !rest.is_empty() {
+        if rest.len() < 16 {
+            return None;
+        }
+        let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        if len < 16 || len > rest.len() {
+            return None;
+        }
+        let kind = u16::from_ne_bytes([rest[4], rest[5]]);
+        let s = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
+        let body = &rest[16..len];
+        rest = &rest[len.next_multiple_of(4).min(rest.len())..];
+        if s != seq {
+            continue;
+        }
+        match kind {
+            NLMSG_DONE => return Some(Ok((out, true))),
+            NLMSG_ERROR => {
+                let code = i32::from_ne_bytes(body.get(..4)?.try_into().ok()?);
+                return Some(Err(if code == 0 {
+                    io::Error::other("the kernel acknowledged a dump instead of answering it")
+                } else {
+                    io::Error::from_raw_os_error(code.saturating_neg())
+                }));
+            }
+            RTM_NEWTCLASS => {
+                // tcmsg: family, padding, ifindex, handle, parent, info
+                let mut c = ClassStats { classid: ne_u32(body, 8)?, ..ClassStats::default() };
+                for (t, v) in attrs(body.get(20..)?) {
+                    match t {
+                        TCA_KIND => {
+                            let n = v.len().min(15);
+                            c.kind[..n].copy_from_slice(&v[..n]);
+                        }
+                        TCA_STATS2 => {
+                            for (t, v) in attrs(v) {
+                                match t {
+                                    // bytes (64 bits), packets
+                                    TCA_STATS_BASIC if v.len() >= 12 => {
+                                        c.bytes = u64::from_ne_bytes(v[..8].try_into().ok()?);
+                                        c.packets = ne_u32(v, 8)?;
+                                    }
+                                    // qlen, backlog, drops, requeues, overlimits
+                                    TCA_STATS_QUEUE if v.len() >= 20 => {
+                                        c.backlog_packets = ne_u32(v, 0)?;
+                                        c.backlog_bytes = ne_u32(v, 4)?;
+                                        c.drops = ne_u32(v, 8)?;
+                                        c.overlimits = ne_u32(v, 16)?;
+                                    }
+                                    _ => {}
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                out.push(c);
+            }
+            _ => {}
+        }
+    }
+    Some(Ok((out, false)))
+}
+
 /// The kernel's answer to request `seq`: `Ok` for an acknowledgement, its error otherwise.
 pub fn parse_ack(buf: &[u8], seq: u32) -> Option<io::Result<()>> {
     let mut rest = buf;
@@ -234,26 +405,75 @@ impl Rtnl {
         Ok(Rtnl { fd, seq: Cell::new(1) })
     }
 
-    fn request(&self, build: impl FnOnce(u32) -> io::Result<Vec<u8>>) -> io::Result<()> {
-        let seq = self.seq.get();
-        self.seq.set(seq.wrapping_add(1));
-        let msg = build(seq)?;
+    fn send(&self, msg: &[u8]) -> io::Result<()> {
         // SAFETY: the buffer is valid for its length; the kernel is the destination of an
         // unconnected netlink socket's send.
         let sent = unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
         if sent < 0 {
             return Err(io::Error::last_os_error());
         }
+        Ok(())
+    }
+
+    fn recv<'a>(&self, buf: &'a mut [u8]) -> io::Result<&'a [u8]> {
+        // SAFETY: the buffer is valid and writable for its length.
+        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(&buf[..n as usize])
+    }
+
+    fn next_seq(&self) -> u32 {
+        let seq = self.seq.get();
+        self.seq.set(seq.wrapping_add(1));
+        seq
+    }
+
+    fn request(&self, build: impl FnOnce(u32) -> io::Result<Vec<u8>>) -> io::Result<()> {
+        let seq = self.next_seq();
+        self.send(&build(seq)?)?;
         let mut buf = vec![0u8; 8192];
         loop {
-            // SAFETY: the buffer is valid and writable for its length.
-            let n =
-                unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if let Some(r) = parse_ack(&buf[..n as usize], seq) {
+            if let Some(r) = parse_ack(self.recv(&mut buf)?, seq) {
                 return r;
+            }
+        }
+    }
+
+    /// Make an HTB qdisc of handle `major:` the root of interface `ifindex` (replacing what was
+    /// there), unclassified packets going to class `major:default` (0: unshaped).
+    pub fn htb_root(&self, ifindex: u32, major: u16, default: u16) -> io::Result<()> {
+        self.request(|seq| Ok(htb_root_msg(seq, ifindex, major, default)))
+    }
+
+    /// Remove the root qdisc of interface `ifindex`.
+    pub fn del_root(&self, ifindex: u32) -> io::Result<()> {
+        self.request(|seq| Ok(del_root_msg(seq, ifindex)))
+    }
+
+    /// Every class of interface `ifindex` with its counters.
+    pub fn class_stats(&self, ifindex: u32) -> io::Result<Vec<ClassStats>> {
+        let seq = self.next_seq();
+        self.send(&class_dump_msg(seq, ifindex))?;
+        let mut buf = vec![0u8; 32 * 1024];
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.recv(&mut buf)?;
+            match parse_class_dump(chunk, seq) {
+                Some(Ok((c, done))) => {
+                    out.extend(c);
+                    if done {
+                        return Ok(out);
+                    }
+                }
+                Some(Err(e)) => return Err(e),
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "the kernel's class dump could not be read",
+                    ))
+                }
             }
         }
     }
@@ -346,5 +566,69 @@ mod tests {
         let mut bad = ack(5, 0);
         bad[..4].copy_from_slice(&9u32.to_ne_bytes());
         assert!(parse_ack(&bad, 5).is_none());
+    }
+
+    /// A class message of dump `seq` as the kernel sends it.
+    fn class_msg(seq: u32, classid: u32, bytes: u64, packets: u32, queue: [u32; 5]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&RTM_NEWTCLASS.to_ne_bytes());
+        m.extend_from_slice(&2u16.to_ne_bytes()); // NLM_F_MULTI
+        m.extend_from_slice(&seq.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        tcmsg(&mut m, 3, classid, 0x1_0000);
+        attr(&mut m, TCA_KIND, b"htb\0");
+        let mut st = Vec::new();
+        let mut basic = bytes.to_ne_bytes().to_vec();
+        basic.extend_from_slice(&packets.to_ne_bytes());
+        basic.extend_from_slice(&[0; 4]);
+        attr(&mut st, TCA_STATS_BASIC, &basic);
+        let q: Vec<u8> = queue.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        attr(&mut st, TCA_STATS_QUEUE, &q);
+        attr(&mut m, TCA_STATS2 | 0x8000, &st); // nested
+        finish(m)
+    }
+
+    fn done(seq: u32) -> Vec<u8> {
+        let mut m = Vec::new();
+        header(&mut m, NLMSG_DONE, NLM_F_DUMP, seq);
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        finish(m)
+    }
+
+    #[test]
+    fn a_class_dump_is_read_message_by_message_to_its_end() {
+        let a = class_msg(9, 0x1_0002, 1_980, 33, [7, 420, 1, 0, 8]);
+        let mut chunk = a.clone();
+        chunk.extend(class_msg(8, 0x1_0005, 1, 1, [0; 5])); // another request's: skipped
+        chunk.extend(class_msg(9, 0x1_0003, 0, 0, [0; 5]));
+        let Some(Ok((c, false))) = parse_class_dump(&chunk, 9) else { panic!("not read") };
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].classid, c[0].kind(), c[0].bytes, c[0].packets),
+            (0x1_0002, "htb", 1_980, 33)
+        );
+        assert_eq!(
+            (c[0].backlog_packets, c[0].backlog_bytes, c[0].drops, c[0].overlimits),
+            (7, 420, 1, 8)
+        );
+        assert_eq!(c[1].classid, 0x1_0003);
+        let Some(Ok((c, true))) = parse_class_dump(&done(9), 9) else { panic!("no end") };
+        assert!(c.is_empty());
+        // an error ends it
+        let mut err = Vec::new();
+        header(&mut err, NLMSG_ERROR, 0, 9);
+        err.extend_from_slice(&(-libc::EPERM).to_ne_bytes());
+        err.resize(36, 0);
+        let err = finish(err);
+        assert!(
+            matches!(parse_class_dump(&err, 9), Some(Err(e)) if e.raw_os_error() == Some(libc::EPERM))
+        );
+        // cut anywhere inside a message: not an answer
+        for cut in 1..a.len() {
+            if let Some(Ok((c, _))) = parse_class_dump(&a[..cut], 9) {
+                panic!("{cut}: read {c:?} from a message cut short");
+            }
+        }
     }
 }
