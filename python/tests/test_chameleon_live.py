@@ -413,3 +413,9 @@ def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsy
     assert r.returncode == 2 and "expected http://HOST:PORT" in r.stderr, r.stderr
     r = run("--controller", "http://127.0.0.1:1", "--host", "camera")
     assert r.returncode == 1 and "controller http://127.0.0.1:1: cannot connect" in r.stderr
+    # asking for help is not an error, wherever it is asked
+    r = run("--help")
+    assert r.returncode == 0 and "latnet-switch agent --controller" in r.stdout, r.stderr
+    ctld = ROOT / ".venv" / "bin" / "latnet-ctld"
+    r = subprocess.run([str(ctld), "--k", "4", "-h"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stdout.startswith("usage: latnet-ctld"), r.stderr

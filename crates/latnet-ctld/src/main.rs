@@ -91,7 +91,6 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--log-keep" => log_keep = Some(num("--log-keep", it.next())? as u64),
             "--stdin-stop" => stdin_stop = true,
-            "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -103,6 +102,10 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
 
 #[allow(clippy::print_stdout)] // the address line is the binary's output
 fn main() -> ExitCode {
+    if std::env::args().skip(1).any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {

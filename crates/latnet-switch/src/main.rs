@@ -406,6 +406,13 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    // `--help` anywhere (`latnet-switch agent --help`): the usage, not an error
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        return match std::io::stdout().write_all(format!("{USAGE}\n").as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(1),
+        };
+    }
     match main_inner(&argv) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Fail::Usage(m)) => {
