@@ -1,13 +1,16 @@
 //! Who may ask the service what: bearer tokens (RFC 6750) listed in a file.
 //!
 //! ```text
-//! # ROLE TOKEN   (one per line; ROLE is read or write)
+//! # ROLE TOKEN   (one per line; ROLE is read, agent or write)
 //! write 8c1d6f0e2b7a4c9d93e1f0a2b4c6d8e0
 //! read  51a7c3e9d1f2b4a6c8e0f1a3b5c7d9e2
+//! agent 0f3e5d7c9b1a2c4e6f8a0b2d4f6e8c1a
 //! ```
 //!
 //! With a token file, every request but `GET /health` must carry `Authorization: Bearer TOKEN`:
-//! a `read` token may `GET`, a `write` token may also `POST` and `DELETE`. A request without a
+//! a `read` token may `GET`; an `agent` token may also register a host agent and report its
+//! steps (`POST /agents`, `POST /applied`: [`crate::agents`]), but not change a reservation; a
+//! `write` token may also `POST` and `DELETE` everything else. A request without a
 //! token, or with one not in the file, is answered 401 (with `WWW-Authenticate: Bearer`); a read
 //! token asking to change something, 403. Both name the field (`Authorization`) and are
 //! counted (`denied` in `GET /stats`); neither reaches the controller.
@@ -20,6 +23,8 @@ use std::path::Path;
 pub enum Role {
     /// `GET` requests.
     Read,
+    /// `GET` requests, and a host agent's registration and reports.
+    Agent,
     /// Every request.
     Write,
 }
@@ -70,8 +75,13 @@ impl Tokens {
             let (role, token) = (words.next().unwrap_or_default(), words.next());
             let role = match role {
                 "read" => Role::Read,
+                "agent" => Role::Agent,
                 "write" => Role::Write,
-                other => return Err(at(format!("expected the role read or write, got {other:?}"))),
+                other => {
+                    return Err(at(format!(
+                        "expected the role read, agent or write, got {other:?}"
+                    )))
+                }
             };
             let token =
                 token.ok_or_else(|| at("expected ROLE TOKEN, the token is missing".into()))?;
@@ -130,6 +140,20 @@ impl Tokens {
                 Some("Authorization"),
                 format!("the token may only read; {method} needs a write token"),
             )),
+            Some(Role::Agent)
+                if method != "GET"
+                    && !(method == "POST"
+                        && ["/agents", "/applied"].contains(&path.trim_end_matches('/'))) =>
+            {
+                Err(err(
+                    403,
+                    Some("Authorization"),
+                    format!(
+                        "an agent token may read, POST /agents and POST /applied; {method} {path} \
+                         needs a write token"
+                    ),
+                ))
+            }
             Some(_) => Ok(()),
         }
     }

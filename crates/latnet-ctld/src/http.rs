@@ -18,7 +18,8 @@
 //! `GET /log?after=SEQ&wait=MS` is a long poll: when nothing was logged after `SEQ`, the
 //! connection's worker (not the controller) waits up to `MS` ms (at most [`MAX_WAIT_MS`]) for
 //! the next entry and then asks again, so a host agent learns of a decision as soon as it is
-//! committed instead of at its next poll.
+//! committed instead of at its next poll. `GET /applied?flow=ID&seq=SEQ&wait=MS` waits the same
+//! way for another agent's step ([`crate::agents`]), asking again after every report.
 //!
 //! With [`ServeOptions::tokens`] a worker checks a
 //! request's token before reading its body; a refused one reaches the controller only to be
@@ -73,27 +74,31 @@ pub fn listen(addr: &str, opts: &ServeOptions) -> Result<tiny_http::Server, Stri
 /// Longest a `GET /log` may wait for a new entry (`wait`, ms).
 pub const MAX_WAIT_MS: u64 = 60_000;
 
-/// The newest log entry's number, for the workers holding a long poll (and whether the
-/// service is stopping).
+/// The newest log entry's number and the agents' generation ([`Service::generation`]), for the
+/// workers holding a long poll (and whether the service is stopping).
 #[derive(Default)]
 struct LogBell {
-    state: Mutex<(i64, bool)>,
+    state: Mutex<((i64, u64), bool)>,
     rung: Condvar,
 }
 
 impl LogBell {
-    fn set(&self, last: i64, stopping: bool) {
+    fn set(&self, now: (i64, u64), stopping: bool) {
         let mut s = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if *s != (last, stopping) {
-            *s = (last, stopping);
+        if *s != (now, stopping) {
+            *s = (now, stopping);
             self.rung.notify_all();
         }
     }
 
-    /// Wait until an entry after `after` is logged, the service stops, or `until`.
-    fn wait(&self, after: i64, until: Instant) {
+    fn now(&self) -> (i64, u64) {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0
+    }
+
+    /// Wait until `done` holds for the state, the service stops, or `until`.
+    fn wait_for(&self, done: impl Fn((i64, u64)) -> bool, until: Instant) {
         let mut s = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        while s.0 <= after && !s.1 {
+        while !done(s.0) && !s.1 {
             let Some(left) = until.checked_duration_since(Instant::now()) else { return };
             s = match self.rung.wait_timeout(s, left) {
                 Ok((g, _)) => g,
@@ -101,6 +106,22 @@ impl LogBell {
             };
         }
     }
+
+    /// Wait until an entry after `after` is logged, the service stops, or `until`.
+    fn wait(&self, after: i64, until: Instant) {
+        self.wait_for(|(last, _)| last > after, until);
+    }
+}
+
+/// How long a `GET /applied` asks to wait for its step (`None`: it does not, or its value is
+/// bad, which the service answers).
+fn applied_poll(method: &str, url: &str) -> Option<Duration> {
+    let (path, query) = url.split_once('?')?;
+    if method != "GET" || path.trim_end_matches('/') != "/applied" {
+        return None;
+    }
+    let wait = query.split('&').find_map(|kv| kv.strip_prefix("wait="))?.parse::<u64>().ok()?;
+    (wait > 0).then(|| Duration::from_millis(wait.min(MAX_WAIT_MS)))
 }
 
 /// `after` and `wait` of a `GET /log` that asks to wait (`None` otherwise; a bad value is left
@@ -151,7 +172,7 @@ pub fn serve(
 ) {
     let (jobs, inbox) = mpsc::channel::<Job>();
     let bell = Arc::new(LogBell::default());
-    bell.set(svc.last_seq(), false);
+    bell.set(svc.generation(), false);
     std::thread::scope(|scope| {
         let stop = &stop;
         let b = bell.clone();
@@ -168,13 +189,13 @@ pub fn serve(
                         }
                     };
                     let _ = job.reply.send(reply);
-                    bell.set(svc.last_seq(), false);
+                    bell.set(svc.generation(), false);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
-        bell.set(svc.last_seq(), true);
+        bell.set(svc.generation(), true);
         // dropping `inbox` tells the workers waiting on it that the service has stopped
     });
 }
@@ -267,6 +288,24 @@ fn work(
                 Err(_) => stopped(),
             }
         };
+        let applied = match &input {
+            Input::Ask(method, url, _) => applied_poll(method, url),
+            _ => None,
+        };
+        if let Some(wait) = applied {
+            // ask until the step is done or the time asked is up, again after each change
+            let until = Instant::now() + wait;
+            loop {
+                let seen = bell.now();
+                let reply = ask(input.clone());
+                if reply.0 != 200 || reply.1["done"] == true || Instant::now() >= until {
+                    respond(req, reply);
+                    break;
+                }
+                bell.wait_for(|now| now != seen, until);
+            }
+            continue;
+        }
         let again = poll.map(|_| input.clone());
         let mut reply = ask(input);
         // nothing new yet: wait here for the next entry (or the time asked), then ask once more

@@ -48,6 +48,7 @@ use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::sync::Arc;
 
+pub mod agents;
 mod auth;
 mod http;
 pub use auth::{Role, Tokens, MIN_TOKEN};
@@ -721,6 +722,8 @@ pub struct Service {
     log_keep: Option<i64>,
     /// Compactions that failed since the service started.
     compaction_errors: u64,
+    /// The host agents registered and the steps they reported (not stored).
+    agents: agents::Agents,
 }
 
 /// A status and a JSON body (`Value::Null`: no body).
@@ -867,12 +870,24 @@ impl Service {
             denied: 0,
             log_keep: None,
             compaction_errors: 0,
+            agents: agents::Agents::default(),
         })
     }
 
     /// The controller (read only).
     pub fn controller(&self) -> &Controller {
         &self.ctl
+    }
+
+    /// The host agents' registrations and reports (tests shorten their lifetime).
+    pub fn agents_mut(&mut self) -> &mut agents::Agents {
+        &mut self.agents
+    }
+
+    /// Changes whenever a long poll could have a new answer: an entry logged, an agent
+    /// registered or a step reported.
+    pub fn generation(&self) -> (i64, u64) {
+        (self.store.last(), self.agents.generation())
     }
 
     /// The newest log entry's number (0: none yet).
@@ -917,6 +932,24 @@ impl Service {
                 )
             }
             ("GET", ["log"]) => self.get_log(query),
+            ("GET", ["agents"]) => self.agents.list(),
+            ("POST", ["agents"]) => {
+                let t = self.ctl.topology();
+                let names: Vec<&str> =
+                    t.hosts().into_iter().map(|h| t.nodes()[h].name.as_str()).collect();
+                self.agents.register(body, &names)
+            }
+            ("POST", ["applied"]) => {
+                let ctl = &self.ctl;
+                self.agents.report(body, |id| ctl.flow(id).is_some(), self.store.last())
+            }
+            ("GET", ["applied"]) => {
+                let ctl = &self.ctl;
+                let src = |id: u64| {
+                    ctl.flow(id).map(|e| ctl.topology().nodes()[e.request.src].name.clone())
+                };
+                self.agents.query(query, src)
+            }
             ("GET", ["routes", src]) => self.routes(src),
             ("GET", ["flows"]) => {
                 let all =
@@ -938,13 +971,17 @@ impl Service {
                     return err(404, Some("id"), format!("no flow {id}"));
                 }
                 match self.commit(Op::Remove { id }) {
-                    Ok(_) => (204, Value::Null),
+                    Ok(_) => {
+                        self.agents.forget(id);
+                        (204, Value::Null)
+                    }
                     Err(reply) => reply,
                 }
             }
             (
                 _,
-                ["health" | "hosts" | "config" | "stats" | "flows" | "log" | "snapshot" | "compact"]
+                ["health" | "hosts" | "config" | "stats" | "flows" | "log" | "snapshot" | "compact"
+                | "agents" | "applied"]
                 | ["flows" | "routes", _],
             ) => err(405, None, format!("{method} is not allowed on {path}")),
             _ => {

@@ -606,7 +606,10 @@ fn a_token_file_names_the_line_and_what_it_expected() {
     );
     assert!(ok.is_ok(), "{ok:?}");
     for (text, want) in [
-        ("admin 0123456789abcdef0123\n", "t.txt:1: expected the role read or write, got \"admin\""),
+        (
+            "admin 0123456789abcdef0123\n",
+            "t.txt:1: expected the role read, agent or write, got \"admin\"",
+        ),
         ("# x\nwrite\n", "t.txt:2: expected ROLE TOKEN, the token is missing"),
         ("write 0123456789abcdef0123 extra\n", "t.txt:1: expected ROLE TOKEN and nothing after"),
         ("read short\n", "t.txt:1: a token must have at least 16 characters"),
@@ -626,8 +629,8 @@ fn a_token_file_names_the_line_and_what_it_expected() {
 
 #[test]
 fn with_tokens_a_request_needs_one_and_a_read_token_only_reads() {
-    let (w, r) = ("0123456789abcdef0123", "fedcba9876543210fedc");
-    let tokens = Tokens::parse("t", &format!("write {w}\nread {r}\n")).unwrap();
+    let (w, r, a) = ("0123456789abcdef0123", "fedcba9876543210fedc", "agent-0123456789abcdef");
+    let tokens = Tokens::parse("t", &format!("write {w}\nread {r}\nagent {a}\n")).unwrap();
     let db = tmp("tokens");
     let svc = Service::open(&db, cfg(4)).unwrap();
     let opts = ServeOptions { tokens: Some(Arc::new(tokens)), ..ServeOptions::default() };
@@ -666,13 +669,24 @@ fn with_tokens_a_request_needs_one_and_a_read_token_only_reads() {
     assert_eq!(st, 403, "{body}");
     assert!(body.contains("write token"), "{body}");
     assert_eq!(ask("DELETE", "/flows/0", Some(&format!("Bearer {r}")), "").0, 403);
+    // an agent token registers and reports, and changes no reservation
+    let reg = r#"{"name": "a1", "hosts": ["h0_0_0"]}"#;
+    assert_eq!(ask("POST", "/agents", Some(&format!("Bearer {r}")), reg).0, 403);
+    let (st, body, _) = ask("POST", "/agents", Some(&format!("Bearer {a}")), reg);
+    assert_eq!(st, 200, "{body}");
+    let (st, body, _) = ask("POST", "/flows", Some(&format!("Bearer {a}")), &flow);
+    assert_eq!(st, 403, "{body}");
+    assert!(body.contains("an agent token may read, POST /agents and POST /applied"), "{body}");
     // a write token does everything
     let (st, body, _) = ask("POST", "/flows", Some(&format!("Bearer {w}")), &flow);
     assert_eq!(st, 201, "{body}");
+    let (st, body, _) =
+        ask("POST", "/applied", Some(&format!("Bearer {a}")), r#"{"flow": 0, "seq": 1}"#);
+    assert_eq!(st, 200, "{body}");
     let (st, body, _) = ask("GET", "/stats", Some(&format!("Bearer {w}")), "");
     assert_eq!(st, 200);
     let stats: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(stats["denied"], 8, "{stats}"); // six 401s, two 403s
+    assert_eq!(stats["denied"], 10, "{stats}"); // six 401s, four 403s
     assert_eq!(stats["admitted"], 1, "{stats}");
     assert_eq!(ask("DELETE", "/flows/0", Some(&format!("Bearer {w}")), "").0, 204);
     stop.store(true, Ordering::Relaxed);
@@ -846,6 +860,72 @@ fn a_long_poll_on_the_log_ends_when_an_entry_is_logged() {
     assert_eq!(get(&addr, "/health").0, 200);
     let (st, r) = get(&addr, "/log?after=0&wait=60001");
     assert_eq!((st, &r["field"]), (400, &json!("wait")), "{r}");
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+/// Agents on separate hosts keep the sequential order through the service: a `GET /applied`
+/// with `wait` is held until the flow's agent reports its step, and answers at once when no
+/// agent serves the flow's source or the flow is gone.
+#[test]
+fn a_step_of_another_agent_is_waited_for_until_it_is_reported() {
+    let db = tmp("applied");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    svc.agents_mut().set_ttl(Duration::from_millis(400));
+    let (addr, stop, t) = start(svc, ServeOptions::default());
+    let call = |method: &str, path: &str, body: &str| -> (u16, Value) {
+        let raw = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let (st, text) = http(&addr, &raw);
+        (st, serde_json::from_str(&text).unwrap_or(Value::Null))
+    };
+    let (st, f) = call("POST", "/flows", &req("h0_0_0", "h3_1_1", 1_000_000, 10_000).to_string());
+    assert_eq!(st, 201, "{f}");
+    let id = f["id"].as_u64().unwrap();
+    // nobody serves h0_0_0 yet
+    let (_, a) = call("GET", &format!("/applied?flow={id}&seq=1&wait=5000"), "");
+    assert_eq!((a["done"].clone(), a["why"].clone()), (json!(true), json!("unserved")), "{a}");
+    assert_eq!(call("POST", "/agents", r#"{"name": "A", "hosts": ["h0_0_0"]}"#).0, 200);
+    // held until A reports (another report in between does not end it)
+    let started = Instant::now();
+    let waiter = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let raw = format!("GET /applied?flow={id}&seq=1&wait=5000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            http(&addr, &raw)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(call("POST", "/agents", r#"{"name": "A", "hosts": ["h0_0_0"]}"#).0, 200);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(call("POST", "/applied", &format!(r#"{{"flow": {id}, "seq": 1}}"#)).0, 200);
+    let (st, body) = waiter.join().unwrap();
+    let held = started.elapsed();
+    let a: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (st, a["why"].clone(), a["agent"].clone()),
+        (200, json!("applied"), json!("A")),
+        "{a}"
+    );
+    assert!(held >= Duration::from_millis(200), "answered after {held:?}, before the report");
+    // a step A never reports: answered not done when the wait is up
+    let t0 = Instant::now();
+    let (_, a) = call("GET", &format!("/applied?flow={id}&seq=2&wait=150"), "");
+    assert_eq!((a["done"].clone(), a["why"].clone()), (json!(false), json!("waiting")), "{a}");
+    assert!(t0.elapsed() >= Duration::from_millis(150));
+    // A stops renewing: its hosts are unserved again
+    std::thread::sleep(Duration::from_millis(450));
+    assert_eq!(call("GET", "/agents", "").1, json!([]));
+    let (_, a) = call("GET", &format!("/applied?flow={id}&seq=2"), "");
+    assert_eq!(a["why"], "unserved", "{a}");
+    // the flow removed: nothing to wait for
+    assert_eq!(call("POST", "/agents", r#"{"name": "A", "hosts": ["h0_0_0"]}"#).0, 200);
+    assert_eq!(call("DELETE", &format!("/flows/{id}"), "").0, 204);
+    let (_, a) = call("GET", &format!("/applied?flow={id}&seq=9&wait=5000"), "");
+    assert_eq!(a["why"], "removed", "{a}");
+    assert_eq!(call("POST", "/applied", &format!(r#"{{"flow": {id}, "seq": 1}}"#)).0, 404);
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }
