@@ -5,7 +5,8 @@ controller, checked entry by entry), builds its network as an emulated testbed (
 node; ``latnet-switch`` forwarding by tag stacks into the controller's strict-priority classes,
 best effort below them), starts one host agent for all hosts (``latnet-switch agent``: a BPF
 tagger on each host's egress and an HTB shaper per admitted flow, programmed from the service's
-log), makes the spec's requests of the service at their instants (those at 0 before the traffic,
+log; or ``agents`` of them sharing the hosts, which keep the sequential order through the
+service), makes the spec's requests of the service at their instants (those at 0 before the traffic,
 once the agents have applied them) and runs the spec's traffic (latnet's UDP senders, timed
 and traced per packet and hop). Nothing tells the senders or switches what the controller
 decided: the tags come from the hosts' kernels, as the agent programmed them.
@@ -57,19 +58,40 @@ def controller_network(
     return path
 
 
-def _wait_status(tb: Testbed, until_ns: int, cond) -> dict:
-    """The agent's status document once ``cond(status)`` holds (re-read every 5 ms)."""
-    agent, path = tb.agent, tb.agent_status
+def merge_status(docs: list[dict]) -> dict:
+    """One status document for agents that each served some of the hosts: their hosts and
+    changes together (in time order), counters summed, the state read at the latest
+    ``synced_seq`` and applied up to the smallest ``last_seq``; ``peers``: each agent's."""
+    if len(docs) == 1:
+        return docs[0]
+    out = dict(docs[0])
+    out["hosts"] = {h: v for d in docs for h, v in d["hosts"].items()}
+    out["changes"] = sorted((c for d in docs for c in d["changes"]), key=lambda c: c["t_ns"])
+    for k in ("changes_dropped", "polls", "controller_errors", "resyncs", "catch_ups"):
+        out[k] = sum(d.get(k) or 0 for d in docs)
+    out["synced_seq"] = max(d.get("synced_seq", 0) for d in docs)
+    out["last_seq"] = min(d.get("last_seq", 0) for d in docs)
+    out["last_error"] = next((d["last_error"] for d in docs if d.get("last_error")), None)
+    out["peers"] = [d.get("peers") for d in docs]
+    return out
+
+
+def _wait_status(tb: Testbed, agents: list, until_ns: int, cond) -> dict:
+    """The agents' merged status document once ``cond(status)`` holds (re-read every 5 ms).
+    ``agents``: (process, status file) of each."""
     while True:
-        if agent.poll() is not None:
-            err = (tb.run_dir / "agent.log").read_text()[-2000:].strip()
-            raise LatnetError(f"the host agent stopped (status {agent.returncode}): {err}")
-        if path.exists():
+        docs = []
+        for agent, path in agents:
+            if agent.poll() is not None:
+                err = path.with_suffix(".log").read_text()[-2000:].strip()
+                raise LatnetError(f"the host agent stopped (status {agent.returncode}): {err}")
             try:
-                st = json.loads(path.read_text())
-            except ValueError:
-                st = None
-            if st is not None and cond(st):
+                docs.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                break
+        if len(docs) == len(agents):
+            st = merge_status(docs)
+            if cond(st):
                 return st
         if now_ns() > until_ns:
             raise LatnetError("the host agent did not apply the controller's state in time")
@@ -86,11 +108,18 @@ def live(
     order: str = "sequential",
     token_file: str | os.PathLike[str] | None = None,
     wait_ms: int = 500,
+    agents: int = 1,
+    peer_wait_ms: int = 5000,
 ) -> dict:
     """Run ``spec`` on the network of the service at ``url``; results in ``out`` (see the module
     docstring). Returns the document written to ``out/live.json``. ``token_file``: the token a
     service started with ``--tokens`` needs, for this client and the agent (a write token: the
-    spec's requests admit and remove flows)."""
+    spec's requests admit and remove flows). ``agents``: how many host agents share the hosts
+    (round robin, in the order of the plan); more than one keep the sequential order between
+    them through the service, each waiting up to ``peer_wait_ms`` for another's step (0: the
+    order holds only among each agent's own hosts)."""
+    if agents < 1:
+        raise LatnetError(f"agents: expected at least 1, got {agents}")
     client = Client(url, token_file=token_file)
     ctl = replay(client)
     spec = Path(spec)
@@ -114,7 +143,10 @@ def live(
     tb.time_zero_after_ns = after + AGENT_MARGIN_NS
     length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
     hosts = tb.hosts()
-    status_path = run_dir / "agent.json"
+    if agents > len(hosts):
+        raise LatnetError(f"agents: {agents} agents for {len(hosts)} hosts")
+    groups = [hosts[i::agents] for i in range(agents)]
+    paths = [run_dir / ("agent.json" if agents == 1 else f"agent-{i}.json") for i in range(agents)]
     routes = {h: {r["dst"]: r["path"] for r in client.routes(h)["routes"]} for h in hosts}
     answers: list[dict] = []
 
@@ -146,22 +178,27 @@ def live(
     with tb:
         t0 = tb.time_zero_ns
         assert t0 is not None
-        agent = tb.start_agent(
-            url,
-            status_path,
-            poll_ms=poll_ms,
-            shaper=shaper,
-            dilation=k,
-            order=order,
-            token_file=token_file,
-            wait_ms=wait_ms,
-        )
+        started: list = []
         try:
+            for group, path in zip(groups, paths, strict=True):
+                p = tb.start_agent(
+                    url,
+                    path,
+                    poll_ms=poll_ms,
+                    shaper=shaper,
+                    dilation=k,
+                    order=order,
+                    token_file=token_file,
+                    wait_ms=wait_ms,
+                    hosts=group,
+                    peer_wait_ms=peer_wait_ms,
+                )
+                started.append((p, path))
             for r in plan["requests"]:
                 if r["at_ns"] == 0:
                     ask(r)
             last = client.last()
-            _wait_status(tb, t0 - senders, lambda s: s["last_seq"] >= last)
+            _wait_status(tb, started, t0 - senders, lambda s: s["last_seq"] >= last)
             if now_ns() > t0 - senders:
                 raise LatnetError(
                     "the switches, the agent and the first requests took more than "
@@ -194,13 +231,15 @@ def live(
             if failed:
                 raise LatnetError(f"a timed request failed: {failed[0]}")
         finally:
-            agent.terminate()
-            try:
-                agent.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                agent.kill()
+            for agent, _ in started:
+                agent.terminate()
+            for agent, _ in started:
+                try:
+                    agent.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    agent.kill()
         res = collect(tb, out, length)
-    status = json.loads(status_path.read_text())
+    status = merge_status([json.loads(path.read_text()) for path in paths])
     folded = client.health()["snapshot"]
     if folded > status["synced_seq"]:
         raise LatnetError(
@@ -448,6 +487,10 @@ def analyse(
         "agent": {
             kk: status.get(kk)
             for kk in ("polls", "controller_errors", "last_error", "shaper", "order", "resyncs")
+        }
+        | {
+            "agents": len(status["peers"]) if isinstance(status.get("peers"), list) else 1,
+            "peers": status.get("peers"),
         },
         "emulation": res.summary.get("emulation"),
         "ok": ok,

@@ -401,6 +401,8 @@ class Testbed:
         timeout: float = 10.0,
         token_file: str | os.PathLike[str] | None = None,
         wait_ms: int = 500,
+        hosts: list[str] | None = None,
+        peer_wait_ms: int = 5000,
     ) -> subprocess.Popen:
         """Start a Chameleon host agent for every host (``latnet-switch agent``: a BPF tagger on
         each host's egress and an HTB shaper per admitted flow, programmed from the controller
@@ -411,19 +413,23 @@ class Testbed:
         each after the previous flow's old path drained, the new flow last) or ``together``.
         ``token_file``: the token of a service started with ``--tokens`` (a read token will
         do). ``wait_ms``: how long each poll may wait at the service for the next decision (a
-        long poll; 0: a plain poll every ``poll_ms``)."""
+        long poll; 0: a plain poll every ``poll_ms``). ``hosts``: the hosts it serves (default
+        all; agents serving the others are started by further calls, each with a status file
+        of its own, and keep the sequential order between them through the service, waiting up
+        to ``peer_wait_ms`` for another agent's step: an agent token will do then)."""
         status = Path(status) if status is not None else self.run_dir / "agent.json"
         status.unlink(missing_ok=True)
-        hosts = self.hosts()
+        hosts = self.hosts() if hosts is None else list(hosts)
         argv = [self.binary, "agent", "--controller", controller, "--scenario", str(self.scenario)]
         argv += ["--host", ",".join(hosts), "--netns", ",".join(self.netns(h) for h in hosts)]
         argv += ["--status", str(status), "--poll-ms", str(poll_ms)]
         argv += ["--shaper", "htb" if shaper else "none", "--dilation", str(dilation)]
         argv += ["--routes", "yes" if routes else "no", "--order", order]
-        argv += ["--wait-ms", str(wait_ms)]
+        argv += ["--wait-ms", str(wait_ms), "--peer-wait-ms", str(peer_wait_ms)]
         if token_file is not None:
             argv += ["--token-file", str(token_file)]
-        log = open(self.run_dir / "agent.log", "w")  # noqa: SIM115 (child keeps it)
+        log_path = status.with_suffix(".log")
+        log = open(log_path, "w")  # noqa: SIM115 (child keeps it)
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.state.setdefault("agents", []).append(p.pid)
@@ -432,7 +438,7 @@ class Testbed:
         deadline = time.monotonic() + timeout
         while not status.exists():
             if p.poll() is not None:
-                msg = (self.run_dir / "agent.log").read_text()[-2000:].strip()
+                msg = log_path.read_text()[-2000:].strip()
                 raise LatnetError(f"the host agent exited with status {p.returncode}: {msg}")
             if time.monotonic() > deadline:
                 p.terminate()

@@ -178,6 +178,39 @@ def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
     assert "every packet against the controller's decision" in text
 
 
+def test_agents_on_separate_hosts_keep_the_order_through_the_service(tmp_path, capsys):
+    """Two agents share the hosts (h1, h3, h5 and h2, h4, h6): a's move is h2's agent's, b's
+    admission h1's. b is tagged only once a's old path drained, because h1's agent waited at
+    the service for h2's agent to report the move. Without that wait (--peer-wait-ms 0) each
+    agent applies its step as soon as it reads the entry, and b comes before a's drain."""
+    svc_tokens, write, _ = tokens(tmp_path)
+    extra = ["--token-file", str(write), "--agents", "2"]
+    code, doc, flows = live(tmp_path, "two", *extra, tokens=svc_tokens)
+    capsys.readouterr()
+    assert doc["agent"]["agents"] == 2 and doc["not_applied"] == [], doc["not_applied"]
+    seen = [(c["flow"], c["what"]) for c in doc["changes"]]
+    assert seen == [("a", "add"), ("c", "add"), ("a", "move"), ("b", "add"), ("a", "remove")]
+    add_a, _, move_a, add_b, _ = doc["changes"]
+    assert add_b["t_start_ns"] - move_a["t_ns"] >= add_a["guarantee_ns"], (move_a, add_b)
+    first, second = doc["agent"]["peers"]  # h1's agent, h2's agent
+    # h1's agent asked about a's move before it tagged b (the service held the question until
+    # h2's agent reported it, after a's drain), and went on once it was applied
+    assert first["asked"].get("applied", 0) >= 1 and first["waited_ns"] > 0, first
+    assert first["timeouts"] == 0 and first["off"] is None, first
+    assert second["reports"] >= 1 and second["report_errors"] == 0, second
+    for f in (flows["a"], flows["b"]):
+        assert f["misrouted"] == 0 and f["lost_while_admitted"] == 0, f
+        assert f["over_deadline"] == 0, f
+    assert code == 1  # c still breaks its promise
+    # negative control: no waiting for the other agent
+    _, doc, _ = live(tmp_path, "nowait", *extra, "--peer-wait-ms", "0", tokens=svc_tokens)
+    capsys.readouterr()
+    changes = {(c["flow"], c["what"]): c for c in doc["changes"]}
+    gap = changes[("b", "add")]["t_start_ns"] - changes[("a", "move")]["t_ns"]
+    assert gap < changes[("a", "add")]["guarantee_ns"], gap
+    assert doc["agent"]["peers"][0]["off"] == "--peer-wait-ms 0"
+
+
 def test_without_a_shaper_the_same_misbehaving_flow_takes_what_it_sends(tmp_path, capsys):
     """Negative control: the agent tags but does not shape; c then arrives at the rate it sends
     (200 Mbit/s), twice what the controller reserved for it."""

@@ -282,7 +282,7 @@ def test_tokens_keep_others_out_and_a_read_token_only_reads(tmp_path, capsys):
         text=True,
         timeout=30,
     )
-    assert p.returncode == 2 and f"{tokens}:2: expected the role read or write" in p.stderr
+    assert p.returncode == 2 and f"{tokens}:2: expected the role read, agent or write" in p.stderr
     (tmp_path / "empty").write_text("# none\n")
     with pytest.raises(LatnetError, match="expected a token, the file has none"):
         chameleon.Client(base, token_file=tmp_path / "empty")

@@ -37,7 +37,16 @@
 //! Every log page names the service's store: when the service answers from another store (or
 //! its log goes back), the agent undoes what it programmed and reads the state again.
 //! Losing the controller keeps what was programmed; the agent counts failed polls and retries.
-//! A service started with `--tokens` needs one: `--token-file` (a read token is enough).
+//! A service started with `--tokens` needs one: `--token-file` (a read token is enough for one
+//! agent serving every host).
+//!
+//! Agents serving different hosts keep the sequential order between them through the service
+//! (`latnet_ctld::agents`): each registers its hosts (`POST /agents`, renewed every second),
+//! reports every step of its own once done (`POST /applied`), and before a step of its own whose
+//! previous step is another agent's, waits (`GET /applied?...&wait=`, at most `--peer-wait-ms`)
+//! until the service says that step is done, or that no agent serves its host. That needs an
+//! `agent` (or `write`) token; with a read token, `--peer-wait-ms 0` or `--order together` the
+//! order holds among the agent's own hosts only (`peers.off` in the status says why).
 //! Stopping (SIGINT / SIGTERM, or `--duration`) detaches the taggers and removes the shapers.
 
 use crate::tagger::{Action, Counters, Match, Tagger};
@@ -149,30 +158,49 @@ impl Controller {
 
     /// `GET path` of a request the service may hold up to `wait` (a long poll).
     fn get_waiting(&self, path: &str, wait: StdDuration) -> Result<(u16, Value), AgentError> {
+        self.call("GET", path, None, wait)
+    }
+
+    /// `POST path` with a JSON body: the status and the JSON body (`Null` when empty).
+    pub fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), AgentError> {
+        self.call("POST", path, Some(body), StdDuration::ZERO)
+    }
+
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        wait: StdDuration,
+    ) -> Result<(u16, Value), AgentError> {
         let mut s = TcpStream::connect_timeout(&self.addr, self.timeout)
             .map_err(|e| self.fail(format!("cannot connect: {e}")))?;
         s.set_read_timeout(Some(self.timeout + wait)).map_err(|e| self.fail(e.to_string()))?;
         s.set_write_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
         let _ = s.set_nodelay(true);
         let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n"));
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let kind = if body.is_empty() { "" } else { "Content-Type: application/json\r\n" };
         write!(
             s,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\n{}Connection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{}{kind}Content-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
             self.host,
-            auth.unwrap_or_default()
+            auth.unwrap_or_default(),
+            body.len()
         )
-        .map_err(|e| self.fail(format!("GET {path}: {e}")))?;
+        .map_err(|e| self.fail(format!("{method} {path}: {e}")))?;
         let mut raw = Vec::new();
         s.take(16 << 20)
             .read_to_end(&mut raw)
-            .map_err(|e| self.fail(format!("GET {path}: {e}")))?;
+            .map_err(|e| self.fail(format!("{method} {path}: {e}")))?;
         let (status, body) =
-            parse_response(&raw).map_err(|m| self.fail(format!("GET {path}: {m}")))?;
+            parse_response(&raw).map_err(|m| self.fail(format!("{method} {path}: {m}")))?;
         let v = if body.iter().all(u8::is_ascii_whitespace) {
             Value::Null
         } else {
             serde_json::from_slice(&body)
-                .map_err(|e| self.fail(format!("GET {path}: the body is not JSON: {e}")))?
+                .map_err(|e| self.fail(format!("{method} {path}: the body is not JSON: {e}")))?
         };
         Ok((status, v))
     }
@@ -582,6 +610,39 @@ pub struct AgentConfig {
     pub status: Option<PathBuf>,
     /// Stop after this long (`None`: until SIGINT / SIGTERM).
     pub duration: Option<StdDuration>,
+    /// In the sequential order, how long to wait for another agent's step before this one
+    /// (registering with the service and reporting its own steps); `None`: keep the order
+    /// only among this agent's hosts.
+    pub peer_wait: Option<StdDuration>,
+}
+
+/// One step of the order a request's changes are applied in: a moved flow, or the new one.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    flow: u64,
+    seq: i64,
+    /// Applied by this agent (which waited for its drain already).
+    ours: bool,
+}
+
+/// How this agent keeps the sequential order with agents on other hosts.
+#[derive(Debug, Default)]
+struct Peers {
+    /// Why it does not (`None`: it does, or will once registered).
+    off: Option<String>,
+    registered: bool,
+    next_register_ns: u64,
+    /// Another agent's steps asked about, by the answer that ended the wait (`applied`,
+    /// `unserved`, `removed`), the time spent asking (the service holds a question until the
+    /// step is done), and the waits that ran out.
+    asked: BTreeMap<String, u64>,
+    waited_ns: u64,
+    timeouts: u64,
+    /// Steps reported, and reports that failed.
+    reports: u64,
+    report_errors: u64,
+    /// The step before the next one.
+    prev: Option<Step>,
 }
 
 /// A flow as programmed at one host.
@@ -632,6 +693,9 @@ pub struct Agent {
     /// Changes dropped from `changes` to bound it.
     changes_dropped: u64,
     started_ns: u64,
+    /// The name it registers under (first host, number of hosts, process id).
+    name: String,
+    peers: Peers,
 }
 
 fn kernel(what: &str) -> impl Fn(io::Error) -> AgentError + '_ {
@@ -680,7 +744,6 @@ impl Agent {
             });
         }
         Ok(Agent {
-            cfg,
             hosts,
             last_seq: 0,
             synced_seq: 0,
@@ -693,6 +756,21 @@ impl Agent {
             changes: Vec::new(),
             changes_dropped: 0,
             started_ns: crate::sys::mono_ns(),
+            name: format!(
+                "{}+{}@{}",
+                cfg.hosts.first().map_or("", |h| h.name.as_str()),
+                cfg.hosts.len().saturating_sub(1),
+                std::process::id()
+            ),
+            peers: Peers {
+                off: match (cfg.order, cfg.peer_wait) {
+                    (Order::Together, _) => Some("--order together".into()),
+                    (_, None) => Some("--peer-wait-ms 0".into()),
+                    _ => None,
+                },
+                ..Peers::default()
+            },
+            cfg,
         })
     }
 
@@ -715,6 +793,8 @@ impl Agent {
         for f in flows.as_array().into_iter().flatten() {
             self.apply_flow(f, self.last_seq, "present")?;
         }
+        self.peers.prev = None;
+        self.register();
         self.write_status();
         Ok(())
     }
@@ -923,13 +1003,10 @@ impl Agent {
                 (Some("request"), Some("admitted")) => {
                     // the moved flows first, then the new one (the controller checked the
                     // moves with the new flow absent)
-                    self.moves(&ids("rerouted"), seq)?;
-                    if let Some(id) = e["id"].as_u64() {
-                        self.refresh(id, seq, "admitted")?;
-                    }
+                    self.steps(&ids("rerouted"), e["id"].as_u64(), seq)?;
                 }
                 (Some("request"), Some("refused")) => {
-                    self.moves(&ids("moved"), seq)?;
+                    self.steps(&ids("moved"), None, seq)?;
                 }
                 (Some("remove"), _) => {
                     if let Some(id) = e["id"].as_u64() {
@@ -952,31 +1029,151 @@ impl Agent {
         Ok(entries.len())
     }
 
-    /// Re-tag the flows `ids` moved by log entry `seq`, in the agent's [`Order`]: sequentially,
-    /// each once the flow moved before it has had its old guarantee (times the dilation) to
-    /// drain its old path (the states the controller checked, as `latnet chameleon
-    /// transitions` simulates them), or all at once.
-    fn moves(&mut self, ids: &[u64], seq: i64) -> Result<(), AgentError> {
-        let mut drain_until = 0u64;
-        for &id in ids {
-            if self.cfg.order == Order::Sequential && drain_until > crate::sys::mono_ns() {
-                crate::sys::sleep_until(drain_until);
+    /// Re-tag the flows `moved` by log entry `seq`, then tag the flow it admitted (`new`), in
+    /// the agent's [`Order`]: sequentially, each once the flow moved before it has had its old
+    /// guarantee (times the dilation) to drain its old path (the states the controller
+    /// checked, as `latnet chameleon transitions` simulates them), or all at once. In the
+    /// sequential order a step of another agent's host is waited for through the service
+    /// ([`Agent::wait_for_prev`]) and each step of this agent's is reported once done.
+    fn steps(&mut self, moved: &[u64], new: Option<u64>, seq: i64) -> Result<(), AgentError> {
+        let sequential = self.cfg.order == Order::Sequential;
+        let all = moved.iter().map(|&id| (id, "moved")).chain(new.map(|id| (id, "admitted")));
+        for (id, why) in all {
+            let flow = match self.cfg.controller.get(&format!("/flows/{id}"))? {
+                (200, f) => Some(f),
+                (404, _) => None,
+                (st, v) => {
+                    return Err(self.cfg.controller.fail(format!("GET /flows/{id}: {st} {v}")))
+                }
+            };
+            let ours = match &flow {
+                Some(f) => self.hosts.iter().any(|h| f["src"].as_str() == Some(&h.spec.name)),
+                // removed since: ours if this agent programmed it
+                None => self.hosts.iter().any(|h| h.flows.contains_key(&id)),
+            };
+            if ours && sequential {
+                self.wait_for_prev();
+            }
+            let step = Step { flow: id, seq, ours };
+            self.peers.prev = Some(step);
+            if !ours {
+                continue;
             }
             let old = self
                 .hosts
                 .iter()
                 .find_map(|st| st.flows.get(&id))
-                .and_then(|p| p.entry.guarantee_ns);
-            self.refresh(id, seq, "moved")?;
-            if let Some(g) = old {
-                drain_until = crate::sys::mono_ns() + g.saturating_mul(self.cfg.dilation);
+                .and_then(|p| p.entry.guarantee_ns)
+                .filter(|_| why == "moved");
+            match &flow {
+                Some(f) => self.apply_flow(f, seq, why)?,
+                None => self.remove_flow(id, seq, "removed")?,
+            }
+            if sequential {
+                if let Some(g) = old {
+                    crate::sys::sleep_until(
+                        crate::sys::mono_ns() + g.saturating_mul(self.cfg.dilation),
+                    );
+                }
+                self.report(step);
             }
         }
-        // the new flow (the caller's next step) only once the last old path drained
-        if self.cfg.order == Order::Sequential && drain_until > crate::sys::mono_ns() {
-            crate::sys::sleep_until(drain_until);
-        }
         Ok(())
+    }
+
+    /// In the sequential order, before applying a step: if the step before it was another
+    /// agent's, wait (at most `peer_wait`) until the service says it is done.
+    fn wait_for_prev(&mut self) {
+        let Some(prev) = self.peers.prev.filter(|p| !p.ours) else { return };
+        if self.peers.off.is_some() {
+            return;
+        }
+        let Some(limit) = self.cfg.peer_wait else { return };
+        let ctl = self.cfg.controller.clone();
+        let started = crate::sys::mono_ns();
+        let until = started + limit.as_nanos() as u64;
+        loop {
+            let now = crate::sys::mono_ns();
+            // at most a second at a time, renewing this agent's registration in between
+            let chunk =
+                StdDuration::from_nanos(until.saturating_sub(now)).min(StdDuration::from_secs(1));
+            let path =
+                format!("/applied?flow={}&seq={}&wait={}", prev.flow, prev.seq, chunk.as_millis());
+            match ctl.get_waiting(&path, chunk) {
+                Ok((200, v)) if v["done"] == true => {
+                    let why = v["why"].as_str().unwrap_or("").to_owned();
+                    *self.peers.asked.entry(why).or_default() += 1;
+                    break;
+                }
+                Ok((200, _)) if crate::sys::mono_ns() < until => self.register(),
+                Ok((200, _)) => {
+                    self.peers.timeouts += 1;
+                    eprintln!(
+                        "latnet-switch agent: flow {} (log entry {}) was not reported applied \
+                         within {limit:?}: going on",
+                        prev.flow, prev.seq
+                    );
+                    break;
+                }
+                Ok((st, v)) => {
+                    self.peers.off = Some(format!("GET /applied: {st} {v}"));
+                    eprintln!(
+                        "latnet-switch agent: {} cannot say when another agent's step is done \
+                         ({st} {v}): the sequential order holds among this agent's hosts only",
+                        ctl.url()
+                    );
+                    break;
+                }
+                Err(e) => {
+                    self.errors += 1;
+                    self.last_error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        self.peers.waited_ns += crate::sys::mono_ns() - started;
+    }
+
+    /// Register with the service as serving this agent's hosts, at most once a second (a
+    /// registration lasts a few seconds).
+    fn register(&mut self) {
+        let now = crate::sys::mono_ns();
+        if self.peers.off.is_some() || now < self.peers.next_register_ns {
+            return;
+        }
+        self.peers.next_register_ns = now + 1_000_000_000;
+        let hosts: Vec<&str> = self.hosts.iter().map(|h| h.spec.name.as_str()).collect();
+        let ctl = self.cfg.controller.clone();
+        match ctl.post("/agents", &json!({"name": self.name, "hosts": hosts})) {
+            Ok((200, _)) => self.peers.registered = true,
+            Ok((st, v)) => {
+                let why = format!("POST /agents: {st} {}", v["error"].as_str().unwrap_or(""));
+                eprintln!(
+                    "latnet-switch agent: {} does not register agents ({why}): the sequential \
+                     order holds among this agent's hosts only",
+                    ctl.url()
+                );
+                self.peers.off = Some(why);
+                self.peers.registered = false;
+            }
+            Err(e) => {
+                self.errors += 1;
+                self.last_error = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Tell the service that `step` (this agent's) is done.
+    fn report(&mut self, step: Step) {
+        if self.peers.off.is_some() {
+            return;
+        }
+        let ctl = self.cfg.controller.clone();
+        match ctl.post("/applied", &json!({"flow": step.flow, "seq": step.seq})) {
+            // 404: the flow was removed meanwhile; nobody waits for it
+            Ok((200 | 404, _)) => self.peers.reports += 1,
+            Ok(_) | Err(_) => self.peers.report_errors += 1,
+        }
     }
 
     /// Keep a change in the status (at most [`MAX_CHANGES`]).
@@ -994,6 +1191,7 @@ impl Agent {
     /// nothing unchanged is touched; a flow moved meanwhile is re-tagged at once, not in the
     /// order the controller checked (which the folded entries held).
     fn catch_up(&mut self) -> Result<(), AgentError> {
+        self.peers.prev = None;
         self.catch_ups += 1;
         let ctl = self.cfg.controller.clone();
         let health = ctl.get_ok("/health")?;
@@ -1045,15 +1243,6 @@ impl Agent {
         self.sync()
     }
 
-    /// Read flow `id` now and program it (a flow removed since is unprogrammed).
-    fn refresh(&mut self, id: u64, seq: i64, why: &str) -> Result<(), AgentError> {
-        match self.cfg.controller.get(&format!("/flows/{id}"))? {
-            (200, f) => self.apply_flow(&f, seq, why),
-            (404, _) => self.remove_flow(id, seq, "removed"),
-            (st, v) => Err(self.cfg.controller.fail(format!("GET /flows/{id}: {st} {v}"))),
-        }
-    }
-
     /// Poll every `poll` until stopped; then detach and clean up.
     pub fn run(mut self) -> Result<(), AgentError> {
         let end = self.cfg.duration.map(|d| self.started_ns + d.as_nanos() as u64);
@@ -1063,6 +1252,7 @@ impl Agent {
             if crate::sys::stop_requested() || end.is_some_and(|e| crate::sys::mono_ns() >= e) {
                 break;
             }
+            self.register();
             match self.poll() {
                 Ok(n) if n >= 1000 => continue, // more to read
                 // the service held the poll until there was something or the wait ran out
@@ -1173,6 +1363,10 @@ impl Agent {
             "catch_ups": self.catch_ups,
             "shaper": if self.cfg.shape { "htb" } else { "none" },
             "order": match self.cfg.order { Order::Sequential => "sequential", Order::Together => "together" },
+            "peers": {"name": self.name, "registered": self.peers.registered, "off": self.peers.off,
+                      "asked": self.peers.asked, "waited_ns": self.peers.waited_ns,
+                      "timeouts": self.peers.timeouts, "reports": self.peers.reports,
+                      "report_errors": self.peers.report_errors},
             "dilation": self.cfg.dilation,
             "hosts": hosts,
             "changes": self.changes,

@@ -37,6 +37,8 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
                            [--netns NS[,NS...]] [--status FILE] [--poll-ms 20] [--wait-ms 500]
                            [--shaper htb|none] [--routes yes|no] [--order sequential|together]
                            [--token-file FILE] [--dilation K] [--duration D]
+                           [--peer-wait-ms 5000] (sequential order across agents: how long
+                            to wait for another agent's step; 0: only among its own hosts)
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
            [--netns NS] (the namespace holding the interfaces, a name or a file; default: this
                          process's)
@@ -389,6 +391,19 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                     },
                 },
                 status: a.get("status").map(PathBuf::from),
+                peer_wait: match a.get("peer-wait-ms") {
+                    None => Some(std::time::Duration::from_millis(5000)),
+                    Some(v) => match v.parse::<u64>() {
+                        Ok(0) => None,
+                        Ok(ms) if ms <= 60_000 => Some(std::time::Duration::from_millis(ms)),
+                        _ => {
+                            return Err(Fail::Usage(format!(
+                                "--peer-wait-ms: expected whole milliseconds from 0 to 60000, \
+                                 got {v:?}"
+                            )))
+                        }
+                    },
+                },
                 duration: dur(&a, "duration")?
                     .map(|d| std::time::Duration::from_nanos(d.as_nanos())),
             };

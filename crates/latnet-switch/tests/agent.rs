@@ -126,6 +126,7 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
         dilation: 1,
         status: None,
         duration: None,
+        peer_wait: Some(std::time::Duration::from_secs(1)),
     };
     let mut ag = Agent::start(cfg).unwrap_or_else(|e| panic!("{e}"));
     ag.sync().unwrap_or_else(|e| panic!("{e}"));

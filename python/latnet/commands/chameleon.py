@@ -542,6 +542,20 @@ def register(subparsers) -> None:
         "flow's old path drained, the new flow last (default: the states the controller "
         "checked), or all at once",
     )
+    li.add_argument(
+        "--agents",
+        type=whole(1),
+        default=1,
+        help="host agents sharing the hosts (round robin); more than one keep the sequential "
+        "order between them through the service (default 1)",
+    )
+    li.add_argument(
+        "--peer-wait-ms",
+        type=whole(0),
+        default=5000,
+        help="with --agents: how long an agent waits for another's step before its own (0: "
+        "each keeps the order among its own hosts only; default 5000)",
+    )
     li.add_argument("--switch-processes", choices=["one", "per-node"])
     li.add_argument(
         "--token-file",
@@ -568,6 +582,8 @@ def cmd_live(args: argparse.Namespace) -> int:
         order=args.order,
         token_file=args.token_file,
         wait_ms=args.wait_ms,
+        agents=args.agents,
+        peer_wait_ms=args.peer_wait_ms,
     )
     k = doc["dilation"]
     ms = lambda ns: "-" if ns is None else f"{ns / 1e6:.3f}"  # noqa: E731
