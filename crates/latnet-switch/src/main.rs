@@ -135,6 +135,22 @@ fn write_json(path: Option<&String>, v: &impl serde::Serialize) -> Result<(), Fa
     }
 }
 
+/// `--KEY MS`: whole milliseconds from 0 to 60,000 (`default_ms` when absent); 0 is `None`.
+fn optional_ms(a: &Args, key: &str, default_ms: u64) -> Result<Option<std::time::Duration>, Fail> {
+    let ms = match a.get(key) {
+        None => default_ms,
+        Some(v) => match v.parse::<u64>() {
+            Ok(ms) if ms <= 60_000 => ms,
+            _ => {
+                return Err(Fail::Usage(format!(
+                    "--{key}: expected whole milliseconds from 0 to 60000, got {v:?}"
+                )))
+            }
+        },
+    };
+    Ok((ms > 0).then(|| std::time::Duration::from_millis(ms)))
+}
+
 fn main_inner(argv: &[String]) -> Result<(), Fail> {
     let (cmd, a) = parse_args(argv)?;
     match cmd.as_str() {
@@ -348,18 +364,7 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                         }
                     },
                 },
-                wait: match a.get("wait-ms") {
-                    None => Some(std::time::Duration::from_millis(500)),
-                    Some(v) => match v.parse::<u64>() {
-                        Ok(0) => None,
-                        Ok(ms) if ms <= 60_000 => Some(std::time::Duration::from_millis(ms)),
-                        _ => {
-                            return Err(Fail::Usage(format!(
-                                "--wait-ms: expected whole milliseconds from 0 to 60000, got {v:?}"
-                            )))
-                        }
-                    },
-                },
+                wait: optional_ms(&a, "wait-ms", 500)?,
                 shape: match a.get("shaper").map(String::as_str) {
                     None | Some("htb") => true,
                     Some("none") => false,
@@ -391,19 +396,7 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                     },
                 },
                 status: a.get("status").map(PathBuf::from),
-                peer_wait: match a.get("peer-wait-ms") {
-                    None => Some(std::time::Duration::from_millis(5000)),
-                    Some(v) => match v.parse::<u64>() {
-                        Ok(0) => None,
-                        Ok(ms) if ms <= 60_000 => Some(std::time::Duration::from_millis(ms)),
-                        _ => {
-                            return Err(Fail::Usage(format!(
-                                "--peer-wait-ms: expected whole milliseconds from 0 to 60000, \
-                                 got {v:?}"
-                            )))
-                        }
-                    },
-                },
+                peer_wait: optional_ms(&a, "peer-wait-ms", 5000)?,
                 duration: dur(&a, "duration")?
                     .map(|d| std::time::Duration::from_nanos(d.as_nanos())),
             };
