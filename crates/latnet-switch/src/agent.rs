@@ -24,7 +24,7 @@
 //! it has had its old guarantee to drain its old path: [`Order::Sequential`], the states the
 //! controller checked); a refusal that moved flows re-tags them; a removal stops
 //! tagging (the flow's packets then follow the destination's best-effort route) and removes
-//! its shaper. Each change is read from `GET /flows/ID` and applied with one map update per
+//! its shaper once the packets queued in it were sent ([`RETIRE_MAX_NS`] at most). Each change is read from `GET /flows/ID` and applied with one map update per
 //! destination address, so a packet sees the old stack or the new one; the status file's
 //! `changes` record, with the log entry that caused it, the instants (`CLOCK_MONOTONIC`)
 //! just before the first update (`t_start_ns`) and just after the last (`t_ns`): every packet
@@ -65,6 +65,8 @@ pub type AddressBook = BTreeMap<String, Vec<IpAddr>>;
 pub const ADMITTED_DSCP: u8 = 56;
 /// The HTB handle of the agent's root qdisc on a host interface (`1:`).
 pub const HTB_MAJOR: u32 = 1;
+/// Longest a removed flow's shaper class is kept for the packets queued in it (ns).
+pub const RETIRE_MAX_NS: u64 = 2_000_000_000;
 /// Most changes the status keeps (the oldest tenth goes when it is full; counted).
 pub const MAX_CHANGES: usize = 100_000;
 
@@ -662,6 +664,9 @@ struct HostState {
     routes: BTreeMap<String, (Vec<Match>, Vec<u16>)>,
     /// Flows of this host that cannot be programmed, and why.
     refused: BTreeMap<u64, String>,
+    /// Shaper classes of removed flows, kept until the packets queued in them are sent (or
+    /// until the instant given): deleting a class drops its queue.
+    retiring: Vec<(u32, u64)>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -741,6 +746,7 @@ impl Agent {
                 flows: BTreeMap::new(),
                 routes: BTreeMap::new(),
                 refused: BTreeMap::new(),
+                retiring: Vec::new(),
             });
         }
         Ok(Agent {
@@ -845,8 +851,12 @@ impl Agent {
                 Some(m) => Some(m),
                 // the smallest class number no flow of this host has (1:1 is the root's)
                 None if shape => {
-                    let used: std::collections::BTreeSet<u32> =
-                        st.flows.values().filter_map(|p| p.minor).collect();
+                    let used: std::collections::BTreeSet<u32> = st
+                        .flows
+                        .values()
+                        .filter_map(|p| p.minor)
+                        .chain(st.retiring.iter().map(|r| r.0))
+                        .collect();
                     match (2..=0xfffe).find(|m| !used.contains(m)) {
                         Some(m) => Some(m),
                         None => {
@@ -925,14 +935,10 @@ impl Agent {
                 st.tagger.remove(m).map_err(kernel("tagger"))?;
             }
             let t_done = crate::sys::mono_ns();
-            // the class only once no packet is classified into it; one left behind is said,
-            // the flow is gone either way
+            // the class only once no packet is classified into it and the packets queued in it
+            // were sent (`reap`)
             if let Some(minor) = p.minor {
-                for tc in &st.tcs {
-                    if let Err(e) = tc.del_class(minor) {
-                        eprintln!("latnet-switch agent: {}: flow {id}: {e}", st.spec.name);
-                    }
-                }
+                st.retiring.push((minor, t_done + RETIRE_MAX_NS));
             }
             let host = st.spec.name.clone();
             self.record(json!({
@@ -941,6 +947,34 @@ impl Agent {
             }));
         }
         Ok(())
+    }
+
+    /// Delete the shaper classes of removed flows whose queues are empty (or that were kept
+    /// [`RETIRE_MAX_NS`]; `all`: every one). A class left behind is said; the flow is gone
+    /// either way.
+    pub fn reap(&mut self, all: bool) {
+        let now = crate::sys::mono_ns();
+        for st in &mut self.hosts {
+            if st.retiring.is_empty() {
+                continue;
+            }
+            let stats: Vec<BTreeMap<u32, Value>> = st.tcs.iter().map(Tc::class_stats).collect();
+            let (tcs, name) = (&st.tcs, &st.spec.name);
+            st.retiring.retain(|&(minor, until)| {
+                let queued = stats.iter().any(|s| {
+                    s.get(&minor).and_then(|c| c["backlog_packets"].as_u64()).unwrap_or(0) > 0
+                });
+                if queued && now < until && !all {
+                    return true;
+                }
+                for tc in tcs {
+                    if let Err(e) = tc.del_class(minor) {
+                        eprintln!("latnet-switch agent: {name}: class 1:{minor:x}: {e}");
+                    }
+                }
+                false
+            });
+        }
     }
 
     /// Poll the log once and apply what changed. Returns how many entries were read.
@@ -1253,6 +1287,7 @@ impl Agent {
                 break;
             }
             self.register();
+            self.reap(false);
             match self.poll() {
                 Ok(n) if n >= 1000 => continue, // more to read
                 // the service held the poll until there was something or the wait ran out
@@ -1345,6 +1380,7 @@ impl Agent {
                     "routes": st.routes.iter().map(|(d, (_, t))| (d.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
                     "flows": flows,
                     "refused": st.refused.iter().map(|(id, why)| (id.to_string(), json!(why))).collect::<serde_json::Map<_, _>>(),
+                    "retiring_classes": st.retiring.iter().map(|(m, _)| format!("{HTB_MAJOR}:{m:x}")).collect::<Vec<_>>(),
                 });
                 (st.spec.name.clone(), v)
             })

@@ -157,8 +157,10 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
             (vec![], [10, 77, 0, 3], 5001, 0),          // no route to h3 was given
         ]
     );
-    // an admission (flow 9, not this host's) that moved flow 1
-    svc.set("/flows/1", 200, flow(1, Some(5001), &[300], 3000));
+    // an admission (flow 9, not this host's) that moved flow 1 (and gave it 1 Mbit/s)
+    let mut moved = flow(1, Some(5001), &[300], 3000);
+    moved["shaper"]["rate_bps"] = json!(1_000_000);
+    svc.set("/flows/1", 200, moved);
     svc.set(
         "/log",
         200,
@@ -171,12 +173,25 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
     assert_eq!(ag.poll().unwrap_or_else(|e| panic!("{e}")), 1);
     v.send("10.77.0.2:5001");
     assert_eq!(v.seen(1), vec![(vec![300], [10, 77, 0, 2], 5001, 56)]);
-    // its removal: back to the best-effort route, its class gone
+    // 150 datagrams: about 100 wait in its class behind its 3,000-byte bucket (about 50 ms at
+    // 1 Mbit/s) when it is removed. Its class stays until they are sent (deleting it would
+    // drop them), then goes; new packets take the best-effort route
+    for _ in 0..150 {
+        v.send("10.77.0.2:5001");
+    }
     svc.set("/log", 200, log(json!([{"seq": 4, "op": "remove", "id": 1, "found": true}]), 4, "s1"));
     assert_eq!(ag.poll().unwrap_or_else(|e| panic!("{e}")), 1);
+    ag.reap(false);
+    assert!(classes(&v).contains("class htb 1:2 "), "{}", classes(&v));
+    assert_eq!(ag.status()["hosts"]["h1"]["retiring_classes"], json!(["1:2"]));
+    let queued = v.seen(150);
+    assert_eq!(queued.len(), 150, "none dropped");
+    assert!(queued.iter().all(|q| q.0 == vec![300]), "all sent as flow 1's");
+    ag.reap(false);
+    assert!(!classes(&v).contains("1:2"), "{}", classes(&v));
+    assert_eq!(ag.status()["hosts"]["h1"]["retiring_classes"], json!([]));
     v.send("10.77.0.2:5001");
     assert_eq!(v.seen(1), vec![(vec![7], [10, 77, 0, 2], 5001, 0)]);
-    assert!(!classes(&v).contains("1:2"), "{}", classes(&v));
     // the service now answers from another store: what it holds is programmed afresh
     svc.set("/log", 200, log(json!([]), 1, "s2"));
     svc.set("/health", 200, json!({"ok": true, "last": 1, "store": "s2", "snapshot": 0}));
