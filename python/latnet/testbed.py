@@ -35,6 +35,9 @@ from pathlib import Path
 from . import LatnetError
 
 PREFIX_RE = re.compile(r"^ln[0-9a-f]{6}-$")
+#: Bytes of MTU a switch's interfaces have beyond 1,500: a tag stack of the most tags a
+#: controller may put on a path (16, 4 bytes each) on a host's full-size frame.
+TAG_ROOM = 4 * 16
 
 
 def state_dir() -> Path:
@@ -284,6 +287,12 @@ class Testbed:
                             ["ip", "-n", ns, "-6", "addr", "add", f"{n['address6']}/128"]
                             + ["dev", i["name"], "nodad"]
                         )
+                else:
+                    # room for a tag stack: a host's frame of its full MTU with up to MAX_TAGS
+                    # tags (its own MTU stays 1500, so its packets do not grow); a veth drops
+                    # what exceeds its peer's MTU by more than one tag
+                    mtu = str(1500 + TAG_ROOM)
+                    _sh(["ip", "-n", ns, "link", "set", i["name"], "mtu", mtu])
                 _sh(["ip", "-n", ns, "link", "set", i["name"], "up"])
             for r in n["routes"]:
                 gw = self.plan["gateway"]

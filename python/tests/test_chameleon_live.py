@@ -264,6 +264,11 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
                 "h1", "ping", "-c", "3", "-i", "0.2", "-W", "1", addr["h3"], capture_output=True
             )
             assert ping.returncode == 0, ping.stdout
+            # full-size packets (1,500 bytes, not fragmented) over three switches: three tags,
+            # two of them in the frame, fit the switches' interfaces
+            big = ["-c", "2", "-i", "0.2", "-W", "1", "-s", "1472", "-M", "do", addr["h3"]]
+            ping = sh("h2", "ping", *big, capture_output=True, text=True)
+            assert ping.returncode == 0, ping.stdout
             c = Client(url, token_file=write)
             irtt = c.request("h2", "h3", 10e6, 3000, 2e6, match={"proto": "udp", "dst_port": 2112})
             tcp = {"proto": "tcp", "dst_port": 5201}
