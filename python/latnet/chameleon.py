@@ -326,7 +326,9 @@ class Client:
         self.token_file = token_file
         self._token = read_token(token_file) if token_file is not None else None
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+    def _call(
+        self, method: str, path: str, body: dict | None = None, timeout_s: float | None = None
+    ) -> tuple[int, object]:
         import urllib.error
         import urllib.request
 
@@ -336,7 +338,8 @@ class Client:
         if self._token is not None:
             req.add_header("Authorization", f"Bearer {self._token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+            timeout = self.timeout_s if timeout_s is None else timeout_s
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 text = r.read().decode()
                 return r.status, json.loads(text) if text else None
         except urllib.error.HTTPError as e:
@@ -457,6 +460,37 @@ class Client:
         """The operations after entry ``after`` with their outcomes, and ``last``: poll with
         ``after`` = the last ``last`` to learn which flows were moved."""
         return self._get(f"/log?after={int(after)}&limit={int(limit)}")
+
+    def agents(self) -> list[dict]:
+        """The host agents registered now (``name``, ``hosts``, ``age_ms``)."""
+        return self._get("/agents")
+
+    def register_agent(self, name: str, hosts: list[str]) -> dict:
+        """Register host agent ``name`` as serving ``hosts`` (it lapses after ``ttl_ms``
+        unless registered again; an agent or write token if the service has tokens)."""
+        st, r = self._call("POST", "/agents", {"name": name, "hosts": list(hosts)})
+        if st != 200:
+            raise LatnetError(f"{self.base}/agents: {st} {r}")
+        return r
+
+    def report_applied(self, flow: int, seq: int) -> None:
+        """Say that the step of ``flow`` for log entry ``seq`` is done (re-tagged and its old
+        path drained, or a new flow tagged)."""
+        st, r = self._call("POST", "/applied", {"flow": int(flow), "seq": int(seq)})
+        if st != 200:
+            raise LatnetError(f"{self.base}/applied: {st} {r}")
+
+    def applied(self, flow: int, seq: int, wait_ms: int = 0) -> dict:
+        """Whether the step of ``flow`` for log entry ``seq`` is done: ``done`` and ``why``
+        (``applied``, ``unserved``: no registered agent serves its source, ``removed``, or
+        ``waiting``) and ``agent``; ``wait_ms`` (at most 60,000): the service holds the
+        question until it is done or the time is up."""
+        q = f"/applied?flow={int(flow)}&seq={int(seq)}&wait={int(wait_ms)}"
+        # the service holds the answer up to wait_ms
+        st, r = self._call("GET", q, timeout_s=self.timeout_s + max(0, wait_ms) / 1e3)
+        if st != 200:
+            raise LatnetError(f"{self.base}{q}: {st} {r}")
+        return r
 
     def __len__(self) -> int:
         return self._get("/health")["flows"]

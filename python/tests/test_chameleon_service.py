@@ -341,3 +341,42 @@ def test_a_compacted_service_is_replayed_from_its_snapshot(tmp_path, capsys):
         snap["flows"][0]["hops"][0][1] = 9
         bad.restore(json.dumps(snap))
     assert len(bad) == 0
+
+
+def test_the_client_registers_agents_and_waits_for_their_steps(tmp_path):
+    """`Client.register_agent / report_applied / applied / agents`: a question held at the
+    service until another client reports the step; an agent token registers and reports but
+    cannot admit."""
+    import threading
+    import time
+
+    from latnet import LatnetError, chameleon
+
+    w, a = "w" * 8 + "0123456789abcdef", "a" * 8 + "0123456789abcdef"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"write {w}\nagent {a}\n")
+    (tmp_path / "w").write_text(w)
+    (tmp_path / "a").write_text(a)
+    with service(tmp_path / "c.db", "--k", "4", "--tokens", str(tokens)) as base:
+        writer = chameleon.Client(base, token_file=tmp_path / "w")
+        agent = chameleon.Client(base, token_file=tmp_path / "a")
+        hosts = agent.hosts()
+        fid = writer.request(hosts[0], hosts[-1], 20e6, 3000, 5e6)["id"]
+        seq = writer.last()
+        assert agent.applied(fid, seq)["why"] == "unserved"
+        reg = agent.register_agent("A", [hosts[0]])
+        assert reg["hosts"] == [hosts[0]] and reg["ttl_ms"] > 0
+        assert [x["name"] for x in writer.agents()] == ["A"]
+        with pytest.raises(LatnetError, match="an agent token may read"):
+            agent.request(hosts[1], hosts[-1], 20e6, 3000, 5e6)
+        answers = []
+        t0 = time.monotonic()
+        th = threading.Thread(target=lambda: answers.append(writer.applied(fid, seq, 5000)))
+        th.start()
+        time.sleep(0.3)
+        agent.report_applied(fid, seq)
+        th.join(timeout=10)
+        assert answers and answers[0]["done"] and answers[0]["why"] == "applied", answers
+        assert time.monotonic() - t0 >= 0.3, "answered before the report"
+        with pytest.raises(LatnetError, match="hosts\\[0\\]"):
+            agent.register_agent("B", ["nosuch"])
