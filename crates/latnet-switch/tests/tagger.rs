@@ -116,29 +116,10 @@ fn lookups_fall_back_to_any_source_port_then_to_the_destinations_route() {
 #[test]
 fn an_ipv6_packet_gets_its_traffic_class_and_tags() {
     let Some(t) = tagger("lnt_v6") else { return };
-    let (src, dst) = (
-        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
-        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 3),
-    );
-    let m = Match { dst: IpAddr::V6(dst), proto: 17, src_port: 0, dst_port: 7000 };
+    let m = Match { dst: IpAddr::V6(DST6), proto: 17, src_port: 0, dst_port: 7000 };
     t.set(&m, &Action { tags: vec![5, 6], dscp: Some(56), class: Some(0x0001_0002) })
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut f = Vec::new();
-    let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
-    latnet_wire::build_udp_ipv6(
-        &mut f,
-        mac,
-        mac,
-        src,
-        dst,
-        10,
-        latnet_wire::Ecn::Ce,
-        64,
-        3000,
-        7000,
-        0,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let f = udp6(10, latnet_wire::Ecn::Ce, 0);
     let r = t.test_run(&f).unwrap_or_else(|e| panic!("{e}"));
     let (tags, at) = tags_in(&r.data);
     assert_eq!(tags, vec![6]);
@@ -173,25 +154,19 @@ fn an_entry_pushes_as_many_tags_as_the_wire_format_reads() {
 const SRC6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 const DST6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 3);
 
-/// A UDP datagram to `DST6` from port 3000 to 7000 with extension headers `(type, header)`
-/// between the IPv6 and the UDP header; each header's first octet is filled in here.
-fn udp6_with(exts: &[(u8, Vec<u8>)]) -> Vec<u8> {
+/// A UDP datagram from `SRC6` port 3000 to `DST6` port 7000.
+fn udp6(dscp: u8, ecn: latnet_wire::Ecn, payload: usize) -> Vec<u8> {
     let mut f = Vec::new();
     let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
-    latnet_wire::build_udp_ipv6(
-        &mut f,
-        mac,
-        mac,
-        SRC6,
-        DST6,
-        0,
-        latnet_wire::Ecn::NotEct,
-        64,
-        3000,
-        7000,
-        8,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    latnet_wire::build_udp_ipv6(&mut f, mac, mac, SRC6, DST6, dscp, ecn, 64, 3000, 7000, payload)
+        .unwrap_or_else(|e| panic!("{e}"));
+    f
+}
+
+/// [`udp6`] with extension headers `(type, header)` between the IPv6 and the UDP header; each
+/// header's first octet is filled in here.
+fn udp6_with(exts: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let mut f = udp6(0, latnet_wire::Ecn::NotEct, 8);
     let mut chain = Vec::new();
     for (i, (_, h)) in exts.iter().enumerate() {
         let mut h = h.clone();
