@@ -1149,13 +1149,20 @@ impl Agent {
                     );
                     break;
                 }
-                Ok((st, v)) => {
+                // a service that cannot answer this at all: for good
+                Ok((st @ (400 | 401 | 403 | 404 | 405), v)) => {
                     self.peers.off = Some(format!("GET /applied: {st} {v}"));
                     eprintln!(
                         "latnet-switch agent: {} cannot say when another agent's step is done \
                          ({st} {v}): the sequential order holds among this agent's hosts only",
                         ctl.url()
                     );
+                    break;
+                }
+                // anything else (a service stopping): go on this time
+                Ok((st, v)) => {
+                    self.errors += 1;
+                    self.last_error = Some(format!("GET /applied: {st} {v}"));
                     break;
                 }
                 Err(e) => {
@@ -1180,7 +1187,8 @@ impl Agent {
         let ctl = self.cfg.controller.clone();
         match ctl.post("/agents", &json!({"name": self.name, "hosts": hosts})) {
             Ok((200, _)) => self.peers.registered = true,
-            Ok((st, v)) => {
+            // the token does not allow it, or the service has no agents: for good
+            Ok((st @ (401 | 403 | 404 | 405), v)) => {
                 let why = format!("POST /agents: {st} {}", v["error"].as_str().unwrap_or(""));
                 eprintln!(
                     "latnet-switch agent: {} does not register agents ({why}): the sequential \
@@ -1189,6 +1197,11 @@ impl Agent {
                 );
                 self.peers.off = Some(why);
                 self.peers.registered = false;
+            }
+            // anything else (a service stopping, a bad gateway): again in a second
+            Ok((st, v)) => {
+                self.errors += 1;
+                self.last_error = Some(format!("POST /agents: {st} {v}"));
             }
             Err(e) => {
                 self.errors += 1;

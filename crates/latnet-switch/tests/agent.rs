@@ -34,7 +34,22 @@ impl Fake {
                         Ok(n) => req.extend_from_slice(&buf[..n]),
                     }
                 }
-                let text = String::from_utf8_lossy(&req);
+                let text = String::from_utf8_lossy(&req).into_owned();
+                // the body too (a POST's), so that closing does not reset the connection
+                let want = text
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned)
+                    })
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                let head = text.find("\r\n\r\n").map_or(req.len(), |i| i + 4);
+                while req.len() < head + want {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
                 let path = text.split_whitespace().nth(1).unwrap_or("").to_owned();
                 let key = if path.starts_with("/log") { "/log".to_owned() } else { path };
                 let (st, body) = a
@@ -128,9 +143,13 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
         duration: None,
         peer_wait: Some(std::time::Duration::from_secs(1)),
     };
+    // a service that cannot register agents just now: tried again later, not given up
+    svc.set("/agents", 503, json!({"error": "the service is stopping"}));
     let mut ag = Agent::start(cfg).unwrap_or_else(|e| panic!("{e}"));
     ag.sync().unwrap_or_else(|e| panic!("{e}"));
     let st = ag.status();
+    assert_eq!(st["peers"]["off"], Value::Null, "{}", st["peers"]);
+    assert!(st["last_error"].as_str().is_some_and(|e| e.contains("POST /agents: 503")), "{st}");
     let h1 = &st["hosts"]["h1"];
     assert_eq!(
         h1["flows"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()),
