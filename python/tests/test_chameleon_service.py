@@ -380,3 +380,5 @@ def test_the_client_registers_agents_and_waits_for_their_steps(tmp_path):
         assert time.monotonic() - t0 >= 0.3, "answered before the report"
         with pytest.raises(LatnetError, match="hosts\\[0\\]"):
             agent.register_agent("B", ["nosuch"])
+        with pytest.raises(LatnetError, match="served by agent .A. already"):
+            agent.register_agent("B", [hosts[1], hosts[0]])

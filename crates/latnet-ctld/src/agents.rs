@@ -7,7 +7,7 @@
 //!
 //! * every agent registers the hosts it serves, and registers again at least every
 //!   [`AGENT_TTL`] (`POST /agents {"name", "hosts"}`); an agent not heard from for that long no
-//!   longer counts;
+//!   longer counts; a host another agent serves is refused (409: they would undo each other);
 //! * after it re-tagged a flow for log entry `seq` and that flow's old path drained (or, for a
 //!   new flow, once it tags it) the flow's agent says so: `POST /applied {"flow", "seq"}`;
 //! * before an agent applies a step, it asks whether the step before it is done:
@@ -117,6 +117,18 @@ impl Agents {
         let now = Instant::now();
         let ttl = self.ttl;
         self.regs.retain(|_, r| now.duration_since(r.seen) < ttl);
+        // two agents programming one host would undo each other
+        for (i, h) in hosts.iter().enumerate() {
+            if let Some((other, _)) =
+                self.regs.iter().find(|(n, r)| **n != name && r.hosts.contains(h))
+            {
+                return err(
+                    409,
+                    Some(&format!("hosts[{i}]")),
+                    format!("hosts[{i}]: {h} is served by agent {other:?} already"),
+                );
+            }
+        }
         if !self.regs.contains_key(&name) && self.regs.len() >= MAX_AGENTS {
             return err(429, Some("name"), format!("{MAX_AGENTS} agents are registered already"));
         }
@@ -289,6 +301,12 @@ mod tests {
         assert_eq!(a.list().1.as_array().map(Vec::len), Some(0));
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
         assert_eq!(a.query("flow=1&seq=1", src).1["why"], "waiting");
+        // another agent may not take h1 while A holds it, and may once A lapsed
+        let r = a.register(br#"{"name": "B", "hosts": ["h2", "h1"]}"#, &HOSTS);
+        assert_eq!((r.0, r.1["field"].clone()), (409, json!("hosts[1]")), "{r:?}");
+        assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1", "h3"]}"#, &HOSTS).0, 200);
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(a.register(br#"{"name": "B", "hosts": ["h2", "h1"]}"#, &HOSTS).0, 200);
     }
 
     #[test]

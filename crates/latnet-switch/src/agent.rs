@@ -645,6 +645,8 @@ struct Peers {
     report_errors: u64,
     /// The step before the next one.
     prev: Option<Step>,
+    /// Why the service refused this agent's hosts (another agent serves one).
+    conflict: Option<String>,
 }
 
 /// A flow as programmed at one host.
@@ -801,6 +803,9 @@ impl Agent {
         }
         self.peers.prev = None;
         self.register();
+        if let Some(why) = self.peers.conflict.take() {
+            return Err(AgentError::Config(format!("{}: {why}", ctl.url())));
+        }
         self.write_status();
         Ok(())
     }
@@ -1197,6 +1202,14 @@ impl Agent {
                 );
                 self.peers.off = Some(why);
                 self.peers.registered = false;
+            }
+            // another agent serves one of these hosts: both would program it
+            Ok((409, v)) => {
+                let why = v["error"].as_str().unwrap_or("a host is served by another agent");
+                eprintln!("latnet-switch agent: {}: {why}", ctl.url());
+                self.peers.conflict = Some(why.to_owned());
+                self.errors += 1;
+                self.last_error = Some(format!("POST /agents: 409 {why}"));
             }
             // anything else (a service stopping, a bad gateway): again in a second
             Ok((st, v)) => {
