@@ -269,7 +269,7 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
     let why = "hosts[0]: h1 is served by agent \"h1+0@7\" already";
     svc.set("/agents", 409, json!({"error": why, "field": "hosts[0]"}));
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let e = ag.sync().map(|()| ()).unwrap_err();
+    let e = ag.sync().unwrap_err();
     assert!(e.to_string().contains(why), "{e}");
     // an unreachable service is a controller error, kept apart from kernel errors (the run
     // loop counts it and retries)
