@@ -8,6 +8,7 @@
 //! * every agent registers the hosts it serves, and registers again at least every
 //!   [`AGENT_TTL`] (`POST /agents {"name", "hosts"}`); an agent not heard from for that long no
 //!   longer counts; a host another agent serves is refused (409: they would undo each other);
+//!   an agent that stops says so (`DELETE /agents/NAME`);
 //! * after it re-tagged a flow for log entry `seq` and that flow's old path drained (or, for a
 //!   new flow, once it tags it) the flow's agent says so: `POST /applied {"flow", "seq"}`;
 //! * before an agent applies a step, it asks whether the step before it is done:
@@ -135,6 +136,17 @@ impl Agents {
         self.regs.insert(name.clone(), Registration { hosts: hosts.clone(), seen: now });
         self.generation += 1;
         (200, json!({"name": name, "hosts": hosts, "ttl_ms": self.ttl.as_millis() as u64}))
+    }
+
+    /// `DELETE /agents/NAME`: agent `name` stops (its hosts are unserved at once).
+    pub fn deregister(&mut self, name: &str) -> Reply {
+        match self.regs.remove(name) {
+            Some(_) => {
+                self.generation += 1;
+                (204, Value::Null)
+            }
+            None => err(404, Some("name"), format!("no agent {name:?} is registered")),
+        }
     }
 
     /// `GET /agents`: the agents registered now.
@@ -307,6 +319,11 @@ mod tests {
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1", "h3"]}"#, &HOSTS).0, 200);
         std::thread::sleep(Duration::from_millis(40));
         assert_eq!(a.register(br#"{"name": "B", "hosts": ["h2", "h1"]}"#, &HOSTS).0, 200);
+        // B stops: its hosts are free at once
+        assert_eq!(a.deregister("B").0, 204);
+        assert_eq!(a.deregister("B").0, 404);
+        assert_eq!(a.query("flow=1&seq=1", src).1["why"], "unserved");
+        assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! With a token file, every request but `GET /health` must carry `Authorization: Bearer TOKEN`:
-//! a `read` token may `GET`; an `agent` token may also register a host agent and report its
-//! steps (`POST /agents`, `POST /applied`: [`crate::agents`]), but not change a reservation; a
+//! a `read` token may `GET`; an `agent` token may also register a host agent, end its
+//! registration and report its steps (`POST /agents`, `DELETE /agents/NAME`, `POST /applied`:
+//! [`crate::agents`]), but not change a reservation; a
 //! `write` token may also `POST` and `DELETE` everything else. A request without a
 //! token, or with one not in the file, is answered 401 (with `WWW-Authenticate: Bearer`); a read
 //! token asking to change something, 403. Both name the field (`Authorization`) and are
@@ -143,14 +144,15 @@ impl Tokens {
             Some(Role::Agent)
                 if method != "GET"
                     && !(method == "POST"
-                        && ["/agents", "/applied"].contains(&path.trim_end_matches('/'))) =>
+                        && ["/agents", "/applied"].contains(&path.trim_end_matches('/')))
+                    && !(method == "DELETE" && path.starts_with("/agents/")) =>
             {
                 Err(err(
                     403,
                     Some("Authorization"),
                     format!(
-                        "an agent token may read, POST /agents and POST /applied; {method} {path} \
-                         needs a write token"
+                        "an agent token may read, POST /agents, DELETE /agents/NAME and POST \
+                         /applied; {method} {path} needs a write token"
                     ),
                 ))
             }

@@ -933,6 +933,7 @@ impl Service {
             }
             ("GET", ["log"]) => self.get_log(query),
             ("GET", ["agents"]) => self.agents.list(),
+            ("DELETE", ["agents", name]) => self.agents.deregister(name),
             ("POST", ["agents"]) => {
                 let t = self.ctl.topology();
                 let names: Vec<&str> =
@@ -982,7 +983,7 @@ impl Service {
                 _,
                 ["health" | "hosts" | "config" | "stats" | "flows" | "log" | "snapshot" | "compact"
                 | "agents" | "applied"]
-                | ["flows" | "routes", _],
+                | ["flows" | "routes" | "agents", _],
             ) => err(405, None, format!("{method} is not allowed on {path}")),
             _ => {
                 err(404, None, format!("no such resource {path}; see GET /health, /hosts, /flows"))

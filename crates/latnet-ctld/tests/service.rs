@@ -676,17 +676,19 @@ fn with_tokens_a_request_needs_one_and_a_read_token_only_reads() {
     assert_eq!(st, 200, "{body}");
     let (st, body, _) = ask("POST", "/flows", Some(&format!("Bearer {a}")), &flow);
     assert_eq!(st, 403, "{body}");
-    assert!(body.contains("an agent token may read, POST /agents and POST /applied"), "{body}");
+    assert!(body.contains("an agent token may read, POST /agents, DELETE /agents/NAME"), "{body}");
+    assert_eq!(ask("DELETE", "/flows/0", Some(&format!("Bearer {a}")), "").0, 403);
     // a write token does everything
     let (st, body, _) = ask("POST", "/flows", Some(&format!("Bearer {w}")), &flow);
     assert_eq!(st, 201, "{body}");
     let (st, body, _) =
         ask("POST", "/applied", Some(&format!("Bearer {a}")), r#"{"flow": 0, "seq": 1}"#);
     assert_eq!(st, 200, "{body}");
+    assert_eq!(ask("DELETE", "/agents/a1", Some(&format!("Bearer {a}")), "").0, 204);
     let (st, body, _) = ask("GET", "/stats", Some(&format!("Bearer {w}")), "");
     assert_eq!(st, 200);
     let stats: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(stats["denied"], 10, "{stats}"); // six 401s, four 403s
+    assert_eq!(stats["denied"], 11, "{stats}"); // six 401s, five 403s
     assert_eq!(stats["admitted"], 1, "{stats}");
     assert_eq!(ask("DELETE", "/flows/0", Some(&format!("Bearer {w}")), "").0, 204);
     stop.store(true, Ordering::Relaxed);

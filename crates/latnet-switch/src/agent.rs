@@ -803,8 +803,15 @@ impl Agent {
         }
         self.peers.prev = None;
         self.register();
-        if let Some(why) = self.peers.conflict.take() {
-            return Err(AgentError::Config(format!("{}: {why}", ctl.url())));
+        // a registration of an agent that stopped without saying so lapses within seconds
+        let until = crate::sys::mono_ns() + 4_000_000_000;
+        while let Some(why) = self.peers.conflict.take() {
+            if crate::sys::mono_ns() >= until {
+                return Err(AgentError::Config(format!("{}: {why}", ctl.url())));
+            }
+            crate::sys::sleep_until(crate::sys::mono_ns() + 500_000_000);
+            self.peers.next_register_ns = 0;
+            self.register();
         }
         self.write_status();
         Ok(())
@@ -1356,6 +1363,12 @@ impl Agent {
     }
 
     fn shutdown(&mut self) {
+        // other agents need not wait for this one's steps any more
+        if self.peers.registered {
+            let path = format!("/agents/{}", self.name);
+            let _ = self.cfg.controller.call("DELETE", &path, None, StdDuration::ZERO);
+            self.peers.registered = false;
+        }
         for st in &self.hosts {
             if self.cfg.shape {
                 for tc in &st.tcs {
