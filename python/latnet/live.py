@@ -129,6 +129,9 @@ def live(
         raise LatnetError(f"{spec}: cannot read the file: {e.strerror}") from None
     plan = json.loads(ctl.live_plan(spec.name, text))
     k = plan["dilation"]
+    # checked before anything is written (the testbed's hosts are the service's)
+    if agents > len(client.hosts()):
+        raise LatnetError(f"agents: {agents} agents for {len(client.hosts())} hosts")
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -143,8 +146,6 @@ def live(
     tb.time_zero_after_ns = after + AGENT_MARGIN_NS
     length = tb.plan["duration_ns"] + tb.plan["drain_ns"]
     hosts = tb.hosts()
-    if agents > len(hosts):
-        raise LatnetError(f"agents: {agents} agents for {len(hosts)} hosts")
     groups = [hosts[i::agents] for i in range(agents)]
     paths = [run_dir / ("agent.json" if agents == 1 else f"agent-{i}.json") for i in range(agents)]
     routes = {h: {r["dst"]: r["path"] for r in client.routes(h)["routes"]} for h in hosts}

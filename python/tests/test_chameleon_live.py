@@ -179,7 +179,7 @@ def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
 
 
 def test_agents_on_separate_hosts_keep_the_order_through_the_service(tmp_path, capsys):
-    """Two agents share the hosts (h1, h3, h5 and h2, h4, h6): a's move is h2's agent's, b's
+    """Two agents share the hosts (h1, h3 and h2, h6): a's move is h2's agent's, b's
     admission h1's. b is tagged only once a's old path drained, because h1's agent waited at
     the service for h2's agent to report the move. Without that wait (--peer-wait-ms 0) each
     agent applies its step as soon as it reads the entry, and b comes before a's drain."""
@@ -417,6 +417,7 @@ def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsy
     before = {st["prefix"] for _, st in recorded()}
     spec = tmp_path / "live.toml"
     spec.write_text(SPEC.replace('deadline = "800us"', 'deadline = "800us"\nqueue = 1'))
+    (tmp_path / "ok.toml").write_text(SPEC)
     out = tmp_path / "out"
     with service(tmp_path / "bad.db") as url:
         argv = ["chameleon", "live", "--controller", url, "--out", str(out)]
@@ -427,6 +428,9 @@ def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsy
         assert "missing.toml: cannot read the file" in capsys.readouterr().err
         assert main(["testbed", "up", str(FIG6), "--controller", url]) == 2
         assert "a scenario file or --controller" in capsys.readouterr().err
+        # more agents than the network has hosts
+        assert main([*argv, "--agents", "9", str(spec.with_name("ok.toml"))]) == 1
+        assert "agents: 9 agents for 4 hosts" in capsys.readouterr().err
     assert main(["chameleon", "live", "--controller", "http://127.0.0.1:1", str(spec)]) == 1
     assert "http://127.0.0.1:1: cannot reach the service" in capsys.readouterr().err
     assert not out.exists()
@@ -444,6 +448,8 @@ def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsy
     assert r.returncode == 2 and "--order: expected sequential or together" in r.stderr, r.stderr
     r = run("--controller", "http://127.0.0.1:1", "--host", "camera", "--wait-ms", "70000")
     assert r.returncode == 2 and "--wait-ms: expected whole milliseconds" in r.stderr, r.stderr
+    r = run("--controller", "http://127.0.0.1:1", "--host", "camera", "--peer-wait-ms", "x")
+    assert r.returncode == 2 and "--peer-wait-ms: expected whole milliseconds" in r.stderr
     missing = tmp_path / "no-token"
     r = run("--controller", "http://127.0.0.1:1", "--host", "camera", "--token-file", str(missing))
     assert r.returncode == 2 and f"--token-file {missing}" in r.stderr, r.stderr

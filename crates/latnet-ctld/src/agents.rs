@@ -43,7 +43,8 @@ pub struct Agents {
     /// Per flow, the newest log entry whose step its agent reported done.
     applied: HashMap<u64, i64>,
     ttl: Duration,
-    /// Bumped by every report and registration, so that a waiting `GET /applied` asks again.
+    /// Bumped by every report and change of who serves what, so that a waiting
+    /// `GET /applied` asks again (a lapse is seen when the waiting agent asks anew).
     generation: u64,
 }
 
@@ -77,7 +78,7 @@ impl Agents {
         self.ttl = ttl;
     }
 
-    /// Changes with every report and registration.
+    /// Changes with every report and every change of who serves what.
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -133,8 +134,11 @@ impl Agents {
         if !self.regs.contains_key(&name) && self.regs.len() >= MAX_AGENTS {
             return err(429, Some("name"), format!("{MAX_AGENTS} agents are registered already"));
         }
-        self.regs.insert(name.clone(), Registration { hosts: hosts.clone(), seen: now });
-        self.generation += 1;
+        let reg = Registration { hosts: hosts.clone(), seen: now };
+        // a renewal changes no answer: only a new agent or new hosts wake the waiting questions
+        if self.regs.insert(name.clone(), reg).is_none_or(|old| old.hosts != hosts) {
+            self.generation += 1;
+        }
         (200, json!({"name": name, "hosts": hosts, "ttl_ms": self.ttl.as_millis() as u64}))
     }
 
@@ -308,6 +312,13 @@ mod tests {
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
         assert_eq!(a.query("flow=1&seq=1", src).1["why"], "waiting");
         assert_eq!(a.list().1.as_array().map(Vec::len), Some(1));
+        // a renewal wakes no waiting question; other hosts do
+        let g = a.generation();
+        assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
+        assert_eq!(a.generation(), g);
+        assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1", "h2"]}"#, &HOSTS).0, 200);
+        assert!(a.generation() > g);
+        assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
         std::thread::sleep(Duration::from_millis(40));
         assert_eq!(a.query("flow=1&seq=1", src).1["why"], "unserved");
         assert_eq!(a.list().1.as_array().map(Vec::len), Some(0));

@@ -38,6 +38,11 @@
 //! | `POST /compact?keep=K` | 200 `{"removed", "snapshot", "folded", "last"}`: the controller's state now becomes the snapshot and every entry but the newest `K` (default 0) is deleted, in one transaction (the kept ones are for readers; a restart does not replay them); 500 if the checkpoint does not restore to the same state, and nothing changes |
 //! | `GET /flows/ID` | 200 the flow; 404 |
 //! | `DELETE /flows/ID` | 204; 404 |
+//! | `POST /agents` `{"name", "hosts"}` | 200 `{"name", "hosts", "ttl_ms"}`: host agent `name` serves `hosts` until it lapses ([`agents`]); 400 naming the field; 409 a host another agent serves |
+//! | `GET /agents` | 200 the agents registered now |
+//! | `DELETE /agents/NAME` | 204; 404 |
+//! | `POST /applied` `{"flow", "seq"}` | 200: the step of `flow` for log entry `seq` is done; 400 naming the field; 404 no such flow |
+//! | `GET /applied?flow=ID&seq=SEQ&wait=MS` | 200 `{"done", "why", "agent"}`; with `wait` held until done (a long poll); 400 naming the parameter |
 
 use latnet_ctl::eval::{EvalOptions, SystemKind};
 use latnet_ctl::{Checkpoint, Controller, Embedding, FlowRequest, Rejection, Topology};
@@ -726,6 +731,12 @@ pub struct Service {
     agents: agents::Agents,
 }
 
+/// The names of the hosts of `ctl`'s topology.
+fn host_names(ctl: &Controller) -> Vec<&str> {
+    let t = ctl.topology();
+    t.hosts().into_iter().map(|h| t.nodes()[h].name.as_str()).collect()
+}
+
 /// A status and a JSON body (`Value::Null`: no body).
 pub type Reply = (u16, Value);
 
@@ -914,12 +925,7 @@ impl Service {
             ),
             ("GET", ["snapshot"]) => self.get_snapshot(),
             ("POST", ["compact"]) => self.post_compact(query),
-            ("GET", ["hosts"]) => {
-                let t = self.ctl.topology();
-                let names: Vec<&str> =
-                    t.hosts().into_iter().map(|h| t.nodes()[h].name.as_str()).collect();
-                (200, json!(names))
-            }
+            ("GET", ["hosts"]) => (200, json!(host_names(&self.ctl))),
             ("GET", ["config"]) => (200, serde_json::to_value(&self.cfg).unwrap_or(Value::Null)),
             ("GET", ["stats"]) => {
                 let s = self.ctl.stats();
@@ -934,12 +940,7 @@ impl Service {
             ("GET", ["log"]) => self.get_log(query),
             ("GET", ["agents"]) => self.agents.list(),
             ("DELETE", ["agents", name]) => self.agents.deregister(name),
-            ("POST", ["agents"]) => {
-                let t = self.ctl.topology();
-                let names: Vec<&str> =
-                    t.hosts().into_iter().map(|h| t.nodes()[h].name.as_str()).collect();
-                self.agents.register(body, &names)
-            }
+            ("POST", ["agents"]) => self.agents.register(body, &host_names(&self.ctl)),
             ("POST", ["applied"]) => {
                 let ctl = &self.ctl;
                 self.agents.report(body, |id| ctl.flow(id).is_some(), self.store.last())

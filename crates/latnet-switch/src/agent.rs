@@ -24,8 +24,8 @@
 //! it has had its old guarantee to drain its old path: [`Order::Sequential`], the states the
 //! controller checked); a refusal that moved flows re-tags them; a removal stops
 //! tagging (the flow's packets then follow the destination's best-effort route) and removes
-//! its shaper once the packets queued in it were sent ([`RETIRE_MAX_NS`] at most). Each change is read from `GET /flows/ID` and applied with one map update per
-//! destination address, so a packet sees the old stack or the new one; the status file's
+//! its shaper once the packets queued in it were sent ([`RETIRE_MAX_NS`] at most). Each change
+//! is read from `GET /flows/ID` and applied with one map update per destination address, so a packet sees the old stack or the new one; the status file's
 //! `changes` record, with the log entry that caused it, the instants (`CLOCK_MONOTONIC`)
 //! just before the first update (`t_start_ns`) and just after the last (`t_ns`): every packet
 //! sent after `t_ns` gets the change. Shaper classes are made before a tagger names them and
@@ -962,9 +962,8 @@ impl Agent {
     }
 
     /// Delete the shaper classes of removed flows whose queues are empty (or that were kept
-    /// [`RETIRE_MAX_NS`]; `all`: every one). A class left behind is said; the flow is gone
-    /// either way.
-    pub fn reap(&mut self, all: bool) {
+    /// [`RETIRE_MAX_NS`]). A class left behind is said; the flow is gone either way.
+    pub fn reap(&mut self) {
         let now = crate::sys::mono_ns();
         for st in &mut self.hosts {
             if st.retiring.is_empty() {
@@ -976,7 +975,7 @@ impl Agent {
                 let queued = stats.iter().any(|s| {
                     s.get(&minor).and_then(|c| c["backlog_packets"].as_u64()).unwrap_or(0) > 0
                 });
-                if queued && now < until && !all {
+                if queued && now < until {
                     return true;
                 }
                 for tc in tcs {
@@ -1320,7 +1319,7 @@ impl Agent {
                 break;
             }
             self.register();
-            self.reap(false);
+            self.reap();
             match self.poll() {
                 Ok(n) if n >= 1000 => continue, // more to read
                 // the service held the poll until there was something or the wait ran out

@@ -200,13 +200,13 @@ fn the_agent_programs_moves_removes_refuses_and_resyncs() {
     }
     svc.set("/log", 200, log(json!([{"seq": 4, "op": "remove", "id": 1, "found": true}]), 4, "s1"));
     assert_eq!(ag.poll().unwrap_or_else(|e| panic!("{e}")), 1);
-    ag.reap(false);
+    ag.reap();
     assert!(classes(&v).contains("class htb 1:2 "), "{}", classes(&v));
     assert_eq!(ag.status()["hosts"]["h1"]["retiring_classes"], json!(["1:2"]));
     let queued = v.seen(150);
     assert_eq!(queued.len(), 150, "none dropped");
     assert!(queued.iter().all(|q| q.0 == vec![300]), "all sent as flow 1's");
-    ag.reap(false);
+    ag.reap();
     assert!(!classes(&v).contains("1:2"), "{}", classes(&v));
     assert_eq!(ag.status()["hosts"]["h1"]["retiring_classes"], json!([]));
     v.send("10.77.0.2:5001");
