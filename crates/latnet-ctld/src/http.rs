@@ -52,6 +52,13 @@ impl Default for ServeOptions {
 /// A server listening on `addr` (`ADDR:PORT`; port 0: one the system chooses) whose accepted
 /// connections time out reads and writes after `opts.io_timeout`.
 pub fn listen(addr: &str, opts: &ServeOptions) -> Result<tiny_http::Server, String> {
+    let listener = bind(addr, opts.io_timeout)?;
+    tiny_http::Server::from_listener(listener, None).map_err(|e| e.to_string())
+}
+
+/// A socket listening on `addr` whose reads and writes (and, on Linux, those of the sockets it
+/// accepts) time out after `timeout`.
+pub(crate) fn bind(addr: &str, timeout: Duration) -> Result<std::net::TcpListener, String> {
     use socket2::{Domain, Socket, Type};
     let sa: SocketAddr = addr
         .to_socket_addrs()
@@ -60,15 +67,15 @@ pub fn listen(addr: &str, opts: &ServeOptions) -> Result<tiny_http::Server, Stri
         .ok_or_else(|| format!("{addr:?} names no address"))?;
     let sock =
         Socket::new(Domain::for_address(sa), Type::STREAM, None).map_err(|e| e.to_string())?;
-    let t = Some(opts.io_timeout);
+    let t = Some(timeout);
     sock.set_reuse_address(true)
+        .and_then(|()| sock.set_nodelay(true))
         .and_then(|()| sock.set_read_timeout(t))
         .and_then(|()| sock.set_write_timeout(t))
         .and_then(|()| sock.bind(&sa.into()))
         .and_then(|()| sock.listen(128))
         .map_err(|e| e.to_string())?;
-    let listener: std::net::TcpListener = sock.into();
-    tiny_http::Server::from_listener(listener, None).map_err(|e| e.to_string())
+    Ok(sock.into())
 }
 
 /// Longest a `GET /log` may wait for a new entry (`wait`, ms).
@@ -370,5 +377,22 @@ fn read_body(req: &mut tiny_http::Request, timeout: Duration) -> Result<Vec<u8>,
             }
             Err(e) => return Err(err(400, None, format!("the body could not be read: {e}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `tiny_http` never sets `TCP_NODELAY`; it writes an answer's head and body apart, so with
+    /// Nagle a keep-alive client waited for its delayed ACK (40 ms) on every request. The
+    /// listener carries the option and Linux copies it to every socket it accepts.
+    #[test]
+    fn accepted_connections_send_without_nagle() {
+        let Ok(l) = super::bind("127.0.0.1:0", std::time::Duration::from_secs(1)) else {
+            panic!("no listener")
+        };
+        let Ok(addr) = l.local_addr() else { panic!("no address") };
+        let Ok(_c) = std::net::TcpStream::connect(addr) else { panic!("no connection") };
+        let Ok((s, _)) = l.accept() else { panic!("nothing accepted") };
+        assert!(matches!(s.nodelay(), Ok(true)));
     }
 }
