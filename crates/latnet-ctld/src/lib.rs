@@ -20,7 +20,9 @@
 //!
 //! With a token file ([`Tokens`], `latnet-ctld --tokens FILE`) every request but `GET /health`
 //! needs `Authorization: Bearer TOKEN` (401 without one the file lists, 403 for a read token
-//! asking to change something).
+//! asking to change something). With a certificate and its key ([`tls`], `latnet-ctld
+//! --tls-cert FILE --tls-key FILE`) the service speaks HTTPS, so tokens and decisions do not
+//! cross the network in the clear; [`tls::Endpoint`] opens either kind.
 //!
 //! API (JSON bodies; errors are `{"error": ..., "field": ...}` or `{"code": ..., "reason": ...}`):
 //!
@@ -56,6 +58,7 @@ use std::sync::Arc;
 pub mod agents;
 mod auth;
 mod http;
+pub mod tls;
 pub use auth::{Role, Tokens, MIN_TOKEN};
 pub use http::{listen, serve, ServeOptions, MAX_WAIT_MS};
 

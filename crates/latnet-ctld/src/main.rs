@@ -3,7 +3,7 @@
 //! ```text
 //! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N]
 //!             (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS]
-//!             [--tokens FILE] [--log-keep N] [--stdin-stop]
+//!             [--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE] [--stdin-stop]
 //! ```
 //!
 //! Prints `listening on http://ADDR:PORT` once it accepts requests (with `--listen
@@ -18,8 +18,11 @@
 //! the port may admit and remove flows. `--log-keep N`: once N entries were logged after the
 //! store's snapshot, the controller's state becomes the snapshot and the log keeps its newest
 //! N entries (restarts then replay fewer than N); without it only `POST /compact` compacts.
+//!
+//! `--tls-cert FILE --tls-key FILE` (PEM): the service speaks HTTPS on `--listen` (and prints
+//! `listening on https://...`); see [`latnet_ctld::tls`]. Tokens travel in the clear without it.
 
-use latnet_ctld::{listen, serve, ServeOptions, Service, ServiceConfig, Tokens};
+use latnet_ctld::{tls, ServeOptions, Service, ServiceConfig, Tokens};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +30,7 @@ use std::sync::Arc;
 
 const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] \
 [--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] \
-[--tokens FILE] [--log-keep N] [--stdin-stop]";
+[--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE] [--stdin-stop]";
 
 struct Args {
     db: PathBuf,
@@ -36,6 +39,8 @@ struct Args {
     opts: ServeOptions,
     stdin_stop: bool,
     log_keep: Option<u64>,
+    /// The certificate chain and key files, PEM.
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -50,6 +55,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     };
     let mut stdin_stop = false;
     let mut log_keep = None;
+    let (mut tls_cert, mut tls_key) = (None, None);
     let mut opts = ServeOptions::default();
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         let v = v.ok_or_else(|| format!("{flag}: expected a value"))?;
@@ -90,6 +96,8 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 opts.tokens = Some(Arc::new(t));
             }
             "--log-keep" => log_keep = Some(num("--log-keep", it.next())? as u64),
+            "--tls-cert" => tls_cert = Some(it.next().ok_or("--tls-cert: expected a file")?.into()),
+            "--tls-key" => tls_key = Some(it.next().ok_or("--tls-key: expected a file")?.into()),
             "--stdin-stop" => stdin_stop = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -97,7 +105,12 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     if cfg.k.is_some() == cfg.topology.is_some() {
         return Err("give exactly one of --k (a fat-tree) and --topology FILE".into());
     }
-    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep })
+    let tls = match (tls_cert, tls_key) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        _ => return Err("give both --tls-cert and --tls-key, or neither".into()),
+    };
+    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep, tls })
 }
 
 #[allow(clippy::print_stdout)] // the address line is the binary's output
@@ -113,6 +126,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // certificate files are read before the store is touched
+    let tls = match &args.tls {
+        Some((cert, key)) => match tls::server_config(cert, key) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("latnet-ctld: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => None,
+    };
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("latnet-ctld: {}: {e}", dir.display());
@@ -127,8 +151,8 @@ fn main() -> ExitCode {
         }
     };
     svc.set_log_keep(args.log_keep);
-    let server = match listen(&args.listen, &args.opts) {
-        Ok(s) => s,
+    let endpoint = match tls::Endpoint::open(&args.listen, &args.opts, tls) {
+        Ok(e) => e,
         Err(e) => {
             eprintln!("latnet-ctld: --listen {}: {e}", args.listen);
             return ExitCode::from(1);
@@ -145,12 +169,12 @@ fn main() -> ExitCode {
             s.store(true, Ordering::Relaxed);
         });
     }
-    let addr = server.server_addr().to_ip().map_or(args.listen.clone(), |a| a.to_string());
     println!(
-        "listening on http://{addr} ({} flows from {})",
+        "listening on {} ({} flows from {})",
+        endpoint.url(),
         svc.controller().len(),
         args.db.display()
     );
-    serve(&server, &mut svc, args.opts.clone(), || stop.load(Ordering::Relaxed));
+    endpoint.run(&mut svc, args.opts.clone(), || stop.load(Ordering::Relaxed));
     ExitCode::SUCCESS
 }

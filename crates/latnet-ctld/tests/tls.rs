@@ -1,0 +1,236 @@
+//! The service over TLS: the front relays a client's requests in order, tells a plain-HTTP
+//! client where it is, lets no stalled handshake hold up another client, presents the
+//! certificate it was given, and refuses certificate files it cannot use, naming them.
+//! Certificates are made by `scripts/tls-certs.sh` (the `openssl` command).
+
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
+use latnet_ctld::{tls, ServeOptions, Service, ServiceConfig};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("latnet-ctld-tls-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A CA and a service certificate it signed for 127.0.0.1 and localhost, in `d/name`
+/// (`scripts/tls-certs.sh`): (CA certificate, service certificate, service key).
+fn certs(d: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let out = d.join(name);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tls-certs.sh");
+    let run = std::process::Command::new(script)
+        .arg(&out)
+        .output()
+        .expect("scripts/tls-certs.sh (it needs the openssl command)");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    (out.join("ca.crt"), out.join("service.crt"), out.join("service.key"))
+}
+
+/// A service on an HTTPS port of 127.0.0.1: its address, the flag that stops it, its threads.
+fn start(name: &str, io_timeout: Duration, cert: &Path, key: &Path) -> Running {
+    let svc = Service::open(
+        &dir(&format!("{name}-db")).join("controller.db"),
+        ServiceConfig {
+            system: "chameleon".into(),
+            k: Some(4),
+            hosts_per_edge: None,
+            queues: 8,
+            topology: None,
+        },
+    )
+    .unwrap();
+    let opts = ServeOptions { io_timeout, tokens: None };
+    let cfg = tls::server_config(cert, key).unwrap();
+    let endpoint = tls::Endpoint::open("127.0.0.1:0", &opts, Some(cfg)).unwrap();
+    let url = endpoint.url();
+    let addr = url.strip_prefix("https://").unwrap().to_owned();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let mut svc = svc;
+    let t = std::thread::spawn(move || endpoint.run(&mut svc, opts, || s2.load(Ordering::Relaxed)));
+    Running { addr, stop, thread: t }
+}
+
+struct Running {
+    addr: String,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Running {
+    fn end(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+    }
+}
+
+/// A client trusting the certificates in `ca`.
+fn client(ca: &Path) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(cfg)
+}
+
+/// `raw` sent over TLS to `addr`; everything the service sent back (it must close).
+fn https(addr: &str, cfg: &Arc<rustls::ClientConfig>, raw: &str) -> std::io::Result<String> {
+    let tcp = TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(cfg.clone(), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    s.write_all(raw.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// Every answer in `raw` (HTTP/1.1 responses one after the other): status and body.
+fn answers(raw: &str) -> Vec<(u16, String)> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    while let Some((head, tail)) = rest.split_once("\r\n\r\n") {
+        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let len = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+        out.push((status, tail[..len].to_owned()));
+        rest = &tail[len..];
+    }
+    out
+}
+
+/// `POST /flows` from the `i`-th host (of 16) to another.
+fn post_flow(i: usize) -> String {
+    let h = |i: usize| format!("h{}_{}_{}", (i / 4) % 4, (i / 2) % 2, i % 2);
+    let body = json!({"src": h(i), "dst": h(i + 5), "rate_bps": 1_000_000,
+                      "burst_bytes": 1500, "deadline_ns": 10_000_000u64})
+    .to_string();
+    format!("POST /flows HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+}
+
+#[test]
+fn requests_over_tls_are_answered_in_order_and_plain_http_is_told_where_it_is() {
+    let d = dir("order");
+    let (ca, cert, key) = certs(&d, "a");
+    let svc = start("order", Duration::from_secs(5), &cert, &key);
+    let cfg = client(&ca);
+    // three requests in one write on one connection: answered in order
+    let raw = format!(
+        "{}GET /flows HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\
+         Connection: close\r\n\r\n",
+        post_flow(0)
+    );
+    let got = answers(&https(&svc.addr, &cfg, &raw).unwrap());
+    assert_eq!(got.iter().map(|a| a.0).collect::<Vec<_>>(), [201, 200, 200], "{got:?}");
+    let list: Value = serde_json::from_str(&got[1].1).unwrap();
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "the GET was answered before the POST");
+    // an answer larger than a TLS record (64 flows: tens of kB) arrives whole
+    let many: String = (1..64).map(post_flow).collect::<String>()
+        + "GET /flows HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let got = answers(&https(&svc.addr, &cfg, &many).unwrap());
+    let list: Value = serde_json::from_str(&got.last().unwrap().1).unwrap();
+    let admitted = got.iter().filter(|a| a.0 == 201).count();
+    assert_eq!(list.as_array().map(Vec::len), Some(1 + admitted), "{}", got.len());
+    assert!(got.last().unwrap().1.len() > 16 * 1024, "{}", got.last().unwrap().1.len());
+    // plain HTTP on the TLS port: a plain 400 saying so
+    let mut s = TcpStream::connect(&svc.addr).unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let got = answers(&out);
+    assert_eq!(got.first().map(|a| a.0), Some(400), "{out}");
+    assert!(got[0].1.contains("https://"), "{out}");
+    svc.end();
+}
+
+#[test]
+fn a_stalled_handshake_holds_up_nobody_else_and_is_closed_in_time() {
+    let d = dir("stall");
+    let (ca, cert, key) = certs(&d, "a");
+    let timeout = Duration::from_secs(2);
+    let svc = start("stall", timeout, &cert, &key);
+    let cfg = client(&ca);
+    // a: the first bytes of a handshake record, then nothing
+    let mut a = TcpStream::connect(&svc.addr).unwrap();
+    a.write_all(&[0x16, 0x03, 0x01, 0x00]).unwrap();
+    let a_sent = Instant::now();
+    // b: connected, says nothing at all
+    let b = TcpStream::connect(&svc.addr).unwrap();
+    // meanwhile another client's handshake and request go through at once
+    let t = Instant::now();
+    let got = answers(
+        &https(&svc.addr, &cfg, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap(),
+    );
+    assert_eq!(got.first().map(|a| a.0), Some(200), "{got:?}");
+    assert!(t.elapsed() < timeout, "answered after {:?}, behind the stalled ones", t.elapsed());
+    // a and b are closed once their time is up, not before
+    for mut s in [a, b] {
+        s.set_read_timeout(Some(timeout * 3)).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "{rest:?}");
+    }
+    let waited = a_sent.elapsed();
+    assert!(waited >= timeout && waited < timeout * 3, "closed after {waited:?}");
+    svc.end();
+}
+
+#[test]
+fn the_service_presents_its_certificate_and_another_ca_is_not_fooled() {
+    let d = dir("ca");
+    let (ca, cert, key) = certs(&d, "a");
+    let (other_ca, _, _) = certs(&d, "b");
+    let svc = start("ca", Duration::from_secs(5), &cert, &key);
+    let ask = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let e = https(&svc.addr, &client(&other_ca), ask).unwrap_err();
+    assert!(e.to_string().contains("invalid peer certificate"), "{e}");
+    // the service is unharmed by the failed handshake
+    let got = answers(&https(&svc.addr, &client(&ca), ask).unwrap());
+    assert_eq!(got.first().map(|a| a.0), Some(200), "{got:?}");
+    svc.end();
+}
+
+#[test]
+fn certificate_files_it_cannot_use_are_refused_naming_the_flag_and_the_file() {
+    let d = dir("files");
+    let (_, cert, key) = certs(&d, "a");
+    let (_, other_cert, other_key) = certs(&d, "b");
+    let empty = d.join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let missing = d.join("missing.pem");
+    let cases: [(&Path, &Path, &str, &Path, &str); 5] = [
+        (&missing, &key, "--tls-cert", &missing, "No such file"),
+        (&empty, &key, "--tls-cert", &empty, "no certificate"),
+        (&cert, &empty, "--tls-key", &empty, "private key"),
+        (&cert, &other_cert, "--tls-key", &other_cert, "private key"),
+        (&cert, &other_key, "--tls-key", &other_key, "does not serve the certificate"),
+    ];
+    for (c, k, flag, file, why) in cases {
+        let e = tls::server_config(c, k).unwrap_err();
+        assert!(e.starts_with(&format!("{flag} {}", file.display())), "{e}");
+        assert!(e.contains(why), "{e}");
+    }
+    assert!(tls::server_config(&cert, &key).is_ok());
+    assert!(tls::server_config(&other_cert, &other_key).is_ok());
+}
