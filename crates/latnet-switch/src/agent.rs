@@ -38,7 +38,9 @@
 //! its log goes back), the agent undoes what it programmed and reads the state again.
 //! Losing the controller keeps what was programmed; the agent counts failed polls and retries.
 //! A service started with `--tokens` needs one: `--token-file` (a read token is enough for one
-//! agent serving every host).
+//! agent serving every host). A service speaking HTTPS (`latnet-ctld --tls-cert`) is
+//! `--controller https://HOST:PORT` with `--ca-file` naming who signed its certificate, which
+//! must name `HOST`; without TLS the token crosses the management network in the clear.
 //!
 //! Agents serving different hosts keep the sequential order between them through the service
 //! (`latnet_ctld::agents`): each registers its hosts (`POST /agents`, renewed every second),
@@ -55,6 +57,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 /// Every host's addresses, by name.
@@ -92,11 +95,15 @@ pub enum AgentError {
 
 // ------------------------------------------------------------------------ the controller
 
-/// A controller service at `http://HOST:PORT` (no TLS: the service has none either).
+/// A controller service at `http://HOST:PORT` or `https://HOST:PORT` (then [`Controller::
+/// with_ca_file`] names who signed its certificate, which must name `HOST`).
 #[derive(Debug, Clone)]
 pub struct Controller {
     url: String,
     host: String,
+    /// With `https://`: the TLS settings (`None` until a CA file is given) and the name the
+    /// certificate must carry.
+    tls: Option<(Option<Arc<rustls::ClientConfig>>, rustls::pki_types::ServerName<'static>)>,
     addr: std::net::SocketAddr,
     timeout: StdDuration,
     /// The bearer token sent with every request (a service started with `--tokens`).
@@ -104,26 +111,79 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// Parse `http://HOST:PORT[/]`.
+    /// Parse `http://HOST:PORT[/]` or `https://HOST:PORT[/]`.
     pub fn new(url: &str) -> Result<Controller, AgentError> {
         let bad = |m: &str| AgentError::Config(format!("--controller {url:?}: {m}"));
-        let rest = url.strip_prefix("http://").ok_or_else(|| bad("expected http://HOST:PORT"))?;
+        let (scheme, rest) = url
+            .split_once("://")
+            .filter(|(s, _)| matches!(*s, "http" | "https"))
+            .ok_or_else(|| bad("expected http://HOST:PORT or https://HOST:PORT"))?;
         let host = rest.trim_end_matches('/');
         if host.is_empty() || host.contains('/') {
-            return Err(bad("expected http://HOST:PORT with no path"));
+            return Err(bad("expected http(s)://HOST:PORT with no path"));
         }
         let addr = host
             .to_socket_addrs()
             .map_err(|e| bad(&format!("cannot resolve: {e}")))?
             .next()
             .ok_or_else(|| bad("resolves to no address"))?;
+        let tls = if scheme == "https" {
+            let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            let name = rustls::pki_types::ServerName::try_from(name.to_owned()).map_err(|e| {
+                bad(&format!("{name:?} is not a name a certificate can carry: {e}"))
+            })?;
+            Some((None, name))
+        } else {
+            None
+        };
         Ok(Controller {
-            url: format!("http://{host}"),
+            url: format!("{scheme}://{host}"),
             host: host.to_owned(),
+            tls,
             addr,
             timeout: StdDuration::from_secs(2),
             token: None,
         })
+    }
+
+    /// Trust the certificates (PEM) in `path` as the signers of an `https://` service's
+    /// certificate (its own self-signed one will do). Refused for an `http://` service.
+    pub fn with_ca_file(mut self, path: &Path) -> Result<Controller, AgentError> {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let bad = |m: String| AgentError::Config(format!("--ca-file {}: {m}", path.display()));
+        let Some((cfg, _)) = self.tls.as_mut() else {
+            return Err(bad(format!("{} is not https://", self.url)));
+        };
+        let certs = CertificateDer::pem_file_iter(path)
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(|e| bad(format!("{e} (expected PEM certificates)")))?;
+        let mut roots = rustls::RootCertStore::empty();
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(bad("no usable certificate in it (expected a PEM 'BEGIN CERTIFICATE' \
+                            block)"
+                .into()));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let c = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        *cfg = Some(Arc::new(c));
+        Ok(self)
+    }
+
+    /// An `https://` service without a CA file is a configuration error, said before starting.
+    pub fn check(&self) -> Result<(), AgentError> {
+        match &self.tls {
+            Some((None, _)) => Err(AgentError::Config(format!(
+                "--controller {}: give the certificate that signed the service's: --ca-file FILE",
+                self.url
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Send the token in file `path` (its first line that is neither empty nor a `#` comment,
@@ -175,23 +235,34 @@ impl Controller {
         body: Option<&Value>,
         wait: StdDuration,
     ) -> Result<(u16, Value), AgentError> {
-        let mut s = TcpStream::connect_timeout(&self.addr, self.timeout)
+        let tcp = TcpStream::connect_timeout(&self.addr, self.timeout)
             .map_err(|e| self.fail(format!("cannot connect: {e}")))?;
-        s.set_read_timeout(Some(self.timeout + wait)).map_err(|e| self.fail(e.to_string()))?;
-        s.set_write_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
-        let _ = s.set_nodelay(true);
+        tcp.set_read_timeout(Some(self.timeout + wait)).map_err(|e| self.fail(e.to_string()))?;
+        tcp.set_write_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let mut s: Box<dyn ReadWrite> = match &self.tls {
+            None => Box::new(tcp),
+            Some((None, _)) => return Err(self.fail("https:// needs --ca-file")),
+            Some((Some(cfg), name)) => {
+                let conn = rustls::ClientConnection::new(cfg.clone(), name.clone())
+                    .map_err(|e| self.fail(format!("TLS: {e}")))?;
+                Box::new(rustls::StreamOwned::new(conn, tcp))
+            }
+        };
         let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n"));
         let body = body.map(Value::to_string).unwrap_or_default();
         let kind = if body.is_empty() { "" } else { "Content-Type: application/json\r\n" };
-        write!(
-            s,
+        let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\n{}{kind}Content-Length: {}\r\n\
-             Connection: close\r\n\r\n{body}",
+             Connection: close\r\n\r\n",
             self.host,
             auth.unwrap_or_default(),
             body.len()
-        )
-        .map_err(|e| self.fail(format!("{method} {path}: {e}")))?;
+        );
+        // one write: one TLS record, one segment
+        s.write_all([head.as_bytes(), body.as_bytes()].concat().as_slice())
+            .map_err(|e| self.fail(format!("{method} {path}: {e}")))?;
+        s.flush().map_err(|e| self.fail(format!("{method} {path}: {e}")))?;
         let mut raw = Vec::new();
         s.take(16 << 20)
             .read_to_end(&mut raw)
@@ -214,6 +285,10 @@ impl Controller {
         }
     }
 }
+
+/// A plain or a TLS connection.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
 
 /// Split an HTTP/1.1 response into its status and body (`Content-Length`, chunked, or to the
 /// end of the connection).
@@ -1622,6 +1697,76 @@ mod tests {
         {
             assert!(matches!(Controller::new(bad), Err(AgentError::Config(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_https_service_is_reached_with_its_ca_file_and_refused_otherwise() {
+        let dir = std::env::temp_dir().join(format!("latnet-agent-tls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tls-certs.sh");
+        for name in ["a", "b"] {
+            let out = std::process::Command::new(&script).arg(dir.join(name)).output();
+            assert!(out.is_ok_and(|o| o.status.success()), "scripts/tls-certs.sh (openssl)");
+        }
+        let cfg = latnet_ctld::ServiceConfig {
+            system: "chameleon".into(),
+            k: Some(4),
+            hosts_per_edge: None,
+            queues: 8,
+            topology: None,
+        };
+        let _ = std::fs::create_dir_all(dir.join("db"));
+        let svc = latnet_ctld::Service::open(&dir.join("db").join("controller.db"), cfg);
+        let Ok(mut svc) = svc else { panic!("no service") };
+        let tls =
+            latnet_ctld::tls::server_config(&dir.join("a/service.crt"), &dir.join("a/service.key"));
+        let opts = latnet_ctld::ServeOptions::default();
+        let endpoint = latnet_ctld::tls::Endpoint::open("127.0.0.1:0", &opts, tls.ok());
+        let Ok(endpoint) = endpoint else { panic!("{endpoint:?}") };
+        let url = endpoint.url();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let served = std::thread::spawn(move || {
+            endpoint.run(&mut svc, opts, || stop2.load(std::sync::atomic::Ordering::Relaxed));
+        });
+        // trusting the CA that signed the service's certificate: answered, and a POST goes in
+        let c = Controller::new(&url).and_then(|c| c.with_ca_file(&dir.join("a/ca.crt")));
+        let Ok(c) = c else { panic!("{c:?}") };
+        assert!(c.check().is_ok());
+        let hosts = c.get("/hosts");
+        assert!(
+            matches!(&hosts, Ok((200, v)) if v.as_array().map(Vec::len) == Some(16)),
+            "{hosts:?}"
+        );
+        let flow = json!({"src": "h0_0_0", "dst": "h3_1_1", "rate_bps": 1_000_000,
+                          "burst_bytes": 1500, "deadline_ns": 10_000_000u64});
+        assert!(matches!(c.post("/flows", &flow), Ok((201, _))));
+        // trusting another CA: refused, saying why
+        let c = Controller::new(&url).and_then(|c| c.with_ca_file(&dir.join("b/ca.crt")));
+        let Ok(c) = c else { panic!("{c:?}") };
+        match c.get("/hosts") {
+            Err(AgentError::Controller { msg, .. }) => {
+                assert!(msg.contains("certificate"), "{msg}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // no CA file for https://, a CA file for http://, a file without certificates
+        let Ok(bare) = Controller::new(&url) else { panic!("{url}") };
+        assert!(matches!(bare.check(), Err(AgentError::Config(m)) if m.contains("--ca-file")));
+        let plain = url.replace("https://", "http://");
+        let e = Controller::new(&plain).and_then(|c| c.with_ca_file(&dir.join("a/ca.crt")));
+        assert!(matches!(e, Err(AgentError::Config(m)) if m.contains("is not https://")));
+        let key = dir.join("a/service.key");
+        let e = Controller::new(&url).and_then(|c| c.with_ca_file(&key));
+        let want = format!("--ca-file {}: no usable certificate", key.display());
+        assert!(matches!(&e, Err(AgentError::Config(m)) if m.starts_with(&want)), "{e:?}");
+        // plain HTTP to the TLS port is told so
+        let Ok(c) = Controller::new(&plain) else { panic!("{plain}") };
+        let r = c.get("/hosts");
+        assert!(matches!(&r, Ok((400, v)) if v.to_string().contains("https://")), "{r:?}");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(served.join().is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! latnet-switch agent   --controller URL --scenario S.toml --host H[,H...] [--netns NS[,NS...]]
 //!                       [--status FILE] [--poll-ms 20] [--wait-ms 500]
 //!                       [--shaper htb|none] [--routes yes|no]
-//!                       [--order sequential|together] [--token-file FILE]
+//!                       [--order sequential|together] [--token-file FILE] [--ca-file FILE]
 //!                       [--dilation K] [--duration D]
 //! ```
 //!
@@ -33,10 +33,11 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
        latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
                               [--pace socket|htb:DEV] [--out FILE]
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
-       latnet-switch agent --controller http://HOST:PORT --scenario S.toml --host H[,H...]
+       latnet-switch agent --controller http(s)://HOST:PORT --scenario S.toml --host H[,H...]
                            [--netns NS[,NS...]] [--status FILE] [--poll-ms 20] [--wait-ms 500]
                            [--shaper htb|none] [--routes yes|no] [--order sequential|together]
-                           [--token-file FILE] [--dilation K] [--duration D]
+                           [--token-file FILE] [--ca-file FILE (https: who signed the
+                            service's certificate)] [--dilation K] [--duration D]
                            [--peer-wait-ms 5000] (sequential order across agents: how long
                             to wait for another agent's step; 0: only among its own hosts)
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
@@ -342,12 +343,20 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 controller: {
                     let c = agent::Controller::new(need(&a, "controller")?)
                         .map_err(|e| Fail::Usage(e.to_string()))?;
-                    match a.get("token-file") {
+                    let c = match a.get("token-file") {
                         None => c,
                         Some(f) => c
                             .with_token_file(Path::new(f))
                             .map_err(|e| Fail::Usage(e.to_string()))?,
-                    }
+                    };
+                    let c = match a.get("ca-file") {
+                        None => c,
+                        Some(f) => {
+                            c.with_ca_file(Path::new(f)).map_err(|e| Fail::Usage(e.to_string()))?
+                        }
+                    };
+                    c.check().map_err(|e| Fail::Usage(e.to_string()))?;
+                    c
                 },
                 hosts: specs,
                 addresses,
