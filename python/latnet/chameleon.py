@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -305,11 +306,29 @@ def read_token(path: str | os.PathLike[str]) -> str:
     raise LatnetError(f"--token-file {path}: expected a token, the file has none")
 
 
+def tls_context(url: str, ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext | None:
+    """The TLS settings of a client of ``url``: ``None`` for ``http://`` (a ``ca_file`` is
+    then refused), else the system's CAs or only the certificates in ``ca_file``."""
+    if not url.startswith("https://"):
+        if ca_file is not None:
+            raise LatnetError(f"--ca-file {ca_file}: {url} is not https://")
+        return None
+    if ca_file is None:
+        return ssl.create_default_context()
+    try:
+        return ssl.create_default_context(cafile=os.fspath(ca_file))
+    except (OSError, ssl.SSLError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise LatnetError(f"--ca-file {ca_file}: expected PEM certificates: {why}") from None
+
+
 class Client:
     """A client of ``latnet chameleon serve`` with the in-process ``Controller``'s interface:
     ``request`` returns the same dict (``admitted`` and ``id`` / ``rerouted``, or ``code`` /
     ``reason``), ``remove`` a bool, ``flows`` and ``hosts`` the same lists. ``token_file``: the
-    bearer token a service started with ``--tokens`` needs (see ``read_token``).
+    bearer token a service started with ``--tokens`` needs (see ``read_token``). ``ca_file``:
+    for an ``https://`` service (``--tls-cert``), the certificate (PEM) of who signed the
+    service's (``scripts/tls-certs.sh`` makes both; without it the system's CAs are trusted).
 
         >>> svc = chameleon.Client("http://127.0.0.1:8700")
         >>> svc.request("h0_0_0", "h3_1_1", rate_bps=2e6, burst_bytes=300, deadline_ns=10e6)
@@ -320,11 +339,14 @@ class Client:
         base_url: str,
         timeout_s: float = 30.0,
         token_file: str | os.PathLike[str] | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
     ):
         self.base = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.token_file = token_file
+        self.ca_file = ca_file
         self._token = read_token(token_file) if token_file is not None else None
+        self._tls = tls_context(self.base, ca_file)
 
     def _call(
         self, method: str, path: str, body: dict | None = None, timeout_s: float | None = None
@@ -339,7 +361,7 @@ class Client:
             req.add_header("Authorization", f"Bearer {self._token}")
         try:
             timeout = self.timeout_s if timeout_s is None else timeout_s
-            with urllib.request.urlopen(req, timeout=timeout) as r:
+            with urllib.request.urlopen(req, timeout=timeout, context=self._tls) as r:
                 text = r.read().decode()
                 return r.status, json.loads(text) if text else None
         except urllib.error.HTTPError as e:
@@ -354,7 +376,13 @@ class Client:
                 raise LatnetError(f"{self.base}{path}: {e.code} {why}{hint}") from None
             return e.code, doc
         except urllib.error.URLError as e:
-            raise LatnetError(f"{self.base}: cannot reach the service: {e.reason}") from None
+            hint = ""
+            if isinstance(e.reason, ssl.SSLCertVerificationError):
+                hint = " (give the certificate that signed the service's: --ca-file)"
+            raise LatnetError(f"{self.base}: cannot reach the service: {e.reason}{hint}") from None
+        except ConnectionError as e:
+            # a plain http:// client at an https:// port, among others
+            raise LatnetError(f"{self.base}: the service closed the connection: {e}") from None
 
     def request(
         self,

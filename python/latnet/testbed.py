@@ -412,6 +412,7 @@ class Testbed:
         wait_ms: int = 500,
         hosts: list[str] | None = None,
         peer_wait_ms: int = 5000,
+        ca_file: str | os.PathLike[str] | None = None,
     ) -> subprocess.Popen:
         """Start a Chameleon host agent for every host (``latnet-switch agent``: a BPF tagger on
         each host's egress and an HTB shaper per admitted flow, programmed from the controller
@@ -425,7 +426,8 @@ class Testbed:
         long poll; 0: a plain poll every ``poll_ms``). ``hosts``: the hosts it serves (default
         all; agents serving the others are started by further calls, each with a status file
         of its own, and keep the sequential order between them through the service, waiting up
-        to ``peer_wait_ms`` for another agent's step: an agent token will do then)."""
+        to ``peer_wait_ms`` for another agent's step: an agent token will do then).
+        ``ca_file``: for an ``https://`` service, who signed its certificate."""
         status = Path(status) if status is not None else self.run_dir / "agent.json"
         status.unlink(missing_ok=True)
         hosts = self.hosts() if hosts is None else list(hosts)
@@ -437,6 +439,8 @@ class Testbed:
         argv += ["--wait-ms", str(wait_ms), "--peer-wait-ms", str(peer_wait_ms)]
         if token_file is not None:
             argv += ["--token-file", str(token_file)]
+        if ca_file is not None:
+            argv += ["--ca-file", str(ca_file)]
         log_path = status.with_suffix(".log")
         log = open(log_path, "w")  # noqa: SIM115 (child keeps it)
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -87,11 +87,14 @@ deadline = "800us"
 
 
 @contextmanager
-def service(db, listen="127.0.0.1:0", tokens=None):
+def service(db, listen="127.0.0.1:0", tokens=None, tls=None):
     argv = [sys.executable, "-m", "latnet.cli", "chameleon", "serve", "--db", str(db)]
     argv += ["--listen", listen, "--topology", str(FIG6), "--queues", "2"]
     if tokens is not None:
         argv += ["--tokens", str(tokens)]
+    if tls is not None:
+        _, cert, key = tls
+        argv += ["--tls-cert", str(cert), "--tls-key", str(key)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
@@ -225,11 +228,12 @@ def test_without_a_shaper_the_same_misbehaving_flow_takes_what_it_sends(tmp_path
     assert seen == [("a", "add"), ("c", "add"), ("a", "move"), ("b", "add"), ("a", "remove")]
 
 
-def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys):
+def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys, tls_certs):
     """`latnet testbed up --controller URL`: the service's network with a host agent; ping
     crosses it on best-effort routes, an admitted irtt flow and an admitted iperf3 (kernel TCP,
     cubic) flow in the admitted class, iperf3 held to its reservation by its HTB shaper, its
-    ACKs (unreserved) best effort; `latnet testbed down` stops the agent."""
+    ACKs (unreserved) best effort; `latnet testbed down` stops the agent. The service speaks
+    HTTPS here: the network is read, the agent polls and the requests are made over TLS."""
     import time
 
     from latnet.chameleon import Client
@@ -237,9 +241,11 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
 
     run = tmp_path / "tb"
     svc_tokens, write, read = tokens(tmp_path)  # the agent reads with a read token
-    with service(tmp_path / "tb.db", tokens=svc_tokens) as url:
+    ca = tls_certs[0]
+    with service(tmp_path / "tb.db", tokens=svc_tokens, tls=tls_certs) as url:
+        assert url.startswith("https://"), url
         argv = ["testbed", "up", "--controller", url, "--run-dir", str(run)]
-        assert main([*argv, "--token-file", str(read)]) == 0
+        assert main([*argv, "--token-file", str(read), "--ca-file", str(ca)]) == 0
         out = capsys.readouterr().out
         prefix = out.split()[1]
         try:
@@ -269,7 +275,7 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
             big = ["-c", "2", "-i", "0.2", "-W", "1", "-s", "1472", "-M", "do", addr["h3"]]
             ping = sh("h2", "ping", *big, capture_output=True, text=True)
             assert ping.returncode == 0, ping.stdout
-            c = Client(url, token_file=write)
+            c = Client(url, token_file=write, ca_file=ca)
             irtt = c.request("h2", "h3", 10e6, 3000, 2e6, match={"proto": "udp", "dst_port": 2112})
             tcp = {"proto": "tcp", "dst_port": 5201}
             bulk = c.request("h1", "h6", 100e6, 15000, 5e6, match=tcp)

@@ -11,10 +11,12 @@ import sys
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 LATNET = [sys.executable, "-m", "latnet.cli"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -382,3 +384,54 @@ def test_the_client_registers_agents_and_waits_for_their_steps(tmp_path):
             agent.register_agent("B", ["nosuch"])
         with pytest.raises(LatnetError, match="served by agent .A. already"):
             agent.register_agent("B", [hosts[1], hosts[0]])
+
+
+def test_the_service_speaks_https_to_clients_that_trust_its_ca(tmp_path, tls_certs, capsys):
+    """`serve --tls-cert --tls-key`: the client reaches it with the CA that signed its
+    certificate; without that CA, or with plain HTTP, it is told why; the two flags go together."""
+    from latnet import LatnetError
+    from latnet.chameleon import Client
+    from latnet.cli import main
+
+    ca, cert, key = tls_certs
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    with service(tmp_path / "tls.db", "--k", "4", *tls) as base:
+        assert base.startswith("https://127.0.0.1:"), base
+        c = Client(base, ca_file=ca)
+        hosts = c.hosts()
+        assert len(hosts) == 16
+        a = c.request(hosts[0], hosts[15], rate_bps=2e6, burst_bytes=1500, deadline_ns=5e6)
+        assert a["admitted"], a
+        assert [f["id"] for f in c.flows()] == [a["id"]]
+        with pytest.raises(LatnetError, match="--ca-file"):
+            Client(base).hosts()  # the system's CAs did not sign it
+        st, doc = Client(base.replace("https://", "http://"))._call("GET", "/health")
+        assert st == 400 and "https://" in doc["error"], doc
+        with pytest.raises(LatnetError, match="is not https://"):
+            Client(base.replace("https://", "http://"), ca_file=ca)
+        with pytest.raises(LatnetError, match=f"--ca-file {key}: expected PEM certificates"):
+            Client(base, ca_file=key)
+    assert (
+        main(["chameleon", "serve", "--db", str(tmp_path / "x.db"), "--tls-cert", str(cert)]) == 2
+    )
+    assert "give both --tls-cert and --tls-key" in capsys.readouterr().err
+    # a key that is not the certificate's: the service does not start, naming both
+    other = tmp_path / "other"
+    subprocess.run(
+        [str(ROOT / "scripts" / "tls-certs.sh"), str(other)], check=True, capture_output=True
+    )
+    argv = [*LATNET, "chameleon", "serve", "--db", str(tmp_path / "y.db"), "--k", "4"]
+    argv += [
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(other / "service.key"),
+    ]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r
+    assert (
+        f"--tls-key {other / 'service.key'}: does not serve the certificate of {cert}" in r.stderr
+    )
+    assert not (tmp_path / "y.db").exists(), "the store was made before the certificate was read"

@@ -30,6 +30,17 @@ def whole(least: int):
     return parse
 
 
+def add_ca_file(p: argparse.ArgumentParser) -> None:
+    """``--ca-file``: for a service speaking HTTPS, who signed its certificate."""
+    p.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        help="for an https:// service (latnet chameleon serve --tls-cert): the certificate "
+        "(PEM) that signed the service's (scripts/tls-certs.sh makes both; default: the "
+        "system's CAs, and the host agent needs it)",
+    )
+
+
 def register_all(subparsers) -> None:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         mod = importlib.import_module(f"{__name__}.{info.name}")

@@ -15,7 +15,7 @@ import sys
 
 from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize, transitions
 from ..table import render
-from . import run_progress, whole
+from . import add_ca_file, run_progress, whole
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -116,7 +116,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if args.controller:
             from ..chameleon import Client, replay
 
-            ctl = replay(Client(args.controller, token_file=args.token_file))
+            client = Client(args.controller, token_file=args.token_file, ca_file=args.ca_file)
+            ctl = replay(client)
             doc = json.loads(
                 ctl.cross_check(
                     duration_ms=args.duration_ms,
@@ -241,7 +242,10 @@ def cmd_transitions(args: argparse.Namespace) -> int:
     }
     try:
         if args.controller:
-            doc = _service_transitions(args.controller, args.max_transitions, opts, args.token_file)
+            from ..chameleon import Client
+
+            client = Client(args.controller, token_file=args.token_file, ca_file=args.ca_file)
+            doc = _service_transitions(client, args.max_transitions, opts)
             print(
                 f"the service at {args.controller}: {doc['requests']} logged requests, "
                 f"{doc['with_moves']} of them moved admitted flows"
@@ -313,10 +317,10 @@ def cmd_transitions(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _service_transitions(url: str, most: int, opts: dict, token_file: str | None) -> dict:
+def _service_transitions(client, most: int, opts: dict) -> dict:
     """The moves a running service made (its log replayed here), the first ``most`` of them
     simulated as ``transitions`` does; ``request`` is the log entry's number."""
-    from ..chameleon import Client, replay
+    from ..chameleon import replay
 
     found: list[dict] = []
     counts = {"with_moves": 0}
@@ -330,7 +334,6 @@ def _service_transitions(url: str, most: int, opts: dict, token_file: str | None
         t = json.loads(after.transitions(before, new, moved, **opts))
         found.append(t | {"request": e["seq"]})
 
-    client = Client(url, token_file=token_file)
     replay(client, on_move=on_move)
     st = client.stats()
     counts["requests"] = st["admitted"] + st["rejected"]
@@ -408,6 +411,7 @@ def register(subparsers) -> None:
         metavar="FILE",
         help="the token of a service started with --tokens (a read token will do)",
     )
+    add_ca_file(v)
     v.add_argument(
         "--phases",
         nargs="+",
@@ -501,6 +505,7 @@ def register(subparsers) -> None:
         metavar="FILE",
         help="the token of a service started with --tokens (a read token will do)",
     )
+    add_ca_file(t)
     t.add_argument("--json", metavar="FILE", help="also write every run")
     t.set_defaults(func=cmd_transitions)
     register_serve(sub)
@@ -563,6 +568,7 @@ def register(subparsers) -> None:
         help="the token of a service started with --tokens (a write token: the spec's "
         "requests admit and remove flows)",
     )
+    add_ca_file(li)
     li.set_defaults(func=cmd_live)
 
 
@@ -581,6 +587,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         switch_processes=args.switch_processes,
         order=args.order,
         token_file=args.token_file,
+        ca_file=args.ca_file,
         wait_ms=args.wait_ms,
         agents=args.agents,
         peer_wait_ms=args.peer_wait_ms,
@@ -655,6 +662,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         argv += ["--tokens", args.tokens]
     if args.log_keep is not None:
         argv += ["--log-keep", str(args.log_keep)]
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("latnet: give both --tls-cert and --tls-key, or neither", file=sys.stderr)
+        return 2
+    if args.tls_cert is not None:
+        argv += ["--tls-cert", args.tls_cert, "--tls-key", args.tls_key]
     sys.stdout.flush()
     os.execv(argv[0], argv)
     return 1  # not reached
@@ -713,4 +725,12 @@ def register_serve(sub) -> None:
         "GET /snapshot and the log after it rebuild the controller); without it only POST "
         "/compact compacts",
     )
+    s.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="speak HTTPS on --listen with this certificate chain (PEM; it must name the "
+        "address clients use; scripts/tls-certs.sh makes one and its CA); with --tls-key. "
+        "Without it tokens and decisions cross the network in the clear",
+    )
+    s.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
     s.set_defaults(func=cmd_serve)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import add_ca_file
+
 
 def register(subparsers) -> None:
     tb = subparsers.add_parser(
@@ -52,6 +54,7 @@ def register(subparsers) -> None:
         help="with --controller: the token of a service started with --tokens (a read token "
         "will do)",
     )
+    add_ca_file(up)
     up.add_argument("--run-dir", metavar="DIR", help="switch logs and statistics (default: temp)")
     up.add_argument(
         "--offloads",
@@ -101,7 +104,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         args.run_dir = str(run_dir)
         scenario = controller_network(
-            args.controller, run_dir / "network.toml", token_file=args.token_file
+            args.controller,
+            run_dir / "network.toml",
+            token_file=args.token_file,
+            ca_file=args.ca_file,
         )
     tb = Testbed(
         scenario,
@@ -122,6 +128,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 shaper=args.shaper == "htb",
                 order=args.order,
                 token_file=args.token_file,
+                ca_file=args.ca_file,
             )
         except BaseException:
             tb.down()
