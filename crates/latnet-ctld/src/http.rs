@@ -1,43 +1,59 @@
-//! The service on the network: a `tiny_http` server whose clients cannot stall the controller.
+//! The service on the network: an HTTP/1.1 server of our own whose clients cannot stall the
+//! controller or each other.
 //!
 //! Three kinds of thread share the work:
 //!
 //! * the *controller* (the caller of [`serve`]) owns the [`Service`] and answers one request at
 //!   a time from a channel; it never touches a socket;
-//! * the *dispatcher* takes each request `tiny_http` has parsed the head of and hands it to the
-//!   worker of its connection, starting one if there is none;
-//! * a *worker* per connection reads a request's body, passes the request to the controller,
-//!   waits for the reply and writes it, one request after the other, so that the requests of
-//!   one connection are answered in the order they were sent.
+//! * the *acceptor* takes each new connection and starts a thread for it (at most
+//!   [`MAX_CONNECTIONS`] at once; one more is answered 503 and closed);
+//! * a *connection* thread does the TLS handshake, if any ([`crate::tls`]), then reads one
+//!   request after the other (head, then body), passes each to the controller, waits for the
+//!   reply and writes it, so the requests of one connection are answered in the order they
+//!   were sent, and a client that sends ahead is simply not read until its earlier ones are
+//!   answered (its bytes wait in the kernel, not in a queue of ours).
 //!
-//! A client that sends its body slowly, or never, or does not read its answer, holds only its
-//! own worker, and only for [`ServeOptions::io_timeout`]: the listening socket carries that
-//! timeout for reads and writes (Linux copies it to every accepted socket), and a body must have
-//! arrived whole within it (408 otherwise).
+//! Every read and write of a connection times out after [`ServeOptions::io_timeout`]; a
+//! request's head and its body must each arrive whole within it (408 otherwise), and a
+//! connection idle that long between requests is closed. A client that sends slowly, or
+//! never, or does not read its answer, thus holds only its own thread, and only for that long.
+//! A head larger than [`MAX_HEAD`] is answered 431, a body larger than [`MAX_BODY`] 413, a
+//! malformed head 400 naming what is wrong; each closes the connection. Bodies come with
+//! `Content-Length` or chunked; `Expect: 100-continue` is answered before the body is read.
 //!
 //! `GET /log?after=SEQ&wait=MS` is a long poll: when nothing was logged after `SEQ`, the
-//! connection's worker (not the controller) waits up to `MS` ms (at most [`MAX_WAIT_MS`]) for
+//! connection's thread (not the controller) waits up to `MS` ms (at most [`MAX_WAIT_MS`]) for
 //! the next entry and then asks again, so a host agent learns of a decision as soon as it is
 //! committed instead of at its next poll. `GET /applied?flow=ID&seq=SEQ&wait=MS` waits the same
 //! way for another agent's step ([`crate::agents`]), asking again after every report.
 //!
-//! With [`ServeOptions::tokens`] a worker checks a
-//! request's token before reading its body; a refused one reaches the controller only to be
-//! counted.
+//! With [`ServeOptions::tokens`] a connection checks a request's token before reading its
+//! body; a refused one reaches the controller only to be counted.
 
 use crate::{err, Reply, Service, Tokens, MAX_BODY};
-use std::collections::HashMap;
-use std::io::ErrorKind;
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use rustls::ServerConfig;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// Largest request head (request line and headers, bytes).
+pub const MAX_HEAD: usize = 16 * 1024;
+
+/// Most empty lines skipped before a request line.
+const MAX_BLANK_LINES: usize = 64;
+
+/// Most connections served at once.
+pub const MAX_CONNECTIONS: usize = 1024;
 
 /// How [`serve`] treats its clients.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// Longest one read or write of a client's connection may wait, and longest a request's
-    /// body may take to arrive whole (then 408). A connection idle for this long is closed.
+    /// head, and then its body, may take to arrive whole (then 408). A connection idle for this
+    /// long between requests is closed; a TLS handshake must end within it.
     pub io_timeout: Duration,
     /// The tokens requests must carry (`None`: anyone may ask anything).
     pub tokens: Option<Arc<Tokens>>,
@@ -49,33 +65,59 @@ impl Default for ServeOptions {
     }
 }
 
-/// A server listening on `addr` (`ADDR:PORT`; port 0: one the system chooses) whose accepted
-/// connections time out reads and writes after `opts.io_timeout`.
-pub fn listen(addr: &str, opts: &ServeOptions) -> Result<tiny_http::Server, String> {
-    let listener = bind(addr, opts.io_timeout)?;
-    tiny_http::Server::from_listener(listener, None).map_err(|e| e.to_string())
+/// Where the service listens: a TCP socket, speaking HTTPS when it has a TLS configuration.
+pub struct Endpoint {
+    listener: TcpListener,
+    tls: Option<Arc<ServerConfig>>,
 }
 
-/// A socket listening on `addr` whose reads and writes (and, on Linux, those of the sockets it
-/// accepts) time out after `timeout`.
-pub(crate) fn bind(addr: &str, timeout: Duration) -> Result<std::net::TcpListener, String> {
-    use socket2::{Domain, Socket, Type};
-    let sa: SocketAddr = addr
-        .to_socket_addrs()
-        .map_err(|e| e.to_string())?
-        .next()
-        .ok_or_else(|| format!("{addr:?} names no address"))?;
-    let sock =
-        Socket::new(Domain::for_address(sa), Type::STREAM, None).map_err(|e| e.to_string())?;
-    let t = Some(timeout);
-    sock.set_reuse_address(true)
-        .and_then(|()| sock.set_nodelay(true))
-        .and_then(|()| sock.set_read_timeout(t))
-        .and_then(|()| sock.set_write_timeout(t))
-        .and_then(|()| sock.bind(&sa.into()))
-        .and_then(|()| sock.listen(128))
-        .map_err(|e| e.to_string())?;
-    Ok(sock.into())
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("url", &self.url()).finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// Listen on `addr` (`ADDR:PORT`; port 0: one the system chooses): plain HTTP, or HTTPS
+    /// with `tls` ([`crate::tls::server_config`]).
+    pub fn open(addr: &str, tls: Option<Arc<ServerConfig>>) -> Result<Endpoint, String> {
+        use socket2::{Domain, Socket, Type};
+        let sa: SocketAddr = addr
+            .to_socket_addrs()
+            .map_err(|e| e.to_string())?
+            .next()
+            .ok_or_else(|| format!("{addr:?} names no address"))?;
+        let sock =
+            Socket::new(Domain::for_address(sa), Type::STREAM, None).map_err(|e| e.to_string())?;
+        sock.set_reuse_address(true)
+            // Linux lets accept() time out like a read, so the acceptor sees `stop`
+            .and_then(|()| sock.set_read_timeout(Some(Duration::from_millis(100))))
+            .and_then(|()| sock.bind(&sa.into()))
+            .and_then(|()| sock.listen(1024))
+            .map_err(|e| e.to_string())?;
+        Ok(Endpoint { listener: sock.into(), tls })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// The address clients reach: `http://ADDR:PORT` or `https://ADDR:PORT`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.local_addr().map_or_else(|| "?".into(), |a| a.to_string()))
+    }
+
+    /// Run `svc` here until `stop` returns true ([`serve`]).
+    pub fn run(self, svc: &mut Service, opts: ServeOptions, stop: impl Fn() -> bool + Sync) {
+        serve(&self, svc, opts, stop);
+    }
+}
+
+/// A plain-HTTP endpoint on `addr` ([`Endpoint::open`] without TLS).
+pub fn listen(addr: &str) -> Result<Endpoint, String> {
+    Endpoint::open(addr, None)
 }
 
 /// Longest a `GET /log` may wait for a new entry (`wait`, ms).
@@ -149,13 +191,11 @@ fn long_poll(method: &str, url: &str) -> Option<(i64, Duration)> {
     (wait > 0).then(|| (after, Duration::from_millis(wait.min(MAX_WAIT_MS))))
 }
 
-/// What a worker passes to the controller.
+/// What a connection passes to the controller.
 #[derive(Clone)]
 enum Input {
     /// Method, URL and body.
     Ask(String, String, Vec<u8>),
-    /// The reply the request's body earned (408, 413, 400).
-    Refused(Reply),
     /// The reply the request's token earned (401, 403), to be counted.
     Denied(Reply),
 }
@@ -166,13 +206,10 @@ struct Job {
     reply: Sender<Reply>,
 }
 
-/// The workers' queues by connection (`None`: a connection without a peer address).
-type Workers = Arc<Mutex<HashMap<Option<SocketAddr>, Sender<tiny_http::Request>>>>;
-
-/// Run `svc` on `server` until `stop` returns true (checked every 100 ms while idle). Requests
-/// still in a worker when it stops are answered 503.
+/// Run `svc` on `endpoint` until `stop` returns true (checked every 100 ms while idle).
+/// Requests still in a connection when it stops are answered 503.
 pub fn serve(
-    server: &tiny_http::Server,
+    endpoint: &Endpoint,
     svc: &mut Service,
     opts: ServeOptions,
     stop: impl Fn() -> bool + Sync,
@@ -183,13 +220,12 @@ pub fn serve(
     std::thread::scope(|scope| {
         let stop = &stop;
         let b = bell.clone();
-        scope.spawn(move || dispatch(server, &jobs, opts, &b, stop));
+        scope.spawn(move || accept(endpoint, &jobs, &opts, &b, stop));
         while !stop() {
             match inbox.recv_timeout(Duration::from_millis(100)) {
                 Ok(job) => {
                     let reply = match job.input {
                         Input::Ask(method, url, body) => svc.handle(&method, &url, &body),
-                        Input::Refused(reply) => reply,
                         Input::Denied(reply) => {
                             svc.note_denied();
                             reply
@@ -203,196 +239,625 @@ pub fn serve(
             }
         }
         bell.set(svc.generation(), true);
-        // dropping `inbox` tells the workers waiting on it that the service has stopped
+        // dropping `inbox` tells the connections waiting on it that the service has stopped
     });
 }
 
-/// Hand every request to its connection's worker until `stop`.
-fn dispatch(
-    server: &tiny_http::Server,
+/// Start a thread for every connection until `stop`.
+fn accept(
+    endpoint: &Endpoint,
     jobs: &Sender<Job>,
-    opts: ServeOptions,
+    opts: &ServeOptions,
     bell: &Arc<LogBell>,
     stop: &(impl Fn() -> bool + Sync),
 ) {
-    let workers: Workers = Arc::default();
+    let open = Arc::new(AtomicUsize::new(0));
     while !stop() {
-        let req = match server.recv_timeout(Duration::from_millis(100)) {
-            Ok(Some(r)) => r,
-            Ok(None) => continue,
-            Err(_) => break,
+        let (tcp, peer) = match endpoint.listener.accept() {
+            Ok(c) => c,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // out of descriptors, say; the connections queued meanwhile wait in the kernel
+                eprintln!("latnet-ctld: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
         };
-        let conn = req.remote_addr().copied();
-        let mut map = workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // a worker takes itself out of the map (under the lock) before it ends, so a queue in
-        // the map has a worker reading it
-        let req = match map.get(&conn) {
-            Some(queue) => match queue.send(req) {
-                Ok(()) => continue,
-                Err(mpsc::SendError(r)) => r,
-            },
-            None => req,
-        };
-        let (queue, rx) = mpsc::channel();
-        let (jobs, workers2, opts, bell) =
-            (jobs.clone(), workers.clone(), opts.clone(), bell.clone());
-        let started = std::thread::Builder::new()
-            .name("latnet-ctld-conn".into())
-            .spawn(move || work(conn, &rx, &jobs, &workers2, &opts, &bell));
-        if started.is_ok() && queue.send(req).is_ok() {
-            map.insert(conn, queue);
+        let t = Some(opts.io_timeout);
+        if tcp.set_read_timeout(t).and_then(|()| tcp.set_write_timeout(t)).is_err() {
+            continue;
         }
-        // if no thread could be started the request is dropped, which tiny_http answers 500
-    }
-}
-
-/// One connection's worker: its requests in order, until none came for a second.
-fn work(
-    conn: Option<SocketAddr>,
-    rx: &Receiver<tiny_http::Request>,
-    jobs: &Sender<Job>,
-    workers: &Workers,
-    opts: &ServeOptions,
-    bell: &LogBell,
-) {
-    loop {
-        let mut req = match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(r) => r,
-            Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {
-                let mut map = workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                match rx.try_recv() {
-                    Ok(r) => r,
-                    Err(_) => {
-                        map.remove(&conn);
-                        return;
-                    }
-                }
-            }
-        };
-        let method = req.method().as_str().to_owned();
-        let url = req.url().to_owned();
-        let allowed = opts.tokens.as_ref().map_or(Ok(()), |t| {
-            let auth = req.headers().iter().find(|h| h.field.equiv("Authorization"));
-            t.check(&method, &url, auth.map(|h| h.value.as_str()))
-        });
-        let input = match allowed {
-            Err(reply) => Input::Denied(reply),
-            Ok(()) => match read_body(&mut req, opts.io_timeout) {
-                Ok(body) => Input::Ask(method, url, body),
-                Err(reply) => Input::Refused(reply),
-            },
-        };
-        let poll = match &input {
-            Input::Ask(method, url, _) => long_poll(method, url),
-            _ => None,
-        };
-        let ask = |input: Input| {
-            let (reply, answer) = mpsc::channel();
-            let stopped = || err(503, None, "the service is stopping");
-            match jobs.send(Job { input, reply }) {
-                Ok(()) => answer.recv().unwrap_or_else(|_| stopped()),
-                Err(_) => stopped(),
-            }
-        };
-        let applied = match &input {
-            Input::Ask(method, url, _) => applied_poll(method, url),
-            _ => None,
-        };
-        if let Some(wait) = applied {
-            // ask until the step is done or the time asked is up, again after each change
-            let until = Instant::now() + wait;
-            loop {
-                let seen = bell.now();
-                let reply = ask(input.clone());
-                if reply.0 != 200 || reply.1["done"] == true || Instant::now() >= until {
-                    respond(req, reply);
-                    break;
-                }
-                bell.wait_for(|now| now != seen, until);
+        let _ = tcp.set_nodelay(true);
+        if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::AcqRel);
+            let busy = err(503, None, format!("{MAX_CONNECTIONS} connections are open"));
+            if endpoint.tls.is_none() {
+                let _ = tcp.set_write_timeout(Some(Duration::from_millis(100)));
+                let _ = respond(&mut &tcp, "GET", busy, true);
+                linger_close(&tcp);
             }
             continue;
         }
-        let again = poll.map(|_| input.clone());
-        let mut reply = ask(input);
-        // nothing new yet: wait here for the next entry (or the time asked), then ask once more
-        if let (Some((after, wait)), Some(again)) = (poll, again) {
-            if reply.0 == 200 && reply.1["entries"].as_array().is_some_and(Vec::is_empty) {
-                bell.wait(after, Instant::now() + wait);
-                reply = ask(again);
+        let (jobs, opts, bell, tls) =
+            (jobs.clone(), opts.clone(), bell.clone(), endpoint.tls.clone());
+        let open2 = open.clone();
+        let started =
+            std::thread::Builder::new().name("latnet-ctld-conn".into()).spawn(move || {
+                let client = Client { jobs: &jobs, opts: &opts, bell: &bell };
+                match tls {
+                    None => {
+                        client.talk(&tcp);
+                        linger_close(&tcp);
+                    }
+                    Some(cfg) => {
+                        let talk = |s: &mut _| client.talk(s);
+                        if let Err(e) = crate::tls::accept(tcp, cfg, opts.io_timeout, talk) {
+                            eprintln!("latnet-ctld: tls: {peer}: {e}");
+                        }
+                    }
+                }
+                open2.fetch_sub(1, Ordering::AcqRel);
+            });
+        if started.is_err() {
+            open.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Close `tcp` once the client had its chance to read what was written: read (and drop) what
+/// it still sends for a while first, since closing on unread bytes is a reset, which can
+/// destroy the answer before the client reads it.
+pub(crate) fn linger_close(tcp: &TcpStream) {
+    let _ = tcp.shutdown(Shutdown::Write);
+    let _ = tcp.set_read_timeout(Some(Duration::from_millis(500)));
+    let _ = std::io::copy(&mut tcp.take(64 * 1024), &mut std::io::sink());
+}
+
+/// What a connection's thread needs.
+struct Client<'a> {
+    jobs: &'a Sender<Job>,
+    opts: &'a ServeOptions,
+    bell: &'a LogBell,
+}
+
+/// A request's head.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub method: String,
+    pub target: String,
+    /// HTTP/1.1 (else 1.0)
+    pub http11: bool,
+    pub headers: Vec<(String, String)>,
+}
+
+/// How a request's body comes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Body {
+    Length(usize),
+    Chunked,
+}
+
+impl Head {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the client asked to close after this request (or speaks HTTP/1.0 without
+    /// keep-alive).
+    fn closes(&self) -> bool {
+        let has = |tok: &str| {
+            self.headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case("connection"))
+                .any(|(_, v)| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(tok)))
+        };
+        if self.http11 {
+            has("close")
+        } else {
+            !has("keep-alive")
+        }
+    }
+
+    /// How the body comes; a 400 for a framing a server must not guess at (RFC 9112 6.3).
+    pub(crate) fn body(&self) -> Result<Body, Reply> {
+        let lengths: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .flat_map(|(_, v)| v.split(','))
+            .map(str::trim)
+            .collect();
+        let te = self.header("transfer-encoding");
+        match (te, lengths.as_slice()) {
+            (Some(_), [_, ..]) => Err(err(
+                400,
+                Some("Transfer-Encoding"),
+                "both Transfer-Encoding and Content-Length",
+            )),
+            (Some(t), []) if t.trim().eq_ignore_ascii_case("chunked") => Ok(Body::Chunked),
+            (Some(t), []) => {
+                Err(err(501, Some("Transfer-Encoding"), format!("expected chunked, got {t:?}")))
+            }
+            (None, []) => Ok(Body::Length(0)),
+            (None, [first, rest @ ..]) => {
+                let n = first
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|_| first.bytes().all(|b| b.is_ascii_digit()));
+                match n {
+                    Some(n) if rest.iter().all(|r| r == first) => Ok(Body::Length(n)),
+                    _ => Err(err(
+                        400,
+                        Some("Content-Length"),
+                        format!("expected one whole number, got {:?}", lengths.join(", ")),
+                    )),
+                }
             }
         }
-        respond(req, reply);
     }
 }
 
-fn respond(req: tiny_http::Request, (status, body): Reply) {
-    let text = if body.is_null() { String::new() } else { body.to_string() + "\n" };
-    let mut resp = tiny_http::Response::from_string(text).with_status_code(status);
-    if !body.is_null() {
-        if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "application/json") {
-            resp = resp.with_header(h);
-        }
-    }
-    if status == 401 {
-        if let Ok(h) =
-            tiny_http::Header::from_bytes("WWW-Authenticate", "Bearer realm=\"latnet-ctld\"")
-        {
-            resp = resp.with_header(h);
-        }
-    }
-    // a client gone or not reading its answer (the write timed out) loses only that answer
-    let _ = req.respond(resp);
-}
-
-/// The request's body, whole within `timeout`: 413 if larger than [`MAX_BODY`], 408 if it did
-/// not arrive in time, 400 if the connection failed.
-fn read_body(req: &mut tiny_http::Request, timeout: Duration) -> Result<Vec<u8>, Reply> {
-    let too_big = || err(413, None, format!("the body is larger than {MAX_BODY} bytes"));
-    if req.body_length().is_some_and(|n| n > MAX_BODY) {
-        return Err(too_big());
-    }
-    let late = || {
-        err(408, None, format!("the body did not arrive whole within {} s", timeout.as_secs_f64()))
+/// Parse a request head (without its final empty line).
+pub(crate) fn parse_head(raw: &[u8]) -> Result<Head, Reply> {
+    let bad = |field: Option<&str>, m: String| err(400, field, m);
+    let text =
+        std::str::from_utf8(raw).map_err(|_| bad(None, "the request head is not UTF-8".into()))?;
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad(None, format!("expected METHOD TARGET HTTP/1.1, got {line:?}")));
     };
-    let start = Instant::now();
-    let reader = req.as_reader();
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    if !token(method) {
+        return Err(bad(None, format!("bad method {method:?}")));
+    }
+    if !target.starts_with('/') || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(bad(None, format!("expected a path starting with /, got {target:?}")));
+    }
+    let http11 = match version {
+        "HTTP/1.1" => true,
+        "HTTP/1.0" => false,
+        v => {
+            return Err(err(505, None, format!("expected HTTP/1.1 or HTTP/1.0, got {v:?}")));
+        }
+    };
+    let mut headers = Vec::new();
+    for l in lines {
+        let Some((k, v)) = l.split_once(':') else {
+            return Err(bad(None, format!("a header line without a colon: {l:?}")));
+        };
+        if !token(k) {
+            // also a folded line (obs-fold), which RFC 9112 lets a server refuse
+            return Err(bad(None, format!("bad header name {k:?}")));
+        }
+        if v.bytes().any(|b| (b < b' ' && b != b'\t') || b == 0x7f) {
+            return Err(bad(Some(k), format!("a control character in header {k}")));
+        }
+        headers.push((k.to_owned(), v.trim_matches([' ', '\t']).to_owned()));
+    }
+    Ok(Head { method: method.to_owned(), target: target.to_owned(), http11, headers })
+}
+
+/// The end of the head in `buf` (the index after its empty line), skipping empty lines before
+/// the request line (RFC 9112 2.2): `(start, end)`.
+fn head_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut start = 0;
+    while buf[start..].starts_with(b"\r\n") && start < 2 * MAX_BLANK_LINES {
+        start += 2;
+    }
+    buf[start..].windows(4).position(|w| w == b"\r\n\r\n").map(|p| (start, start + p + 4))
+}
+
+/// Decode a chunked body from the start of `buf`: `Ok(Some((body, used)))` once whole,
+/// `Ok(None)` while more bytes are needed, a 400 / 413 when it cannot be one.
+pub(crate) fn dechunk(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, Reply> {
+    let bad = |m: &str| err(400, Some("Transfer-Encoding"), format!("bad chunked body: {m}"));
     let mut body = Vec::new();
-    let mut chunk = [0u8; 8192];
+    let mut at = 0;
     loop {
-        match reader.read(&mut chunk) {
-            Ok(0) => return Ok(body),
+        let Some(nl) = buf[at..].windows(2).position(|w| w == b"\r\n") else {
+            return if buf.len() - at > 1024 {
+                Err(bad("a chunk-size line too long"))
+            } else {
+                Ok(None)
+            };
+        };
+        let line =
+            std::str::from_utf8(&buf[at..at + nl]).map_err(|_| bad("a chunk size not UTF-8"))?;
+        let hex = line.split(';').next().unwrap_or_default().trim();
+        if hex.is_empty() || hex.len() > 8 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad(&format!("chunk size {hex:?}")));
+        }
+        let size =
+            usize::from_str_radix(hex, 16).map_err(|_| bad(&format!("chunk size {hex:?}")))?;
+        at += nl + 2;
+        if size == 0 {
+            // trailers, then an empty line
+            loop {
+                let Some(nl) = buf[at..].windows(2).position(|w| w == b"\r\n") else {
+                    return if buf.len() - at > MAX_HEAD {
+                        Err(bad("trailers too long"))
+                    } else {
+                        Ok(None)
+                    };
+                };
+                at += nl + 2;
+                if nl == 0 {
+                    return Ok(Some((body, at)));
+                }
+            }
+        }
+        if body.len() + size > MAX_BODY {
+            return Err(err(413, None, format!("the body is larger than {MAX_BODY} bytes")));
+        }
+        if buf.len() < at + size + 2 {
+            return Ok(None);
+        }
+        if &buf[at + size..at + size + 2] != b"\r\n" {
+            return Err(bad("a chunk longer than its size"));
+        }
+        body.extend_from_slice(&buf[at..at + size]);
+        at += size + 2;
+    }
+}
+
+/// A request as a connection reads it: the head found in `raw` (after empty lines), parsed, its
+/// body framed and, when chunked, decoded from the bytes after the head. `Ok(None)` while the
+/// head is not whole; the reply a client would get otherwise. (For the fuzz target: whatever the
+/// bytes, an answer and never a panic.)
+pub fn read_request(raw: &[u8]) -> Result<Option<ReadRequest>, Reply> {
+    let Some((start, end)) = head_end(raw) else { return Ok(None) };
+    if end - start > MAX_HEAD {
+        return Err(err(431, None, format!("the request head is larger than {MAX_HEAD} bytes")));
+    }
+    let head = parse_head(&raw[start..end - 4])?;
+    let rest = &raw[end..];
+    let body = match head.body()? {
+        Body::Length(n) if n > MAX_BODY => {
+            return Err(err(413, None, format!("the body is larger than {MAX_BODY} bytes")));
+        }
+        Body::Length(n) => rest.get(..n).map(<[u8]>::to_vec),
+        Body::Chunked => dechunk(rest)?.map(|(b, _)| b),
+    };
+    Ok(Some(ReadRequest { method: head.method, target: head.target, body }))
+}
+
+/// What [`read_request`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRequest {
+    /// The method.
+    pub method: String,
+    /// The path and query.
+    pub target: String,
+    /// The body, once whole.
+    pub body: Option<Vec<u8>>,
+}
+
+/// What a read that got nothing means.
+enum Got {
+    /// Bytes arrived.
+    More,
+    /// The client closed.
+    Closed,
+    /// The read timed out.
+    Late,
+}
+
+/// Read more of `s` into `buf`.
+fn fill(s: &mut impl Read, buf: &mut Vec<u8>) -> Got {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return Got::Closed,
             Ok(n) => {
-                body.extend_from_slice(&chunk[..n]);
-                if body.len() > MAX_BODY {
-                    return Err(too_big());
-                }
-                if start.elapsed() > timeout {
-                    return Err(late());
-                }
+                buf.extend_from_slice(&chunk[..n]);
+                return Got::More;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(late())
+                return Got::Late
             }
-            Err(e) => return Err(err(400, None, format!("the body could not be read: {e}"))),
+            Err(_) => return Got::Closed,
         }
     }
+}
+
+impl Client<'_> {
+    /// Serve one connection until it closes, fails or idles.
+    pub(crate) fn talk<S: Read + Write>(&self, mut s: S) {
+        let timeout = self.opts.io_timeout;
+        let late = |what: &str| {
+            err(
+                408,
+                None,
+                format!("the {what} did not arrive whole within {} s", timeout.as_secs_f64()),
+            )
+        };
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            // the head
+            let started = Instant::now();
+            let (start, end) = loop {
+                let found = head_end(&buf);
+                if let Some((start, end)) = found.filter(|(s, e)| e - s <= MAX_HEAD) {
+                    break (start, end);
+                }
+                if found.is_some() || buf.len() > MAX_HEAD + 2 * MAX_BLANK_LINES {
+                    let r =
+                        err(431, None, format!("the request head is larger than {MAX_HEAD} bytes"));
+                    let _ = respond(&mut s, "GET", r, true);
+                    return;
+                }
+                let idle = buf.iter().all(|b| matches!(b, b'\r' | b'\n'));
+                match fill(&mut s, &mut buf) {
+                    Got::More if started.elapsed() <= timeout || idle => {}
+                    Got::Closed => return,
+                    Got::Late if idle => return, // idle between requests: close quietly
+                    Got::More | Got::Late => {
+                        let _ = respond(&mut s, "GET", late("request head"), true);
+                        return;
+                    }
+                }
+            };
+            let head = match parse_head(&buf[start..end - 4]) {
+                Ok(h) => h,
+                Err(r) => {
+                    let _ = respond(&mut s, "GET", r, true);
+                    return;
+                }
+            };
+            buf.drain(..end);
+            let closes = head.closes();
+            let allowed = self.opts.tokens.as_ref().map_or(Ok(()), |t| {
+                t.check(&head.method, &head.target, head.header("Authorization"))
+            });
+            if let Err(reply) = allowed {
+                // answered without reading the body, so the connection ends with it
+                let reply = self.ask(Input::Denied(reply));
+                let _ = respond(&mut s, &head.method, reply, true);
+                return;
+            }
+            let framing = match head.body() {
+                Ok(f) => f,
+                Err(r) => {
+                    let _ = respond(&mut s, &head.method, r, true);
+                    return;
+                }
+            };
+            if let Body::Length(n) = framing {
+                if n > MAX_BODY {
+                    let r = err(413, None, format!("the body is larger than {MAX_BODY} bytes"));
+                    let _ = respond(&mut s, &head.method, r, true);
+                    return;
+                }
+            }
+            let wants_body = !matches!(framing, Body::Length(0));
+            let expects =
+                head.header("Expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+            let go_on = b"HTTP/1.1 100 Continue\r\n\r\n";
+            if wants_body
+                && expects
+                && head.http11
+                && s.write_all(go_on).and_then(|()| s.flush()).is_err()
+            {
+                return;
+            }
+            // the body
+            let started = Instant::now();
+            let body = loop {
+                let whole = match framing {
+                    Body::Length(n) => (buf.len() >= n).then(|| (buf[..n].to_vec(), n)),
+                    Body::Chunked => match dechunk(&buf) {
+                        Ok(b) => b,
+                        Err(r) => {
+                            let _ = respond(&mut s, &head.method, r, true);
+                            return;
+                        }
+                    },
+                };
+                if let Some((body, used)) = whole {
+                    buf.drain(..used);
+                    break body;
+                }
+                match fill(&mut s, &mut buf) {
+                    Got::More if started.elapsed() <= timeout => {}
+                    Got::Closed => return,
+                    Got::More | Got::Late => {
+                        let _ = respond(&mut s, &head.method, late("body"), true);
+                        return;
+                    }
+                }
+            };
+            let reply = self.answer(&head, body);
+            if respond(&mut s, &head.method, reply, closes).is_err() || closes {
+                return;
+            }
+        }
+    }
+
+    /// Pass `input` to the controller and wait for its reply.
+    fn ask(&self, input: Input) -> Reply {
+        let (reply, answer) = mpsc::channel();
+        let stopped = || err(503, None, "the service is stopping");
+        match self.jobs.send(Job { input, reply }) {
+            Ok(()) => answer.recv().unwrap_or_else(|_| stopped()),
+            Err(_) => stopped(),
+        }
+    }
+
+    /// The controller's reply to a request, waited for as its long poll asks.
+    fn answer(&self, head: &Head, body: Vec<u8>) -> Reply {
+        let (method, url) = (head.method.as_str(), head.target.as_str());
+        let input = Input::Ask(method.to_owned(), url.to_owned(), body);
+        if let Some(wait) = applied_poll(method, url) {
+            // ask until the step is done or the time asked is up, again after each change
+            let until = Instant::now() + wait;
+            loop {
+                let seen = self.bell.now();
+                let reply = self.ask(input.clone());
+                if reply.0 != 200 || reply.1["done"] == true || Instant::now() >= until {
+                    return reply;
+                }
+                self.bell.wait_for(|now| now != seen, until);
+            }
+        }
+        let poll = long_poll(method, url);
+        let reply = self.ask(input.clone());
+        // nothing new yet: wait here for the next entry (or the time asked), then ask once more
+        match poll {
+            Some((after, wait))
+                if reply.0 == 200 && reply.1["entries"].as_array().is_some_and(Vec::is_empty) =>
+            {
+                self.bell.wait(after, Instant::now() + wait);
+                self.ask(input)
+            }
+            _ => reply,
+        }
+    }
+}
+
+/// The reason phrase of a status.
+fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "Content Too Large",
+        422 => "Unprocessable Content",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// Write `reply` in one write (a `HEAD` request gets no body); `close`: say so.
+fn respond(
+    s: &mut impl Write,
+    method: &str,
+    (status, body): Reply,
+    close: bool,
+) -> std::io::Result<()> {
+    let text =
+        if body.is_null() || status == 204 { String::new() } else { body.to_string() + "\n" };
+    let mut out = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    if !text.is_empty() {
+        out += "Content-Type: application/json\r\n";
+    }
+    if status == 401 {
+        out += "WWW-Authenticate: Bearer realm=\"latnet-ctld\"\r\n";
+    }
+    if close {
+        out += "Connection: close\r\n";
+    }
+    if status != 204 {
+        out += &format!("Content-Length: {}\r\n", text.len());
+    }
+    out += "\r\n";
+    if method != "HEAD" {
+        out += &text;
+    }
+    // a client gone or not reading its answer (the write timed out) loses only that answer
+    s.write_all(out.as_bytes())?;
+    s.flush()
 }
 
 #[cfg(test)]
 mod tests {
-    /// `tiny_http` never sets `TCP_NODELAY`; it writes an answer's head and body apart, so with
-    /// Nagle a keep-alive client waited for its delayed ACK (40 ms) on every request. The
-    /// listener carries the option and Linux copies it to every socket it accepts.
+    use super::*;
+
+    fn head(raw: &str) -> Result<Head, Reply> {
+        parse_head(raw.as_bytes())
+    }
+
     #[test]
-    fn accepted_connections_send_without_nagle() {
-        let Ok(l) = super::bind("127.0.0.1:0", std::time::Duration::from_secs(1)) else {
-            panic!("no listener")
-        };
-        let Ok(addr) = l.local_addr() else { panic!("no address") };
-        let Ok(_c) = std::net::TcpStream::connect(addr) else { panic!("no connection") };
-        let Ok((s, _)) = l.accept() else { panic!("nothing accepted") };
-        assert!(matches!(s.nodelay(), Ok(true)));
+    fn a_head_is_parsed_or_refused_naming_what_is_wrong() {
+        let h = head("POST /flows?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length:  12 \r\nX-A:\tb");
+        let Ok(h) = h else { panic!("{h:?}") };
+        assert_eq!((h.method.as_str(), h.target.as_str(), h.http11), ("POST", "/flows?x=1", true));
+        assert_eq!(h.header("content-length"), Some("12"));
+        assert_eq!(h.header("x-a"), Some("b"));
+        assert_eq!(h.body(), Ok(Body::Length(12)));
+        assert!(!h.closes());
+        let Ok(h) = head("GET / HTTP/1.0") else { panic!() };
+        assert!(h.closes());
+        let Ok(h) = head("GET / HTTP/1.1\r\nConnection: keep-alive, Close") else { panic!() };
+        assert!(h.closes());
+        for (raw, status, why) in [
+            ("GET /", 400, "expected METHOD TARGET HTTP/1.1"),
+            ("GET  / HTTP/1.1", 400, "expected METHOD TARGET"),
+            ("GET / HTTP/2.0", 505, "expected HTTP/1.1 or HTTP/1.0"),
+            ("GET flows HTTP/1.1", 400, "starting with /"),
+            ("G(T / HTTP/1.1", 400, "bad method"),
+            ("GET / HTTP/1.1\r\nNo colon", 400, "without a colon"),
+            ("GET / HTTP/1.1\r\nA: b\r\n folded: c", 400, "bad header name"),
+            ("GET / HTTP/1.1\r\nA: b\x01", 400, "control character"),
+        ] {
+            match head(raw) {
+                Err((st, v)) => {
+                    assert_eq!(st, status, "{raw:?}");
+                    assert!(v["error"].as_str().is_some_and(|e| e.contains(why)), "{raw:?}: {v}");
+                }
+                Ok(h) => panic!("{raw:?} parsed: {h:?}"),
+            }
+        }
+        assert_eq!(parse_head(b"GET / HTTP/1.1\r\nA: \xff").map_err(|e| e.0), Err(400));
+    }
+
+    #[test]
+    fn a_body_is_framed_as_the_rfc_says_or_refused() {
+        let framing = |h: &str| head(&format!("POST / HTTP/1.1\r\n{h}")).and_then(|h| h.body());
+        assert_eq!(framing("Content-Length: 5, 5"), Ok(Body::Length(5)));
+        assert_eq!(framing("Transfer-Encoding: Chunked"), Ok(Body::Chunked));
+        assert_eq!(framing("X: y"), Ok(Body::Length(0)));
+        for (h, status) in [
+            ("Content-Length: 5, 6", 400),
+            ("Content-Length: +5", 400),
+            ("Content-Length: 5\r\nContent-Length: 6", 400),
+            ("Content-Length: 99999999999999999999999", 400),
+            ("Transfer-Encoding: chunked\r\nContent-Length: 5", 400),
+            ("Transfer-Encoding: gzip, chunked", 501),
+        ] {
+            assert_eq!(framing(h).map_err(|e| e.0), Err(status), "{h}");
+        }
+    }
+
+    #[test]
+    fn a_chunked_body_is_decoded_whole_or_waited_for_or_refused() {
+        let raw = b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+        let Ok(Some((body, used))) = dechunk(raw) else { panic!() };
+        assert_eq!((body.as_slice(), &raw[used..]), (&b"hello world"[..], &b"NEXT"[..]));
+        for cut in 0..raw.len() - 4 {
+            assert!(matches!(dechunk(&raw[..cut]), Ok(None)), "{cut}");
+        }
+        assert!(matches!(dechunk(b"zz\r\n"), Err((400, _))));
+        assert!(matches!(dechunk(b"2\r\nabc\r\n"), Err((400, _))));
+        let big = format!("{:x}\r\n", MAX_BODY + 1);
+        assert!(matches!(dechunk(big.as_bytes()), Err((413, _))));
+        assert!(matches!(dechunk(&[b'1'; 2000]), Err((400, _))));
+    }
+
+    #[test]
+    fn empty_lines_before_a_request_are_skipped() {
+        assert_eq!(head_end(b"\r\n\r\nGET / HTTP/1.1\r\n\r\nrest"), Some((4, 22)));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
     }
 }

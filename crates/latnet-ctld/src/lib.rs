@@ -13,7 +13,8 @@
 //!   equals what the service answers. Compaction (`POST /compact`, or `--log-keep`) bounds the
 //!   log, and with it the time a restart takes.
 //! * [`Service::handle`] answers one HTTP request (method, path, body) with a status and a JSON
-//!   body; [`serve`] runs it on a `tiny_http` server: the controller (one state machine) answers
+//!   body; [`serve`] runs it on an [`Endpoint`], an HTTP/1.1 server of our own
+//!   ([`http`](crate::serve)): the controller (one state machine) answers
 //!   one request at a time on its own thread, while each client's connection is read and
 //!   written by a thread of its own, so a slow or silent client delays nobody else
 //!   ([`ServeOptions`]).
@@ -22,7 +23,7 @@
 //! needs `Authorization: Bearer TOKEN` (401 without one the file lists, 403 for a read token
 //! asking to change something). With a certificate and its key ([`tls`], `latnet-ctld
 //! --tls-cert FILE --tls-key FILE`) the service speaks HTTPS, so tokens and decisions do not
-//! cross the network in the clear; [`tls::Endpoint`] opens either kind.
+//! cross the network in the clear; [`Endpoint::open`] opens either kind.
 //!
 //! API (JSON bodies; errors are `{"error": ..., "field": ...}` or `{"code": ..., "reason": ...}`):
 //!
@@ -60,7 +61,10 @@ mod auth;
 mod http;
 pub mod tls;
 pub use auth::{Role, Tokens, MIN_TOKEN};
-pub use http::{listen, serve, ServeOptions, MAX_WAIT_MS};
+pub use http::{
+    listen, read_request, serve, Endpoint, ReadRequest, ServeOptions, MAX_CONNECTIONS, MAX_HEAD,
+    MAX_WAIT_MS,
+};
 
 /// Largest request body accepted (bytes).
 pub const MAX_BODY: usize = 64 * 1024;

@@ -22,7 +22,7 @@
 //! `--tls-cert FILE --tls-key FILE` (PEM): the service speaks HTTPS on `--listen` (and prints
 //! `listening on https://...`); see [`latnet_ctld::tls`]. Tokens travel in the clear without it.
 
-use latnet_ctld::{tls, ServeOptions, Service, ServiceConfig, Tokens};
+use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig, Tokens};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,7 +151,7 @@ fn main() -> ExitCode {
         }
     };
     svc.set_log_keep(args.log_keep);
-    let endpoint = match tls::Endpoint::open(&args.listen, &args.opts, tls) {
+    let endpoint = match Endpoint::open(&args.listen, tls) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("latnet-ctld: --listen {}: {e}", args.listen);

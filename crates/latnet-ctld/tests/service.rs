@@ -286,8 +286,8 @@ fn http(addr: &str, raw: &str) -> (u16, String) {
 
 /// `svc` served on a port of 127.0.0.1: its address, the flag that stops it, its thread.
 fn start(mut svc: Service, opts: ServeOptions) -> (String, Arc<AtomicBool>, JoinHandle<()>) {
-    let server = listen("127.0.0.1:0", &opts).unwrap();
-    let addr = server.server_addr().to_ip().unwrap().to_string();
+    let server = listen("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap().to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let t = std::thread::spawn(move || {
@@ -928,6 +928,72 @@ fn a_step_of_another_agent_is_waited_for_until_it_is_reported() {
     let (_, a) = call("GET", &format!("/applied?flow={id}&seq=9&wait=5000"), "");
     assert_eq!(a["why"], "removed", "{a}");
     assert_eq!(call("POST", "/applied", &format!(r#"{{"flow": {id}, "seq": 1}}"#)).0, 404);
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+#[test]
+fn a_service_nobody_asked_for_longer_than_its_io_timeout_still_answers() {
+    let db = tmp("idle");
+    let svc = Service::open(&db, cfg(4)).unwrap();
+    let timeout = Duration::from_millis(300);
+    let (addr, stop, t) = start(svc, ServeOptions { io_timeout: timeout, tokens: None });
+    for _ in 0..2 {
+        std::thread::sleep(timeout * 3);
+        let (st, _) = http(&addr, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert_eq!(st, 200);
+    }
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+#[test]
+fn bodies_come_chunked_or_after_100_continue_and_bad_heads_are_refused() {
+    let db = tmp("framing");
+    let svc = Service::open(&db, cfg(4)).unwrap();
+    let (addr, stop, t) = start(svc, ServeOptions::default());
+    let body = req("h0_0_0", "h3_1_1", 1_000_000, 10_000).to_string();
+    let (a, b) = body.split_at(body.len() / 2);
+    let chunked = format!(
+        "POST /flows HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+         {:x}\r\n{a}\r\n{:x};note=1\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    );
+    let (st, text) = http(&addr, &chunked);
+    assert_eq!(st, 201, "{text}");
+    // curl's way with a larger body: the head, then the body once told to go on
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let body = req("h0_0_1", "h3_1_0", 1_000_000, 10_000).to_string();
+    write!(
+        s,
+        "POST /flows HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let mut go = [0u8; 25];
+    s.read_exact(&mut go).unwrap();
+    assert_eq!(&go, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(body.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert_eq!(answers(&out).first().map(|a| a.0), Some(201), "{out}");
+    // heads it cannot use: refused, naming why, and nothing admitted
+    let huge = format!("GET /flows HTTP/1.1\r\nX: {}\r\n\r\n", "y".repeat(latnet_ctld::MAX_HEAD));
+    for (raw, status, why) in [
+        (huge.as_str(), 431, "larger than"),
+        ("HELLO\r\n\r\n", 400, "expected METHOD TARGET HTTP/1.1"),
+        ("GET /flows HTTP/3\r\n\r\n", 505, "HTTP/1.1 or HTTP/1.0"),
+        ("POST /flows HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400, "Content-Length"),
+    ] {
+        let (st, text) = http(&addr, raw);
+        assert_eq!(st, status, "{text}");
+        assert!(text.contains(why), "{text}");
+    }
+    let (_, text) = http(&addr, "GET /flows HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let list: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(list.as_array().map(Vec::len), Some(2));
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }

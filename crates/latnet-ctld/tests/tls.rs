@@ -1,11 +1,11 @@
-//! The service over TLS: the front relays a client's requests in order, tells a plain-HTTP
+//! The service over TLS: it answers a client's requests in order, tells a plain-HTTP
 //! client where it is, lets no stalled handshake hold up another client, presents the
 //! certificate it was given, and refuses certificate files it cannot use, naming them.
 //! Certificates are made by `scripts/tls-certs.sh` (the `openssl` command).
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
-use latnet_ctld::{tls, ServeOptions, Service, ServiceConfig};
+use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -52,7 +52,7 @@ fn start(name: &str, io_timeout: Duration, cert: &Path, key: &Path) -> Running {
     .unwrap();
     let opts = ServeOptions { io_timeout, tokens: None };
     let cfg = tls::server_config(cert, key).unwrap();
-    let endpoint = tls::Endpoint::open("127.0.0.1:0", &opts, Some(cfg)).unwrap();
+    let endpoint = Endpoint::open("127.0.0.1:0", Some(cfg)).unwrap();
     let url = endpoint.url();
     let addr = url.strip_prefix("https://").unwrap().to_owned();
     let stop = Arc::new(AtomicBool::new(false));

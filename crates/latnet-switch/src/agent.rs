@@ -1690,11 +1690,11 @@ mod tests {
     }
 
     #[test]
-    fn controller_addresses_are_http_host_port() {
+    fn controller_addresses_are_http_or_https_host_port() {
         assert!(Controller::new("http://127.0.0.1:8711").is_ok());
         assert!(Controller::new("http://127.0.0.1:8711/").is_ok());
-        for bad in ["127.0.0.1:8711", "https://127.0.0.1:1", "http://", "http://127.0.0.1:1/flows"]
-        {
+        assert!(Controller::new("https://127.0.0.1:8711").is_ok());
+        for bad in ["127.0.0.1:8711", "ftp://127.0.0.1:1", "http://", "https://127.0.0.1:1/flows"] {
             assert!(matches!(Controller::new(bad), Err(AgentError::Config(_))), "{bad}");
         }
     }
@@ -1721,7 +1721,7 @@ mod tests {
         let tls =
             latnet_ctld::tls::server_config(&dir.join("a/service.crt"), &dir.join("a/service.key"));
         let opts = latnet_ctld::ServeOptions::default();
-        let endpoint = latnet_ctld::tls::Endpoint::open("127.0.0.1:0", &opts, tls.ok());
+        let endpoint = latnet_ctld::Endpoint::open("127.0.0.1:0", tls.ok());
         let Ok(endpoint) = endpoint else { panic!("{endpoint:?}") };
         let url = endpoint.url();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
