@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
+mod common;
+use common::answers;
+
 use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -101,22 +104,6 @@ fn https(addr: &str, cfg: &Arc<rustls::ClientConfig>, raw: &str) -> std::io::Res
     let mut out = String::new();
     s.read_to_string(&mut out)?;
     Ok(out)
-}
-
-/// Every answer in `raw` (HTTP/1.1 responses one after the other): status and body.
-fn answers(raw: &str) -> Vec<(u16, String)> {
-    let mut out = Vec::new();
-    let mut rest = raw;
-    while let Some((head, tail)) = rest.split_once("\r\n\r\n") {
-        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let len = head
-            .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
-            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-        out.push((status, tail[..len].to_owned()));
-        rest = &tail[len..];
-    }
-    out
 }
 
 /// `POST /flows` from the `i`-th host (of 16) to another.
