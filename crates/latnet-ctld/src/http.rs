@@ -582,8 +582,10 @@ impl Client<'_> {
         };
         let mut buf: Vec<u8> = Vec::new();
         loop {
-            // the head
-            let started = Instant::now();
+            // the head, whole within the timeout from its first byte (the time a kept-alive
+            // connection sat idle before it does not count)
+            let blank = |b: &[u8]| b.iter().all(|c| matches!(c, b'\r' | b'\n'));
+            let mut began = (!blank(&buf)).then(Instant::now);
             let (start, end) = loop {
                 let found = head_end(&buf);
                 if let Some((start, end)) = found.filter(|(s, e)| e - s <= MAX_HEAD) {
@@ -595,12 +597,16 @@ impl Client<'_> {
                     let _ = respond(&mut s, "GET", r, true);
                     return;
                 }
-                let idle = buf.iter().all(|b| matches!(b, b'\r' | b'\n'));
-                match fill(&mut s, &mut buf) {
-                    Got::More if started.elapsed() <= timeout || idle => {}
-                    Got::Closed => return,
-                    Got::Late if idle => return, // idle between requests: close quietly
-                    Got::More | Got::Late => {
+                let got = fill(&mut s, &mut buf);
+                if began.is_none() && !blank(&buf) {
+                    began = Some(Instant::now());
+                }
+                match (got, began) {
+                    (Got::More, None) => {}
+                    (Got::More, Some(t)) if t.elapsed() <= timeout => {}
+                    (Got::Closed, _) => return,
+                    (Got::Late, None) => return, // idle between requests: close quietly
+                    (Got::More | Got::Late, Some(_)) => {
                         let _ = respond(&mut s, "GET", late("request head"), true);
                         return;
                     }
@@ -615,30 +621,31 @@ impl Client<'_> {
             };
             buf.drain(..end);
             let closes = head.closes();
-            let allowed = self.opts.tokens.as_ref().map_or(Ok(()), |t| {
-                t.check(&head.method, &head.target, head.header("Authorization"))
-            });
-            if let Err(reply) = allowed {
-                // answered without reading the body, so the connection ends with it
-                let reply = self.ask(Input::Denied(reply));
-                let _ = respond(&mut s, &head.method, reply, true);
-                return;
-            }
             let framing = match head.body() {
+                Ok(Body::Length(n)) if n > MAX_BODY => {
+                    let r = err(413, None, format!("the body is larger than {MAX_BODY} bytes"));
+                    let _ = respond(&mut s, &head.method, r, true);
+                    return;
+                }
                 Ok(f) => f,
                 Err(r) => {
                     let _ = respond(&mut s, &head.method, r, true);
                     return;
                 }
             };
-            if let Body::Length(n) = framing {
-                if n > MAX_BODY {
-                    let r = err(413, None, format!("the body is larger than {MAX_BODY} bytes"));
-                    let _ = respond(&mut s, &head.method, r, true);
+            let wants_body = !matches!(framing, Body::Length(0));
+            let allowed = self.opts.tokens.as_ref().map_or(Ok(()), |t| {
+                t.check(&head.method, &head.target, head.header("Authorization"))
+            });
+            if let Err(reply) = allowed {
+                // answered without reading a body, so a request with one ends the connection
+                let reply = self.ask(Input::Denied(reply));
+                let close = closes || wants_body;
+                if respond(&mut s, &head.method, reply, close).is_err() || close {
                     return;
                 }
+                continue;
             }
-            let wants_body = !matches!(framing, Body::Length(0));
             let expects =
                 head.header("Expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
             let go_on = b"HTTP/1.1 100 Continue\r\n\r\n";

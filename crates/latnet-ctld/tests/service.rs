@@ -984,3 +984,28 @@ fn bodies_come_chunked_or_after_100_continue_and_bad_heads_are_refused() {
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }
+
+#[test]
+fn a_kept_alive_connection_s_idle_time_does_not_count_against_its_next_head() {
+    let db = tmp("keepalive");
+    let svc = Service::open(&db, cfg(4)).unwrap();
+    let timeout = Duration::from_secs(2);
+    let (addr, stop, t) = start(svc, ServeOptions { io_timeout: timeout, tokens: None });
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(timeout * 2)).unwrap();
+    let one = |s: &mut TcpStream| {
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).unwrap();
+        answers(&String::from_utf8_lossy(&buf[..n]))
+    };
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(one(&mut s).first().map(|a| a.0), Some(200));
+    // idle for most of the timeout, then a head that takes half of it
+    std::thread::sleep(timeout * 3 / 4);
+    s.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(timeout / 2);
+    s.write_all(b"Host: x\r\n\r\n").unwrap();
+    assert_eq!(one(&mut s).first().map(|a| a.0), Some(200));
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
