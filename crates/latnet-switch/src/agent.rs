@@ -104,7 +104,8 @@ pub struct Controller {
     /// With `https://`: the TLS settings (`None` until a CA file is given) and the name the
     /// certificate must carry.
     tls: Option<(Option<Arc<rustls::ClientConfig>>, rustls::pki_types::ServerName<'static>)>,
-    addr: std::net::SocketAddr,
+    /// Every address the host name resolved to, tried in turn.
+    addrs: Vec<std::net::SocketAddr>,
     timeout: StdDuration,
     /// The bearer token sent with every request (a service started with `--tokens`).
     token: Option<String>,
@@ -122,11 +123,11 @@ impl Controller {
         if host.is_empty() || host.contains('/') {
             return Err(bad("expected http(s)://HOST:PORT with no path"));
         }
-        let addr = host
-            .to_socket_addrs()
-            .map_err(|e| bad(&format!("cannot resolve: {e}")))?
-            .next()
-            .ok_or_else(|| bad("resolves to no address"))?;
+        let addrs: Vec<_> =
+            host.to_socket_addrs().map_err(|e| bad(&format!("cannot resolve: {e}")))?.collect();
+        if addrs.is_empty() {
+            return Err(bad("resolves to no address"));
+        }
         let tls = if scheme == "https" {
             let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
             let name = name.trim_start_matches('[').trim_end_matches(']');
@@ -141,7 +142,7 @@ impl Controller {
             url: format!("{scheme}://{host}"),
             host: host.to_owned(),
             tls,
-            addr,
+            addrs,
             timeout: StdDuration::from_secs(2),
             token: None,
         })
@@ -235,8 +236,15 @@ impl Controller {
         body: Option<&Value>,
         wait: StdDuration,
     ) -> Result<(u16, Value), AgentError> {
-        let tcp = TcpStream::connect_timeout(&self.addr, self.timeout)
-            .map_err(|e| self.fail(format!("cannot connect: {e}")))?;
+        // each address in turn (localhost is ::1, then 127.0.0.1), as TcpStream::connect does
+        let mut tried = Err(io::Error::other("no address"));
+        for a in &self.addrs {
+            tried = TcpStream::connect_timeout(a, self.timeout);
+            if tried.is_ok() {
+                break;
+            }
+        }
+        let tcp = tried.map_err(|e| self.fail(format!("cannot connect: {e}")))?;
         tcp.set_read_timeout(Some(self.timeout + wait)).map_err(|e| self.fail(e.to_string()))?;
         tcp.set_write_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
@@ -1737,6 +1745,18 @@ mod tests {
         assert!(
             matches!(&hosts, Ok((200, v)) if v.as_array().map(Vec::len) == Some(16)),
             "{hosts:?}"
+        );
+        // by name (the certificate names localhost too), and with an address where nothing
+        // listens resolved first (as localhost's ::1 may be): the next one is tried
+        let local = url.replace("127.0.0.1", "localhost");
+        let c2 = Controller::new(&local).and_then(|c| c.with_ca_file(&dir.join("a/ca.crt")));
+        let Ok(mut c2) = c2 else { panic!("{c2:?}") };
+        c2.addrs.insert(0, std::net::SocketAddr::from(([127, 0, 0, 1], 1)));
+        assert!(matches!(c2.get("/health"), Ok((200, _))), "{local}");
+        c2.addrs.truncate(1);
+        let e = c2.get("/health");
+        assert!(
+            matches!(&e, Err(AgentError::Controller { msg, .. }) if msg.contains("cannot connect"))
         );
         let flow = json!({"src": "h0_0_0", "dst": "h3_1_1", "rate_bps": 1_000_000,
                           "burst_bytes": 1500, "deadline_ns": 10_000_000u64});
