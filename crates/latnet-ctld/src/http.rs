@@ -162,33 +162,35 @@ impl LogBell {
     }
 }
 
+/// The query of a `GET path?QUERY` as `(name, value)` pairs (`None` for another request).
+fn get_query<'a>(method: &str, url: &'a str, path: &str) -> Option<Vec<(&'a str, &'a str)>> {
+    let (p, query) = url.split_once('?')?;
+    (method == "GET" && p.trim_end_matches('/') == path)
+        .then(|| query.split('&').filter_map(|kv| kv.split_once('=')).collect())
+}
+
+/// The `wait` a held request asks for, at most [`MAX_WAIT_MS`] (`None`: 0, absent or bad,
+/// which the service answers).
+fn wait_of(query: &[(&str, &str)]) -> Option<Duration> {
+    let ms = query.iter().find(|(k, _)| *k == "wait")?.1.parse::<u64>().ok()?;
+    (ms > 0).then(|| Duration::from_millis(ms.min(MAX_WAIT_MS)))
+}
+
 /// How long a `GET /applied` asks to wait for its step (`None`: it does not, or its value is
 /// bad, which the service answers).
 fn applied_poll(method: &str, url: &str) -> Option<Duration> {
-    let (path, query) = url.split_once('?')?;
-    if method != "GET" || path.trim_end_matches('/') != "/applied" {
-        return None;
-    }
-    let wait = query.split('&').find_map(|kv| kv.strip_prefix("wait="))?.parse::<u64>().ok()?;
-    (wait > 0).then(|| Duration::from_millis(wait.min(MAX_WAIT_MS)))
+    wait_of(&get_query(method, url, "/applied")?)
 }
 
 /// `after` and `wait` of a `GET /log` that asks to wait (`None` otherwise; a bad value is left
 /// for the service to answer 400).
 fn long_poll(method: &str, url: &str) -> Option<(i64, Duration)> {
-    let (path, query) = url.split_once('?')?;
-    if method != "GET" || path.trim_end_matches('/') != "/log" {
-        return None;
-    }
-    let (mut after, mut wait) = (0i64, 0u64);
-    for kv in query.split('&') {
-        match kv.split_once('=') {
-            Some(("after", v)) => after = v.parse().ok()?,
-            Some(("wait", v)) => wait = v.parse().ok()?,
-            _ => {}
-        }
-    }
-    (wait > 0).then(|| (after, Duration::from_millis(wait.min(MAX_WAIT_MS))))
+    let q = get_query(method, url, "/log")?;
+    let after = match q.iter().find(|(k, _)| *k == "after") {
+        Some((_, v)) => v.parse().ok()?,
+        None => 0,
+    };
+    Some((after, wait_of(&q)?))
 }
 
 /// What a connection passes to the controller.
@@ -860,6 +862,29 @@ mod tests {
         let big = format!("{:x}\r\n", MAX_BODY + 1);
         assert!(matches!(dechunk(big.as_bytes()), Err((413, _))));
         assert!(matches!(dechunk(&[b'1'; 2000]), Err((400, _))));
+    }
+
+    #[test]
+    fn held_requests_are_told_by_their_query() {
+        assert_eq!(
+            long_poll("GET", "/log?after=7&wait=500"),
+            Some((7, Duration::from_millis(500)))
+        );
+        assert_eq!(long_poll("GET", "/log/?wait=9000000"), Some((0, Duration::from_secs(60))));
+        for (m, url) in [("GET", "/log?after=7"), ("GET", "/log?wait=0"), ("GET", "/log?wait=x")]
+            .into_iter()
+            .chain([
+                ("GET", "/log?after=x&wait=5"),
+                ("POST", "/log?wait=5"),
+                ("GET", "/logs?wait=5"),
+            ])
+        {
+            assert_eq!(long_poll(m, url), None, "{m} {url}");
+        }
+        let held = applied_poll("GET", "/applied?flow=1&seq=2&wait=300");
+        assert_eq!(held, Some(Duration::from_millis(300)));
+        assert_eq!(applied_poll("GET", "/applied?flow=1&seq=2"), None);
+        assert_eq!(applied_poll("GET", "/log?wait=300"), None);
     }
 
     #[test]
