@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Make a certificate authority and a service certificate it signed, for the Chameleon
-# service's TLS: latnet-ctld --tls-cert DIR/service.crt --tls-key DIR/service.key, and its
-# clients (host agents, latnet chameleon ...) trust DIR/ca.crt with --ca-file.
+# Make a certificate authority, a service certificate it signed and a client certificate it
+# signed, for the Chameleon service's TLS: latnet-ctld --tls-cert DIR/service.crt --tls-key
+# DIR/service.key, its clients (host agents, latnet chameleon ...) trust DIR/ca.crt with
+# --ca-file; with latnet-ctld --tls-client-ca DIR/ca.crt (mutual TLS) clients present
+# DIR/client.crt and DIR/client.key (--client-cert / --client-key).
 #
 # usage: scripts/tls-certs.sh DIR [NAME ...]
 #   NAME: an IP address or DNS name clients reach the service by (default: 127.0.0.1 localhost).
@@ -31,6 +33,10 @@ printf 'subjectAltName=%s\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical
   "$san" > "$ext"
 run openssl x509 -req -in "$dir/service.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
   -CAcreateserial -days 825 -extfile "$ext" -out "$dir/service.crt"
-rm -f "$dir/service.csr" "$dir/ca.srl" "$ext"
-chmod 600 "$dir/ca.key" "$dir/service.key"
-echo "$dir/ca.crt (clients: --ca-file), $dir/service.crt and $dir/service.key (latnet-ctld --tls-cert / --tls-key) for ${names[*]}"
+run openssl req "${ec[@]}" -subj "/CN=latnet client" -keyout "$dir/client.key" -out "$dir/client.csr"
+printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' > "$ext"
+run openssl x509 -req -in "$dir/client.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+  -CAcreateserial -days 825 -extfile "$ext" -out "$dir/client.crt"
+rm -f "$dir/service.csr" "$dir/client.csr" "$dir/ca.srl" "$ext"
+chmod 600 "$dir/ca.key" "$dir/service.key" "$dir/client.key"
+echo "$dir/ca.crt (clients: --ca-file), $dir/service.crt and $dir/service.key (latnet-ctld --tls-cert / --tls-key) for ${names[*]}, $dir/client.crt and $dir/client.key (mutual TLS)"

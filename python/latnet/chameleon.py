@@ -306,20 +306,37 @@ def read_token(path: str | os.PathLike[str]) -> str:
     raise LatnetError(f"--token-file {path}: expected a token, the file has none")
 
 
-def tls_context(url: str, ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext | None:
-    """The TLS settings of a client of ``url``: ``None`` for ``http://`` (a ``ca_file`` is
-    then refused), else the system's CAs or only the certificates in ``ca_file``."""
+def tls_context(
+    url: str,
+    ca_file: str | os.PathLike[str] | None,
+    client_cert: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
+) -> ssl.SSLContext | None:
+    """The TLS settings of a client of ``url``: ``None`` for ``http://`` (a ``ca_file`` or
+    ``client_cert`` is then refused), else the system's CAs or only the certificates in
+    ``ca_file``, and with ``client_cert`` (certificate and key files, PEM) that certificate
+    presented to a service that asks for one (``--tls-client-ca``, mutual TLS)."""
     if not url.startswith("https://"):
         if ca_file is not None:
             raise LatnetError(f"--ca-file {ca_file}: {url} is not https://")
+        if client_cert is not None:
+            raise LatnetError(f"--client-cert {client_cert[0]}: {url} is not https://")
         return None
-    if ca_file is None:
-        return ssl.create_default_context()
     try:
-        return ssl.create_default_context(cafile=os.fspath(ca_file))
+        ctx = ssl.create_default_context(cafile=None if ca_file is None else os.fspath(ca_file))
     except (OSError, ssl.SSLError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise LatnetError(f"--ca-file {ca_file}: expected PEM certificates: {why}") from None
+    if client_cert is not None:
+        cert, key = client_cert
+        try:
+            ctx.load_cert_chain(os.fspath(cert), os.fspath(key))
+        except (OSError, ssl.SSLError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise LatnetError(
+                f"--client-cert {cert} / --client-key {key}: expected a PEM certificate and its "
+                f"key: {why}"
+            ) from None
+    return ctx
 
 
 class Client:
@@ -329,6 +346,8 @@ class Client:
     bearer token a service started with ``--tokens`` needs (see ``read_token``). ``ca_file``:
     for an ``https://`` service (``--tls-cert``), the certificate (PEM) of who signed the
     service's (``scripts/tls-certs.sh`` makes both; without it the system's CAs are trusted).
+    ``client_cert``: ``(certificate, key)`` files presented to a service that asks for a client
+    certificate (``--tls-client-ca``).
 
         >>> svc = chameleon.Client("http://127.0.0.1:8700")
         >>> svc.request("h0_0_0", "h3_1_1", rate_bps=2e6, burst_bytes=300, deadline_ns=10e6)
@@ -340,13 +359,15 @@ class Client:
         timeout_s: float = 30.0,
         token_file: str | os.PathLike[str] | None = None,
         ca_file: str | os.PathLike[str] | None = None,
+        client_cert: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
     ):
         self.base = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.token_file = token_file
         self.ca_file = ca_file
         self._token = read_token(token_file) if token_file is not None else None
-        self._tls = tls_context(self.base, ca_file)
+        self.client_cert = client_cert
+        self._tls = tls_context(self.base, ca_file, client_cert)
 
     def _call(
         self, method: str, path: str, body: dict | None = None, timeout_s: float | None = None
@@ -380,6 +401,12 @@ class Client:
             if isinstance(e.reason, ssl.SSLCertVerificationError):
                 hint = " (give the certificate that signed the service's: --ca-file)"
             raise LatnetError(f"{self.base}: cannot reach the service: {e.reason}{hint}") from None
+        except ssl.SSLError as e:
+            # TLS 1.3 tells of a refused client certificate only after the handshake
+            hint = ""
+            if "CERTIFICATE_REQUIRED" in str(e):
+                hint = " (it asks for a client certificate: --client-cert / --client-key)"
+            raise LatnetError(f"{self.base}: the TLS connection failed: {e}{hint}") from None
         except ConnectionError as e:
             # a plain http:// client at an https:// port, among others
             raise LatnetError(f"{self.base}: the service closed the connection: {e}") from None

@@ -50,10 +50,11 @@ def controller_network(
     duration_ns: int = 3_600_000_000_000,
     token_file: str | os.PathLike[str] | None = None,
     ca_file: str | os.PathLike[str] | None = None,
+    client_cert: tuple[str, str] | None = None,
 ) -> Path:
     """Write the network of the service at ``url`` (its settings and log replayed here) as a
     scenario file with no flows at ``path``: what ``latnet testbed up --controller`` runs."""
-    ctl = replay(Client(url, token_file=token_file, ca_file=ca_file))
+    ctl = replay(Client(url, token_file=token_file, ca_file=ca_file, client_cert=client_cert))
     path = Path(path)
     path.write_text(ctl.network_toml(duration_ns=duration_ns))
     return path
@@ -112,6 +113,7 @@ def live(
     agents: int = 1,
     peer_wait_ms: int = 5000,
     ca_file: str | os.PathLike[str] | None = None,
+    client_cert: tuple[str, str] | None = None,
 ) -> dict:
     """Run ``spec`` on the network of the service at ``url``; results in ``out`` (see the module
     docstring). Returns the document written to ``out/live.json``. ``token_file``: the token a
@@ -120,10 +122,11 @@ def live(
     (round robin, in the order of the plan); more than one keep the sequential order between
     them through the service, each waiting up to ``peer_wait_ms`` for another's step (0: the
     order holds only among each agent's own hosts). ``ca_file``: for an ``https://`` service,
-    who signed its certificate (for this client and the agents)."""
+    who signed its certificate, and ``client_cert``: the ``(certificate, key)`` files a service
+    asking for one gets (for this client and the agents)."""
     if agents < 1:
         raise LatnetError(f"agents: expected at least 1, got {agents}")
-    client = Client(url, token_file=token_file, ca_file=ca_file)
+    client = Client(url, token_file=token_file, ca_file=ca_file, client_cert=client_cert)
     ctl = replay(client)
     spec = Path(spec)
     try:
@@ -194,6 +197,7 @@ def live(
                     order=order,
                     token_file=token_file,
                     ca_file=ca_file,
+                    client_cert=client_cert,
                     wait_ms=wait_ms,
                     hosts=group,
                     peer_wait_ms=peer_wait_ms,

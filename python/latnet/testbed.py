@@ -413,6 +413,7 @@ class Testbed:
         hosts: list[str] | None = None,
         peer_wait_ms: int = 5000,
         ca_file: str | os.PathLike[str] | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> subprocess.Popen:
         """Start a Chameleon host agent for every host (``latnet-switch agent``: a BPF tagger on
         each host's egress and an HTB shaper per admitted flow, programmed from the controller
@@ -427,7 +428,8 @@ class Testbed:
         all; agents serving the others are started by further calls, each with a status file
         of its own, and keep the sequential order between them through the service, waiting up
         to ``peer_wait_ms`` for another agent's step: an agent token will do then).
-        ``ca_file``: for an ``https://`` service, who signed its certificate."""
+        ``ca_file``: for an ``https://`` service, who signed its certificate; ``client_cert``:
+        the ``(certificate, key)`` files to present to a service that asks for one."""
         status = Path(status) if status is not None else self.run_dir / "agent.json"
         status.unlink(missing_ok=True)
         hosts = self.hosts() if hosts is None else list(hosts)
@@ -441,6 +443,8 @@ class Testbed:
             argv += ["--token-file", str(token_file)]
         if ca_file is not None:
             argv += ["--ca-file", str(ca_file)]
+        if client_cert is not None:
+            argv += ["--client-cert", str(client_cert[0]), "--client-key", str(client_cert[1])]
         log_path = status.with_suffix(".log")
         log = open(log_path, "w")  # noqa: SIM115 (child keeps it)
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

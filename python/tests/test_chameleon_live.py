@@ -93,8 +93,9 @@ def service(db, listen="127.0.0.1:0", tokens=None, tls=None):
     if tokens is not None:
         argv += ["--tokens", str(tokens)]
     if tls is not None:
-        _, cert, key = tls
-        argv += ["--tls-cert", str(cert), "--tls-key", str(key)]
+        ca, cert, key = tls
+        # mutual TLS: clients present the certificate the same CA signed
+        argv += ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(ca)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
@@ -233,7 +234,8 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
     crosses it on best-effort routes, an admitted irtt flow and an admitted iperf3 (kernel TCP,
     cubic) flow in the admitted class, iperf3 held to its reservation by its HTB shaper, its
     ACKs (unreserved) best effort; `latnet testbed down` stops the agent. The service speaks
-    HTTPS here: the network is read, the agent polls and the requests are made over TLS."""
+    HTTPS here, asking for client certificates: the network is read, the agent polls and the
+    requests are made over mutual TLS."""
     import time
 
     from latnet.chameleon import Client
@@ -242,10 +244,12 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
     run = tmp_path / "tb"
     svc_tokens, write, read = tokens(tmp_path)  # the agent reads with a read token
     ca = tls_certs[0]
+    mine = (ca.parent / "client.crt", ca.parent / "client.key")
     with service(tmp_path / "tb.db", tokens=svc_tokens, tls=tls_certs) as url:
         assert url.startswith("https://"), url
         argv = ["testbed", "up", "--controller", url, "--run-dir", str(run)]
-        assert main([*argv, "--token-file", str(read), "--ca-file", str(ca)]) == 0
+        argv += ["--ca-file", str(ca), "--client-cert", str(mine[0]), "--client-key", str(mine[1])]
+        assert main([*argv, "--token-file", str(read)]) == 0
         out = capsys.readouterr().out
         prefix = out.split()[1]
         try:
@@ -275,7 +279,7 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
             big = ["-c", "2", "-i", "0.2", "-W", "1", "-s", "1472", "-M", "do", addr["h3"]]
             ping = sh("h2", "ping", *big, capture_output=True, text=True)
             assert ping.returncode == 0, ping.stdout
-            c = Client(url, token_file=write, ca_file=ca)
+            c = Client(url, token_file=write, ca_file=ca, client_cert=mine)
             irtt = c.request("h2", "h3", 10e6, 3000, 2e6, match={"proto": "udp", "dst_port": 2112})
             tcp = {"proto": "tcp", "dst_port": 5201}
             bulk = c.request("h1", "h6", 100e6, 15000, 5e6, match=tcp)

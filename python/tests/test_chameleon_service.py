@@ -435,3 +435,22 @@ def test_the_service_speaks_https_to_clients_that_trust_its_ca(tmp_path, tls_cer
         f"--tls-key {other / 'service.key'}: does not serve the certificate of {cert}" in r.stderr
     )
     assert not (tmp_path / "y.db").exists(), "the store was made before the certificate was read"
+
+
+def test_a_service_asking_for_client_certificates_lets_in_only_those_its_ca_signed(
+    tmp_path, tls_certs
+):
+    """`serve --tls-client-ca`: a client presenting the certificate the CA signed is served;
+    one presenting none is refused in the handshake, saying so."""
+    from latnet import LatnetError
+    from latnet.chameleon import Client
+
+    ca, cert, key = tls_certs
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(ca)]
+    mine = (ca.parent / "client.crt", ca.parent / "client.key")
+    with service(tmp_path / "mtls.db", "--k", "4", *tls) as base:
+        assert len(Client(base, ca_file=ca, client_cert=mine).hosts()) == 16
+        with pytest.raises(LatnetError, match="asks for a client certificate: --client-cert"):
+            Client(base, ca_file=ca).hosts()
+    with pytest.raises(LatnetError, match="--client-cert .*expected a PEM certificate"):
+        Client("https://127.0.0.1:1", ca_file=ca, client_cert=(mine[1], mine[1]))

@@ -59,8 +59,9 @@ fn bench(c: &mut Criterion) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tls-certs.sh");
     let made = std::process::Command::new(script).arg(dir.join("tls")).status();
     assert!(made.is_ok_and(|s| s.success()), "scripts/tls-certs.sh (openssl)");
-    let tls_cfg = tls::server_config(&dir.join("tls/service.crt"), &dir.join("tls/service.key"))
-        .expect("certificates");
+    let tls_cfg =
+        tls::server_config(&dir.join("tls/service.crt"), &dir.join("tls/service.key"), None)
+            .expect("certificates");
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     let mut urls = Vec::new();

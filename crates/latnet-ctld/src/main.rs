@@ -3,7 +3,8 @@
 //! ```text
 //! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N]
 //!             (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS]
-//!             [--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE] [--stdin-stop]
+//!             [--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE
+//!             [--tls-client-ca FILE]] [--stdin-stop]
 //! ```
 //!
 //! Prints `listening on http://ADDR:PORT` once it accepts requests (with `--listen
@@ -21,6 +22,7 @@
 //!
 //! `--tls-cert FILE --tls-key FILE` (PEM): the service speaks HTTPS on `--listen` (and prints
 //! `listening on https://...`); see [`latnet_ctld::tls`]. Tokens travel in the clear without it.
+//! `--tls-client-ca FILE`: clients must also present a certificate that CA signed (mutual TLS).
 
 use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig, Tokens};
 use std::path::PathBuf;
@@ -30,7 +32,7 @@ use std::sync::Arc;
 
 const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] \
 [--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] \
-[--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE] [--stdin-stop]";
+[--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--stdin-stop]";
 
 struct Args {
     db: PathBuf,
@@ -41,6 +43,8 @@ struct Args {
     log_keep: Option<u64>,
     /// The certificate chain and key files, PEM.
     tls: Option<(PathBuf, PathBuf)>,
+    /// The CA whose certificates clients must present (mutual TLS).
+    client_ca: Option<PathBuf>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -55,7 +59,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     };
     let mut stdin_stop = false;
     let mut log_keep = None;
-    let (mut tls_cert, mut tls_key) = (None, None);
+    let (mut tls_cert, mut tls_key, mut client_ca) = (None, None, None);
     let mut opts = ServeOptions::default();
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         let v = v.ok_or_else(|| format!("{flag}: expected a value"))?;
@@ -98,6 +102,9 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--log-keep" => log_keep = Some(num("--log-keep", it.next())? as u64),
             "--tls-cert" => tls_cert = Some(it.next().ok_or("--tls-cert: expected a file")?.into()),
             "--tls-key" => tls_key = Some(it.next().ok_or("--tls-key: expected a file")?.into()),
+            "--tls-client-ca" => {
+                client_ca = Some(it.next().ok_or("--tls-client-ca: expected a file")?.into());
+            }
             "--stdin-stop" => stdin_stop = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -110,7 +117,10 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         (None, None) => None,
         _ => return Err("give both --tls-cert and --tls-key, or neither".into()),
     };
-    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep, tls })
+    if client_ca.is_some() && tls.is_none() {
+        return Err("--tls-client-ca needs --tls-cert and --tls-key".into());
+    }
+    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep, tls, client_ca })
 }
 
 #[allow(clippy::print_stdout)] // the address line is the binary's output
@@ -128,7 +138,7 @@ fn main() -> ExitCode {
     };
     // certificate files are read before the store is touched
     let tls = match &args.tls {
-        Some((cert, key)) => match tls::server_config(cert, key) {
+        Some((cert, key)) => match tls::server_config(cert, key, args.client_ca.as_deref()) {
             Ok(c) => Some(c),
             Err(e) => {
                 eprintln!("latnet-ctld: {e}");

@@ -22,9 +22,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The server's TLS settings from a certificate chain and its private key, both PEM. Errors
-/// name the flag, the file and what was expected.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
+/// The server's TLS settings from a certificate chain and its private key, both PEM, and with
+/// `client_ca` (PEM) clients must present a certificate that CA signed (mutual TLS; a client
+/// without one fails the handshake). Errors name the flag, the file and what was expected.
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>, String> {
     let c = cert.display();
     let certs = CertificateDer::pem_file_iter(cert)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
@@ -39,10 +44,31 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, Strin
         format!("--tls-key {k}: {e} (expected a PEM private key: PKCS#8, PKCS#1 or SEC1)")
     })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
+        .map_err(|e| e.to_string())?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let bad = |m: String| format!("--tls-client-ca {}: {m}", ca.display());
+            let mut roots = rustls::RootCertStore::empty();
+            let found = CertificateDer::pem_file_iter(ca)
+                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                .map_err(|e| bad(format!("{e} (expected PEM certificates)")))?;
+            let (added, _) = roots.add_parsable_certificates(found);
+            if added == 0 {
+                return Err(bad("no usable certificate in it (expected a PEM 'BEGIN \
+                                CERTIFICATE' block)"
+                    .into()));
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let cfg = builder
         .with_single_cert(certs, key)
         .map_err(|e| format!("--tls-key {k}: does not serve the certificate of {c}: {e}"))?;
     Ok(Arc::new(cfg))

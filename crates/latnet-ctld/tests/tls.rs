@@ -42,6 +42,17 @@ fn certs(d: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
 
 /// A service on an HTTPS port of 127.0.0.1: its address, the flag that stops it, its threads.
 fn start(name: &str, io_timeout: Duration, cert: &Path, key: &Path) -> Running {
+    start_with(name, io_timeout, cert, key, None)
+}
+
+/// [`start`], asking clients for a certificate `client_ca` signed.
+fn start_with(
+    name: &str,
+    io_timeout: Duration,
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Running {
     let svc = Service::open(
         &dir(&format!("{name}-db")).join("controller.db"),
         ServiceConfig {
@@ -54,7 +65,7 @@ fn start(name: &str, io_timeout: Duration, cert: &Path, key: &Path) -> Running {
     )
     .unwrap();
     let opts = ServeOptions { io_timeout, tokens: None };
-    let cfg = tls::server_config(cert, key).unwrap();
+    let cfg = tls::server_config(cert, key, client_ca).unwrap();
     let endpoint = Endpoint::open("127.0.0.1:0", Some(cfg)).unwrap();
     let url = endpoint.url();
     let addr = url.strip_prefix("https://").unwrap().to_owned();
@@ -80,6 +91,11 @@ impl Running {
 
 /// A client trusting the certificates in `ca`.
 fn client(ca: &Path) -> Arc<rustls::ClientConfig> {
+    client_with(ca, None)
+}
+
+/// [`client`], presenting the certificate and key `mine` when asked.
+fn client_with(ca: &Path, mine: Option<(&Path, &Path)>) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(c.unwrap()).unwrap();
@@ -88,8 +104,15 @@ fn client(ca: &Path) -> Arc<rustls::ClientConfig> {
     let cfg = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let cfg = match mine {
+        None => cfg.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_file_iter(cert).unwrap().map(Result::unwrap).collect();
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key).unwrap();
+            cfg.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
     Arc::new(cfg)
 }
 
@@ -214,10 +237,35 @@ fn certificate_files_it_cannot_use_are_refused_naming_the_flag_and_the_file() {
         (&cert, &other_key, "--tls-key", &other_key, "does not serve the certificate"),
     ];
     for (c, k, flag, file, why) in cases {
-        let e = tls::server_config(c, k).unwrap_err();
+        let e = tls::server_config(c, k, None).unwrap_err();
         assert!(e.starts_with(&format!("{flag} {}", file.display())), "{e}");
         assert!(e.contains(why), "{e}");
     }
-    assert!(tls::server_config(&cert, &key).is_ok());
-    assert!(tls::server_config(&other_cert, &other_key).is_ok());
+    assert!(tls::server_config(&cert, &key, None).is_ok());
+    assert!(tls::server_config(&other_cert, &other_key, None).is_ok());
+}
+
+#[test]
+fn with_a_client_ca_only_clients_presenting_a_certificate_it_signed_get_in() {
+    let d = dir("mutual");
+    let (ca, cert, key) = certs(&d, "a");
+    let (other_ca, _, _) = certs(&d, "b");
+    let svc = start_with("mutual", Duration::from_secs(5), &cert, &key, Some(&ca));
+    let ask = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let (mine, my_key) = (d.join("a/client.crt"), d.join("a/client.key"));
+    let got = answers(&https(&svc.addr, &client_with(&ca, Some((&mine, &my_key))), ask).unwrap());
+    assert_eq!(got.first().map(|a| a.0), Some(200), "{got:?}");
+    // no certificate, or one another CA signed: the handshake fails, nothing is answered
+    let e = https(&svc.addr, &client(&ca), ask).unwrap_err();
+    assert!(e.to_string().contains("CertificateRequired"), "{e}");
+    let theirs = (d.join("b/client.crt"), d.join("b/client.key"));
+    let e = https(&svc.addr, &client_with(&ca, Some((&theirs.0, &theirs.1))), ask).unwrap_err();
+    assert!(e.to_string().contains("fatal alert"), "{e}");
+    svc.end();
+    // a client CA file it cannot use is refused naming the flag and the file
+    let empty = d.join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let e = tls::server_config(&cert, &key, Some(&empty)).unwrap_err();
+    assert!(e.starts_with(&format!("--tls-client-ca {}: no usable certificate", empty.display())));
+    assert!(tls::server_config(&cert, &key, Some(&other_ca)).is_ok());
 }

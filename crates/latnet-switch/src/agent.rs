@@ -150,8 +150,19 @@ impl Controller {
 
     /// Trust the certificates (PEM) in `path` as the signers of an `https://` service's
     /// certificate (its own self-signed one will do). Refused for an `http://` service.
-    pub fn with_ca_file(mut self, path: &Path) -> Result<Controller, AgentError> {
-        use rustls::pki_types::{pem::PemObject, CertificateDer};
+    pub fn with_ca_file(self, path: &Path) -> Result<Controller, AgentError> {
+        self.with_tls(path, None)
+    }
+
+    /// [`Controller::with_ca_file`], and with `client` (certificate chain and key files, PEM)
+    /// present that certificate to a service that asks for one (`latnet-ctld
+    /// --tls-client-ca`, mutual TLS).
+    pub fn with_tls(
+        mut self,
+        path: &Path,
+        client: Option<(&Path, &Path)>,
+    ) -> Result<Controller, AgentError> {
+        use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
         let bad = |m: String| AgentError::Config(format!("--ca-file {}: {m}", path.display()));
         let Some((cfg, _)) = self.tls.as_mut() else {
             return Err(bad(format!("{} is not https://", self.url)));
@@ -167,11 +178,31 @@ impl Controller {
                 .into()));
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let c = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| bad(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+        let c = match client {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let bad_cert = |m: String| {
+                    AgentError::Config(format!("--client-cert {}: {m}", cert.display()))
+                };
+                let bad_key =
+                    |m: String| AgentError::Config(format!("--client-key {}: {m}", key.display()));
+                let chain = CertificateDer::pem_file_iter(cert)
+                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                    .map_err(|e| bad_cert(format!("{e} (expected PEM certificates)")))?;
+                if chain.is_empty() {
+                    return Err(bad_cert("no certificate in it".into()));
+                }
+                let k = PrivateKeyDer::from_pem_file(key)
+                    .map_err(|e| bad_key(format!("{e} (expected a PEM private key)")))?;
+                builder.with_client_auth_cert(chain, k).map_err(|e| {
+                    bad_key(format!("does not go with --client-cert {}: {e}", cert.display()))
+                })?
+            }
+        };
         *cfg = Some(Arc::new(c));
         Ok(self)
     }
@@ -1708,7 +1739,7 @@ mod tests {
     }
 
     #[test]
-    fn an_https_service_is_reached_with_its_ca_file_and_refused_otherwise() {
+    fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refused_otherwise() {
         let dir = std::env::temp_dir().join(format!("latnet-agent-tls-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tls-certs.sh");
@@ -1716,7 +1747,7 @@ mod tests {
             let out = std::process::Command::new(&script).arg(dir.join(name)).output();
             assert!(out.is_ok_and(|o| o.status.success()), "scripts/tls-certs.sh (openssl)");
         }
-        let cfg = latnet_ctld::ServiceConfig {
+        let cfg2 = || latnet_ctld::ServiceConfig {
             system: "chameleon".into(),
             k: Some(4),
             hosts_per_edge: None,
@@ -1724,10 +1755,13 @@ mod tests {
             topology: None,
         };
         let _ = std::fs::create_dir_all(dir.join("db"));
-        let svc = latnet_ctld::Service::open(&dir.join("db").join("controller.db"), cfg);
+        let svc = latnet_ctld::Service::open(&dir.join("db").join("controller.db"), cfg2());
         let Ok(mut svc) = svc else { panic!("no service") };
-        let tls =
-            latnet_ctld::tls::server_config(&dir.join("a/service.crt"), &dir.join("a/service.key"));
+        let tls = latnet_ctld::tls::server_config(
+            &dir.join("a/service.crt"),
+            &dir.join("a/service.key"),
+            None,
+        );
         let opts = latnet_ctld::ServeOptions::default();
         let endpoint = latnet_ctld::Endpoint::open("127.0.0.1:0", tls.ok());
         let Ok(endpoint) = endpoint else { panic!("{endpoint:?}") };
@@ -1784,6 +1818,43 @@ mod tests {
         let Ok(c) = Controller::new(&plain) else { panic!("{plain}") };
         let r = c.get("/hosts");
         assert!(matches!(&r, Ok((400, v)) if v.to_string().contains("https://")), "{r:?}");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(served.join().is_ok());
+        // a service that asks for a client certificate (mutual TLS): the agent's gets it in,
+        // none does not
+        let ca = dir.join("a/ca.crt");
+        let tls = latnet_ctld::tls::server_config(
+            &dir.join("a/service.crt"),
+            &dir.join("a/service.key"),
+            Some(&ca),
+        );
+        let endpoint = latnet_ctld::Endpoint::open("127.0.0.1:0", tls.ok());
+        let Ok(endpoint) = endpoint else { panic!("{endpoint:?}") };
+        let url = endpoint.url();
+        let svc = latnet_ctld::Service::open(&dir.join("db").join("controller.db"), cfg2());
+        let Ok(mut svc) = svc else { panic!("no service") };
+        stop.store(false, std::sync::atomic::Ordering::Relaxed);
+        let stop2 = stop.clone();
+        let opts = latnet_ctld::ServeOptions::default();
+        let served = std::thread::spawn(move || {
+            endpoint.run(&mut svc, opts, || stop2.load(std::sync::atomic::Ordering::Relaxed));
+        });
+        let (cert, key) = (dir.join("a/client.crt"), dir.join("a/client.key"));
+        let c = Controller::new(&url).and_then(|c| c.with_tls(&ca, Some((&cert, &key))));
+        let Ok(c) = c else { panic!("{c:?}") };
+        let r = c.get("/hosts");
+        assert!(matches!(&r, Ok((200, _))), "{r:?}");
+        let c = Controller::new(&url).and_then(|c| c.with_ca_file(&ca));
+        let Ok(c) = c else { panic!("{c:?}") };
+        let r = c.get("/hosts");
+        assert!(
+            matches!(&r, Err(AgentError::Controller { msg, .. }) if msg.contains("Certificate"))
+        );
+        // a key that is not the certificate's is refused naming both
+        let other = dir.join("b/client.key");
+        let e = Controller::new(&url).and_then(|c| c.with_tls(&ca, Some((&cert, &other))));
+        let want = format!("--client-key {}: does not go with --client-cert", other.display());
+        assert!(matches!(&e, Err(AgentError::Config(m)) if m.starts_with(&want)), "{e:?}");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(served.join().is_ok());
         let _ = std::fs::remove_dir_all(&dir);

@@ -15,7 +15,8 @@
 //! latnet-switch agent   --controller URL --scenario S.toml --host H[,H...] [--netns NS[,NS...]]
 //!                       [--status FILE] [--poll-ms 20] [--wait-ms 500]
 //!                       [--shaper htb|none] [--routes yes|no]
-//!                       [--order sequential|together] [--token-file FILE] [--ca-file FILE]
+//!                       [--order sequential|together] [--token-file FILE] [--ca-file FILE
+//!                       [--client-cert FILE --client-key FILE]]
 //!                       [--dilation K] [--duration D]
 //! ```
 //!
@@ -37,7 +38,8 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
                            [--netns NS[,NS...]] [--status FILE] [--poll-ms 20] [--wait-ms 500]
                            [--shaper htb|none] [--routes yes|no] [--order sequential|together]
                            [--token-file FILE] [--ca-file FILE (https: who signed the
-                            service's certificate)] [--dilation K] [--duration D]
+                            service's certificate) [--client-cert FILE --client-key FILE
+                            (mutual TLS)]] [--dilation K] [--duration D]
                            [--peer-wait-ms 5000] (sequential order across agents: how long
                             to wait for another agent's step; 0: only among its own hosts)
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
@@ -349,11 +351,23 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                             .with_token_file(Path::new(f))
                             .map_err(|e| Fail::Usage(e.to_string()))?,
                     };
-                    let c = match a.get("ca-file") {
-                        None => c,
-                        Some(f) => {
-                            c.with_ca_file(Path::new(f)).map_err(|e| Fail::Usage(e.to_string()))?
+                    let client = match (a.get("client-cert"), a.get("client-key")) {
+                        (Some(c), Some(k)) => Some((Path::new(c), Path::new(k))),
+                        (None, None) => None,
+                        _ => {
+                            return Err(Fail::Usage(
+                                "give both --client-cert and --client-key, or neither".into(),
+                            ))
                         }
+                    };
+                    let c = match (a.get("ca-file"), client) {
+                        (None, None) => c,
+                        (None, Some(_)) => {
+                            return Err(Fail::Usage("--client-cert needs --ca-file".into()))
+                        }
+                        (Some(f), client) => c
+                            .with_tls(Path::new(f), client)
+                            .map_err(|e| Fail::Usage(e.to_string()))?,
                     };
                     c.check().map_err(|e| Fail::Usage(e.to_string()))?;
                     c

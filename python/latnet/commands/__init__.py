@@ -31,7 +31,8 @@ def whole(least: int):
 
 
 def add_ca_file(p: argparse.ArgumentParser) -> None:
-    """``--ca-file``: for a service speaking HTTPS, who signed its certificate."""
+    """``--ca-file``: for a service speaking HTTPS, who signed its certificate; ``--client-cert``
+    and ``--client-key``: what to present to one that asks (mutual TLS)."""
     p.add_argument(
         "--ca-file",
         metavar="FILE",
@@ -39,6 +40,22 @@ def add_ca_file(p: argparse.ArgumentParser) -> None:
         "(PEM) that signed the service's (scripts/tls-certs.sh makes both; default: the "
         "system's CAs, and the host agent needs it)",
     )
+    p.add_argument(
+        "--client-cert",
+        metavar="FILE",
+        help="for a service started with --tls-client-ca: the client certificate (PEM) to "
+        "present, with --client-key",
+    )
+    p.add_argument("--client-key", metavar="FILE", help="the private key of --client-cert (PEM)")
+
+
+def client_cert(args: argparse.Namespace) -> tuple[str, str] | None:
+    """``(--client-cert, --client-key)``, or ``None``; one without the other is refused."""
+    if (args.client_cert is None) != (args.client_key is None):
+        from .. import LatnetError
+
+        raise LatnetError("give both --client-cert and --client-key, or neither")
+    return None if args.client_cert is None else (args.client_cert, args.client_key)
 
 
 def register_all(subparsers) -> None:

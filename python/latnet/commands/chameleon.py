@@ -15,7 +15,7 @@ import sys
 
 from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize, transitions
 from ..table import render
-from . import add_ca_file, run_progress, whole
+from . import add_ca_file, client_cert, run_progress, whole
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -116,7 +116,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if args.controller:
             from ..chameleon import Client, replay
 
-            client = Client(args.controller, token_file=args.token_file, ca_file=args.ca_file)
+            client = Client(
+                args.controller,
+                token_file=args.token_file,
+                ca_file=args.ca_file,
+                client_cert=client_cert(args),
+            )
             ctl = replay(client)
             doc = json.loads(
                 ctl.cross_check(
@@ -244,7 +249,12 @@ def cmd_transitions(args: argparse.Namespace) -> int:
         if args.controller:
             from ..chameleon import Client
 
-            client = Client(args.controller, token_file=args.token_file, ca_file=args.ca_file)
+            client = Client(
+                args.controller,
+                token_file=args.token_file,
+                ca_file=args.ca_file,
+                client_cert=client_cert(args),
+            )
             doc = _service_transitions(client, args.max_transitions, opts)
             print(
                 f"the service at {args.controller}: {doc['requests']} logged requests, "
@@ -588,6 +598,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         order=args.order,
         token_file=args.token_file,
         ca_file=args.ca_file,
+        client_cert=client_cert(args),
         wait_ms=args.wait_ms,
         agents=args.agents,
         peer_wait_ms=args.peer_wait_ms,
@@ -667,6 +678,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     if args.tls_cert is not None:
         argv += ["--tls-cert", args.tls_cert, "--tls-key", args.tls_key]
+    if args.tls_client_ca is not None:
+        if args.tls_cert is None:
+            print("latnet: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
+            return 2
+        argv += ["--tls-client-ca", args.tls_client_ca]
     sys.stdout.flush()
     os.execv(argv[0], argv)
     return 1  # not reached
@@ -733,4 +749,10 @@ def register_serve(sub) -> None:
         "Without it tokens and decisions cross the network in the clear",
     )
     s.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
+    s.add_argument(
+        "--tls-client-ca",
+        metavar="FILE",
+        help="with --tls-cert: clients must present a certificate this CA (PEM) signed "
+        "(mutual TLS; clients: --client-cert / --client-key)",
+    )
     s.set_defaults(func=cmd_serve)

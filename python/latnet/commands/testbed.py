@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import add_ca_file
+from . import add_ca_file, client_cert
 
 
 def register(subparsers) -> None:
@@ -108,6 +108,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             run_dir / "network.toml",
             token_file=args.token_file,
             ca_file=args.ca_file,
+            client_cert=client_cert(args),
         )
     tb = Testbed(
         scenario,
@@ -129,6 +130,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 order=args.order,
                 token_file=args.token_file,
                 ca_file=args.ca_file,
+                client_cert=client_cert(args),
             )
         except BaseException:
             tb.down()
