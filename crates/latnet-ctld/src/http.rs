@@ -275,9 +275,11 @@ fn accept(
             open.fetch_sub(1, Ordering::AcqRel);
             let busy = err(503, None, format!("{MAX_CONNECTIONS} connections are open"));
             if endpoint.tls.is_none() {
+                // said without waiting for the client (the acceptor must not stall); an
+                // unread request may turn the close into a reset that loses the answer
                 let _ = tcp.set_write_timeout(Some(Duration::from_millis(100)));
                 let _ = respond(&mut &tcp, "GET", busy, true);
-                linger_close(&tcp);
+                let _ = tcp.shutdown(Shutdown::Write);
             }
             continue;
         }

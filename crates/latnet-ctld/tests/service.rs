@@ -1009,3 +1009,36 @@ fn a_kept_alive_connection_s_idle_time_does_not_count_against_its_next_head() {
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }
+
+#[test]
+fn beyond_the_most_connections_a_new_one_hears_503_and_a_freed_place_is_taken_again() {
+    let db = tmp("crowd");
+    let svc = Service::open(&db, cfg(4)).unwrap();
+    let (addr, stop, t) = start(svc, ServeOptions::default());
+    let most = latnet_ctld::MAX_CONNECTIONS;
+    let mut held: Vec<TcpStream> = Vec::with_capacity(most);
+    for _ in 0..most {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        // each is answered once, so each has its thread before the next connects
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut buf = [0u8; 1024];
+        assert!(s.read(&mut buf).unwrap() > 0);
+        held.push(s);
+    }
+    let (st, text) = http(&addr, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert_eq!(st, 503, "{text}");
+    assert!(text.contains("connections are open"), "{text}");
+    held.truncate(most - 1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (st, _) = http(&addr, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+        if st == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the freed place was not taken");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(held);
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
