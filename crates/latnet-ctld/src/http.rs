@@ -760,6 +760,32 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// `secs` after the Unix epoch as an HTTP date (RFC 9110 5.6.7: `Sun, 06 Nov 1994 08:49:37
+/// GMT`), for the `Date` header an origin server with a clock must send.
+fn http_date(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // the civil date of a day count (H. Hinnant's algorithm, from 0000-03-01)
+    let z = days + 719_468;
+    let (era, doe) = (z / 146_097, z % 146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
 /// Write `reply` in one write (a `HEAD` request gets no body); `close`: say so.
 fn respond(
     s: &mut impl Write,
@@ -769,7 +795,9 @@ fn respond(
 ) -> std::io::Result<()> {
     let text =
         if body.is_null() || status == 204 { String::new() } else { body.to_string() + "\n" };
-    let mut out = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let date = http_date(now.map_or(0, |d| d.as_secs()));
+    let mut out = format!("HTTP/1.1 {status} {}\r\nDate: {date}\r\n", reason(status));
     if !text.is_empty() {
         out += "Content-Type: application/json\r\n";
     }
@@ -887,6 +915,15 @@ mod tests {
         assert_eq!(held, Some(Duration::from_millis(300)));
         assert_eq!(applied_poll("GET", "/applied?flow=1&seq=2"), None);
         assert_eq!(applied_poll("GET", "/log?wait=300"), None);
+    }
+
+    #[test]
+    fn dates_are_written_as_http_says() {
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT"); // RFC 9110's
+        assert_eq!(http_date(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
+        assert_eq!(http_date(1_795_647_599), "Wed, 25 Nov 2026 22:59:59 GMT");
+        assert_eq!(http_date(4_107_542_400), "Mon, 01 Mar 2100 00:00:00 GMT");
     }
 
     #[test]
