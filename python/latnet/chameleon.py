@@ -408,7 +408,7 @@ class Client:
                 hint = " (it asks for a client certificate: --client-cert / --client-key)"
             raise LatnetError(f"{self.base}: the TLS connection failed: {e}{hint}") from None
         except ConnectionError as e:
-            # a plain http:// client at an https:// port, among others
+            # a reset, or a close before the answer
             raise LatnetError(f"{self.base}: the service closed the connection: {e}") from None
 
     def request(
