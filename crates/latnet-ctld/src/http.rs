@@ -452,21 +452,58 @@ pub(crate) fn parse_head(raw: &[u8]) -> Result<Head, Reply> {
 /// The end of the head in `buf` (the index after its empty line), skipping empty lines before
 /// the request line (RFC 9112 2.2): `(start, end)`.
 fn head_end(buf: &[u8]) -> Option<(usize, usize)> {
+    head_end_from(buf, 0)
+}
+
+/// [`head_end`], knowing that the first `scanned` bytes hold no end (a head arriving in many
+/// small reads is searched once, not again from its start at every read).
+fn head_end_from(buf: &[u8], scanned: usize) -> Option<(usize, usize)> {
     let mut start = 0;
     while buf[start..].starts_with(b"\r\n") && start < 2 * MAX_BLANK_LINES {
         start += 2;
     }
-    buf[start..].windows(4).position(|w| w == b"\r\n\r\n").map(|p| (start, start + p + 4))
+    let from = start.max(scanned.saturating_sub(3)).min(buf.len());
+    buf[from..].windows(4).position(|w| w == b"\r\n\r\n").map(|p| (start, from + p + 4))
+}
+
+/// How far [`dechunk_more`] got: the whole chunks decoded so far and where the next begins, so
+/// a body arriving in many small reads is read once, not again from its start at every read.
+#[derive(Debug, Default)]
+pub(crate) struct Chunks {
+    at: usize,
+    body: Vec<u8>,
+    trailers: bool,
 }
 
 /// Decode a chunked body from the start of `buf`: `Ok(Some((body, used)))` once whole,
 /// `Ok(None)` while more bytes are needed, a 400 / 413 when it cannot be one.
 pub(crate) fn dechunk(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, Reply> {
+    let mut c = Chunks::default();
+    Ok(dechunk_more(buf, &mut c)?.map(|used| (c.body, used)))
+}
+
+/// [`dechunk`] going on from `c` (what an earlier call on the start of the same `buf` left):
+/// the bytes used once the body is whole (it is then in `c`).
+pub(crate) fn dechunk_more(buf: &[u8], c: &mut Chunks) -> Result<Option<usize>, Reply> {
     let bad = |m: &str| err(400, Some("Transfer-Encoding"), format!("bad chunked body: {m}"));
-    let mut body = Vec::new();
-    let mut at = 0;
+    let line_end = |at: usize| buf[at..].windows(2).position(|w| w == b"\r\n");
+    while c.trailers {
+        // trailers, then an empty line
+        let Some(nl) = line_end(c.at) else {
+            return if buf.len() - c.at > MAX_HEAD {
+                Err(bad("trailers too long"))
+            } else {
+                Ok(None)
+            };
+        };
+        c.at += nl + 2;
+        if nl == 0 {
+            return Ok(Some(c.at));
+        }
+    }
     loop {
-        let Some(nl) = buf[at..].windows(2).position(|w| w == b"\r\n") else {
+        let at = c.at;
+        let Some(nl) = line_end(at) else {
             return if buf.len() - at > 1024 {
                 Err(bad("a chunk-size line too long"))
             } else {
@@ -481,34 +518,23 @@ pub(crate) fn dechunk(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, Reply> {
         }
         let size =
             usize::from_str_radix(hex, 16).map_err(|_| bad(&format!("chunk size {hex:?}")))?;
-        at += nl + 2;
+        let data = at + nl + 2;
         if size == 0 {
-            // trailers, then an empty line
-            loop {
-                let Some(nl) = buf[at..].windows(2).position(|w| w == b"\r\n") else {
-                    return if buf.len() - at > MAX_HEAD {
-                        Err(bad("trailers too long"))
-                    } else {
-                        Ok(None)
-                    };
-                };
-                at += nl + 2;
-                if nl == 0 {
-                    return Ok(Some((body, at)));
-                }
-            }
+            c.at = data;
+            c.trailers = true;
+            return dechunk_more(buf, c);
         }
-        if body.len() + size > MAX_BODY {
+        if c.body.len() + size > MAX_BODY {
             return Err(err(413, None, format!("the body is larger than {MAX_BODY} bytes")));
         }
-        if buf.len() < at + size + 2 {
+        if buf.len() < data + size + 2 {
             return Ok(None);
         }
-        if &buf[at + size..at + size + 2] != b"\r\n" {
+        if &buf[data + size..data + size + 2] != b"\r\n" {
             return Err(bad("a chunk longer than its size"));
         }
-        body.extend_from_slice(&buf[at..at + size]);
-        at += size + 2;
+        c.body.extend_from_slice(&buf[data..data + size]);
+        c.at = data + size + 2;
     }
 }
 
@@ -590,8 +616,10 @@ impl Client<'_> {
             // connection sat idle before it does not count)
             let blank = |b: &[u8]| b.iter().all(|c| matches!(c, b'\r' | b'\n'));
             let mut began = (!blank(&buf)).then(Instant::now);
+            let mut scanned = 0;
             let (start, end) = loop {
-                let found = head_end(&buf);
+                let found = head_end_from(&buf, scanned);
+                scanned = buf.len();
                 if let Some((start, end)) = found.filter(|(s, e)| e - s <= MAX_HEAD) {
                     break (start, end);
                 }
@@ -662,11 +690,12 @@ impl Client<'_> {
             }
             // the body
             let started = Instant::now();
+            let mut chunks = Chunks::default();
             let body = loop {
                 let whole = match framing {
                     Body::Length(n) => (buf.len() >= n).then(|| (buf[..n].to_vec(), n)),
-                    Body::Chunked => match dechunk(&buf) {
-                        Ok(b) => b,
+                    Body::Chunked => match dechunk_more(&buf, &mut chunks) {
+                        Ok(done) => done.map(|used| (std::mem::take(&mut chunks.body), used)),
                         Err(r) => {
                             let _ = respond(&mut s, &head.method, r, true);
                             return;
@@ -887,6 +916,17 @@ mod tests {
         for cut in 0..raw.len() - 4 {
             assert!(matches!(dechunk(&raw[..cut]), Ok(None)), "{cut}");
         }
+        // fed a byte at a time, going on from where it stopped: the same body, the same end
+        let mut c = Chunks::default();
+        let mut done = None;
+        for n in 1..=raw.len() {
+            if let Ok(Some(used)) = dechunk_more(&raw[..n], &mut c) {
+                done = Some((n, used));
+                break;
+            }
+        }
+        assert_eq!(done, Some((raw.len() - 4, raw.len() - 4)));
+        assert_eq!(c.body, b"hello world");
         assert!(matches!(dechunk(b"zz\r\n"), Err((400, _))));
         assert!(matches!(dechunk(b"2\r\nabc\r\n"), Err((400, _))));
         let big = format!("{:x}\r\n", MAX_BODY + 1);
@@ -930,5 +970,10 @@ mod tests {
     fn empty_lines_before_a_request_are_skipped() {
         assert_eq!(head_end(b"\r\n\r\nGET / HTTP/1.1\r\n\r\nrest"), Some((4, 22)));
         assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+        // an end that straddles what was searched before is still found
+        let raw = b"GET / HTTP/1.1\r\nA: b\r\n\r\n";
+        for scanned in 0..raw.len() {
+            assert_eq!(head_end_from(raw, scanned), Some((0, raw.len())), "{scanned}");
+        }
     }
 }
