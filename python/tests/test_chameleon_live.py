@@ -441,6 +441,11 @@ def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsy
         # more agents than the network has hosts
         assert main([*argv, "--agents", "9", str(spec.with_name("ok.toml"))]) == 1
         assert "agents: 9 agents for 4 hosts" in capsys.readouterr().err
+        # a client certificate without its key; a CA file for a plain http:// service
+        assert main([*argv, "--client-cert", str(spec), str(spec.with_name("ok.toml"))]) == 1
+        assert "give both --client-cert and --client-key" in capsys.readouterr().err
+        assert main([*argv, "--ca-file", str(spec), str(spec.with_name("ok.toml"))]) == 1
+        assert f"--ca-file {spec}: {url} is not https://" in capsys.readouterr().err
     assert main(["chameleon", "live", "--controller", "http://127.0.0.1:1", str(spec)]) == 1
     assert "http://127.0.0.1:1: cannot reach the service" in capsys.readouterr().err
     assert not out.exists()
@@ -465,6 +470,17 @@ def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsy
     assert r.returncode == 2 and f"--token-file {missing}" in r.stderr, r.stderr
     r = run("--controller", "127.0.0.1:1", "--host", "camera")
     assert r.returncode == 2 and "expected http://HOST:PORT" in r.stderr, r.stderr
+    # TLS options: https:// without a CA, a client certificate without its key or a CA, a CA
+    # file that is not there
+    https = ["--controller", "https://127.0.0.1:1", "--host", "camera"]
+    r = run(*https)
+    assert r.returncode == 2 and "--ca-file FILE" in r.stderr, r.stderr
+    r = run(*https, "--client-cert", str(spec))
+    assert r.returncode == 2 and "give both --client-cert and --client-key" in r.stderr
+    r = run(*https, "--client-cert", str(spec), "--client-key", str(spec))
+    assert r.returncode == 2 and "--client-cert needs --ca-file" in r.stderr, r.stderr
+    r = run(*https, "--ca-file", str(missing))
+    assert r.returncode == 2 and f"--ca-file {missing}" in r.stderr, r.stderr
     r = run("--controller", "http://127.0.0.1:1", "--host", "camera")
     assert r.returncode == 1 and "controller http://127.0.0.1:1: cannot connect" in r.stderr
     # asking for help is not an error, wherever it is asked

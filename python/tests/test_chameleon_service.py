@@ -415,6 +415,9 @@ def test_the_service_speaks_https_to_clients_that_trust_its_ca(tmp_path, tls_cer
         main(["chameleon", "serve", "--db", str(tmp_path / "x.db"), "--tls-cert", str(cert)]) == 2
     )
     assert "give both --tls-cert and --tls-key" in capsys.readouterr().err
+    argv = ["chameleon", "serve", "--db", str(tmp_path / "z.db"), "--tls-client-ca", str(ca)]
+    assert main(argv) == 2
+    assert "--tls-client-ca needs --tls-cert and --tls-key" in capsys.readouterr().err
     # a key that is not the certificate's: the service does not start, naming both
     other = tmp_path / "other"
     subprocess.run(
