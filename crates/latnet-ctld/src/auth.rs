@@ -57,6 +57,16 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Tokens {
+    /// How many tokens it holds.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether it holds none (a token file without any is refused).
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
     /// Read a token file; errors name the file, the line and what was expected.
     pub fn load(path: &Path) -> Result<Tokens, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;

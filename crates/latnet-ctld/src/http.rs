@@ -36,7 +36,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// Largest request head (request line and headers, bytes).
@@ -55,8 +55,44 @@ pub struct ServeOptions {
     /// head, and then its body, may take to arrive whole (then 408). A connection idle for this
     /// long between requests is closed; a TLS handshake must end within it.
     pub io_timeout: Duration,
-    /// The tokens requests must carry (`None`: anyone may ask anything).
-    pub tokens: Option<Arc<Tokens>>,
+    /// The tokens requests must carry (`None`: anyone may ask anything), read afresh for every
+    /// request, so a token taken out of them ([`Swap::set`]) is refused from the next request
+    /// on, on connections already open too.
+    pub tokens: Option<Swap<Tokens>>,
+}
+
+/// A setting the service reads afresh where it uses it, which may be replaced while the
+/// service runs: `latnet-ctld` replaces its TLS settings and its tokens when it is sent SIGHUP.
+/// Clones share the setting.
+pub struct Swap<T>(Arc<RwLock<Arc<T>>>);
+
+impl<T> Swap<T> {
+    /// A setting starting as `v`.
+    pub fn new(v: impl Into<Arc<T>>) -> Self {
+        Swap(Arc::new(RwLock::new(v.into())))
+    }
+
+    /// The setting now (later replacements do not change what this returned).
+    pub fn get(&self) -> Arc<T> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Replace the setting for everyone sharing it.
+    pub fn set(&self, v: impl Into<Arc<T>>) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = v.into();
+    }
+}
+
+impl<T> Clone for Swap<T> {
+    fn clone(&self) -> Self {
+        Swap(self.0.clone())
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Swap<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
 }
 
 impl Default for ServeOptions {
@@ -68,7 +104,8 @@ impl Default for ServeOptions {
 /// Where the service listens: a TCP socket, speaking HTTPS when it has a TLS configuration.
 pub struct Endpoint {
     listener: TcpListener,
-    tls: Option<Arc<ServerConfig>>,
+    /// Read for every new connection ([`Endpoint::tls`] replaces it).
+    tls: Option<Swap<ServerConfig>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -95,7 +132,13 @@ impl Endpoint {
             .and_then(|()| sock.bind(&sa.into()))
             .and_then(|()| sock.listen(1024))
             .map_err(|e| e.to_string())?;
-        Ok(Endpoint { listener: sock.into(), tls })
+        Ok(Endpoint { listener: sock.into(), tls: tls.map(Swap::new) })
+    }
+
+    /// The TLS settings of an HTTPS endpoint (`None` for plain HTTP), shared: a replacement
+    /// ([`Swap::set`]) serves every connection accepted after it; those open keep theirs.
+    pub fn tls(&self) -> Option<Swap<ServerConfig>> {
+        self.tls.clone()
     }
 
     /// The address it listens on.
@@ -284,7 +327,7 @@ fn accept(
             continue;
         }
         let (jobs, opts, bell, tls) =
-            (jobs.clone(), opts.clone(), bell.clone(), endpoint.tls.clone());
+            (jobs.clone(), opts.clone(), bell.clone(), endpoint.tls.as_ref().map(Swap::get));
         let open2 = open.clone();
         let started =
             std::thread::Builder::new().name("latnet-ctld-conn".into()).spawn(move || {
@@ -667,7 +710,7 @@ impl Client<'_> {
             };
             let wants_body = !matches!(framing, Body::Length(0));
             let allowed = self.opts.tokens.as_ref().map_or(Ok(()), |t| {
-                t.check(&head.method, &head.target, head.header("Authorization"))
+                t.get().check(&head.method, &head.target, head.header("Authorization"))
             });
             if let Err(reply) = allowed {
                 // answered without reading a body, so a request with one ends the connection

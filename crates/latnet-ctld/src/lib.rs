@@ -62,8 +62,8 @@ mod http;
 pub mod tls;
 pub use auth::{Role, Tokens, MIN_TOKEN};
 pub use http::{
-    listen, read_request, serve, Endpoint, ReadRequest, ServeOptions, MAX_CONNECTIONS, MAX_HEAD,
-    MAX_WAIT_MS,
+    listen, read_request, serve, Endpoint, ReadRequest, ServeOptions, Swap, MAX_CONNECTIONS,
+    MAX_HEAD, MAX_WAIT_MS,
 };
 
 /// Largest request body accepted (bytes).

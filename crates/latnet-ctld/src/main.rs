@@ -23,9 +23,15 @@
 //! `--tls-cert FILE --tls-key FILE` (PEM): the service speaks HTTPS on `--listen` (and prints
 //! `listening on https://...`); see [`latnet_ctld::tls`]. Tokens travel in the clear without it.
 //! `--tls-client-ca FILE`: clients must also present a certificate that CA signed (mutual TLS).
+//!
+//! SIGHUP: read the `--tokens` and `--tls-*` files again (after a certificate was renewed, a
+//! token revoked). Connections accepted after it get the new certificate; open ones keep the
+//! one they shook hands with. Requests are checked against the new tokens from the next one
+//! on, on open connections too. If any file cannot be used, nothing changes and standard error
+//! says why (the same message as at start); a line on standard error says what was reloaded.
 
-use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig, Tokens};
-use std::path::PathBuf;
+use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig, Swap, Tokens};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,6 +40,7 @@ const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--syst
 [--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] \
 [--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--stdin-stop]";
 
+#[derive(Clone)]
 struct Args {
     db: PathBuf,
     listen: String,
@@ -45,6 +52,46 @@ struct Args {
     tls: Option<(PathBuf, PathBuf)>,
     /// The CA whose certificates clients must present (mutual TLS).
     client_ca: Option<PathBuf>,
+    /// The token file.
+    tokens: Option<PathBuf>,
+}
+
+/// The token file `p`, or an error naming the flag and the file's line.
+fn load_tokens(p: &Path) -> Result<Tokens, String> {
+    Tokens::load(p).map_err(|e| format!("--tokens {e}"))
+}
+
+impl Args {
+    /// The TLS settings from the `--tls-*` files (`None` without them).
+    fn tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, String> {
+        let Some((cert, key)) = &self.tls else { return Ok(None) };
+        tls::server_config(cert, key, self.client_ca.as_deref()).map(Some)
+    }
+
+    /// Read the token and TLS files again and replace what `opts` and `endpoint` use, all or
+    /// nothing: what was replaced, or why nothing was.
+    fn reload(
+        &self,
+        opts: &ServeOptions,
+        endpoint_tls: Option<&Swap<rustls::ServerConfig>>,
+    ) -> Result<String, String> {
+        let tokens = self.tokens.as_deref().map(load_tokens).transpose()?;
+        let tls = self.tls()?;
+        let mut done = Vec::new();
+        if let (Some(t), Some(swap), Some(p)) = (tokens, &opts.tokens, &self.tokens) {
+            done.push(format!("{} tokens from {}", t.len(), p.display()));
+            swap.set(t);
+        }
+        if let (Some(cfg), Some(swap), Some((cert, _))) = (tls, endpoint_tls, &self.tls) {
+            done.push(format!("the certificate {}", cert.display()));
+            swap.set(cfg);
+        }
+        Ok(if done.is_empty() {
+            "nothing to reload (no --tokens or --tls-cert)".into()
+        } else {
+            done.join(", ")
+        })
+    }
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -59,7 +106,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     };
     let mut stdin_stop = false;
     let mut log_keep = None;
-    let (mut tls_cert, mut tls_key, mut client_ca) = (None, None, None);
+    let (mut tls_cert, mut tls_key, mut client_ca, mut tokens) = (None, None, None, None);
     let mut opts = ServeOptions::default();
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         let v = v.ok_or_else(|| format!("{flag}: expected a value"))?;
@@ -94,10 +141,9 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     })?;
             }
             "--tokens" => {
-                let p = it.next().ok_or("--tokens: expected a file")?;
-                let t =
-                    Tokens::load(std::path::Path::new(&p)).map_err(|e| format!("--tokens {e}"))?;
-                opts.tokens = Some(Arc::new(t));
+                let p = PathBuf::from(it.next().ok_or("--tokens: expected a file")?);
+                opts.tokens = Some(Swap::new(load_tokens(&p)?));
+                tokens = Some(p);
             }
             "--log-keep" => log_keep = Some(num("--log-keep", it.next())? as u64),
             "--tls-cert" => tls_cert = Some(it.next().ok_or("--tls-cert: expected a file")?.into()),
@@ -120,11 +166,14 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     if client_ca.is_some() && tls.is_none() {
         return Err("--tls-client-ca needs --tls-cert and --tls-key".into());
     }
-    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep, tls, client_ca })
+    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep, tls, client_ca, tokens })
 }
 
 #[allow(clippy::print_stdout)] // the address line is the binary's output
 fn main() -> ExitCode {
+    // before any thread starts, so that every thread inherits it blocked and only the reload
+    // thread takes it
+    let hangup = block_hangup();
     if std::env::args().skip(1).any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
@@ -137,15 +186,12 @@ fn main() -> ExitCode {
         }
     };
     // certificate files are read before the store is touched
-    let tls = match &args.tls {
-        Some((cert, key)) => match tls::server_config(cert, key, args.client_ca.as_deref()) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                eprintln!("latnet-ctld: {e}");
-                return ExitCode::from(1);
-            }
-        },
-        None => None,
+    let tls = match args.tls() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("latnet-ctld: {e}");
+            return ExitCode::from(1);
+        }
     };
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Err(e) = std::fs::create_dir_all(dir) {
@@ -153,7 +199,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let mut svc = match Service::open(&args.db, args.cfg) {
+    let mut svc = match Service::open(&args.db, args.cfg.clone()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("latnet-ctld: {e}");
@@ -179,6 +225,17 @@ fn main() -> ExitCode {
             s.store(true, Ordering::Relaxed);
         });
     }
+    if let Some(set) = hangup {
+        let (args, opts, tls) = (args.clone(), args.opts.clone(), endpoint.tls());
+        std::thread::spawn(move || {
+            while wait_hangup(&set) {
+                match args.reload(&opts, tls.as_ref()) {
+                    Ok(what) => eprintln!("latnet-ctld: SIGHUP: reloaded {what}"),
+                    Err(e) => eprintln!("latnet-ctld: SIGHUP: kept the previous settings: {e}"),
+                }
+            }
+        });
+    }
     println!(
         "listening on {} ({} flows from {})",
         endpoint.url(),
@@ -187,4 +244,26 @@ fn main() -> ExitCode {
     );
     endpoint.run(&mut svc, args.opts.clone(), || stop.load(Ordering::Relaxed));
     ExitCode::SUCCESS
+}
+
+/// Block SIGHUP in this thread (and so in every thread it starts): the set to wait on, or
+/// `None` if it could not be blocked (SIGHUP then ends the process, as by default). With the
+/// next function, the binary's only `unsafe` code.
+#[allow(unsafe_code)]
+fn block_hangup() -> Option<libc::sigset_t> {
+    // SAFETY: `set` is initialised by sigemptyset before use; pthread_sigmask only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        (libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0).then_some(set)
+    }
+}
+
+/// Wait for a SIGHUP (blocked by [`block_hangup`]); false if waiting failed.
+#[allow(unsafe_code)]
+fn wait_hangup(set: &libc::sigset_t) -> bool {
+    let mut sig: libc::c_int = 0;
+    // SAFETY: both pointers are to live, initialised values for the call.
+    unsafe { libc::sigwait(set, &mut sig) == 0 }
 }

@@ -9,7 +9,8 @@
 //! port. rustls 0.23 with the *ring* provider does the cryptography, TLS 1.2 and 1.3 only.
 //!
 //! A client speaking plain HTTP to the TLS port gets a plain `400` saying so, not a hang or a
-//! reset. Certificates and keys are PEM files (`latnet-ctld --tls-cert FILE --tls-key FILE`;
+//! reset. Certificates and keys are PEM files (`latnet-ctld --tls-cert FILE --tls-key FILE`,
+//! read again on SIGHUP: [`crate::Swap`];
 //! `scripts/tls-certs.sh` makes a CA and a certificate it signed).
 
 use crate::http::linger_close;

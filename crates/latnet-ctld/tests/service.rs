@@ -6,7 +6,9 @@
 mod common;
 use common::answers;
 
-use latnet_ctld::{listen, serve, ServeOptions, Service, ServiceConfig, ServiceError, Tokens};
+use latnet_ctld::{
+    listen, serve, ServeOptions, Service, ServiceConfig, ServiceError, Swap, Tokens,
+};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -620,7 +622,7 @@ fn with_tokens_a_request_needs_one_and_a_read_token_only_reads() {
     let tokens = Tokens::parse("t", &format!("write {w}\nread {r}\nagent {a}\n")).unwrap();
     let db = tmp("tokens");
     let svc = Service::open(&db, cfg(4)).unwrap();
-    let opts = ServeOptions { tokens: Some(Arc::new(tokens)), ..ServeOptions::default() };
+    let opts = ServeOptions { tokens: Some(Swap::new(tokens)), ..ServeOptions::default() };
     let (addr, stop, t) = start(svc, opts);
     let ask = |method: &str, path: &str, auth: Option<&str>, body: &str| {
         let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();

@@ -269,3 +269,140 @@ fn with_a_client_ca_only_clients_presenting_a_certificate_it_signed_get_in() {
     assert!(e.starts_with(&format!("--tls-client-ca {}: no usable certificate", empty.display())));
     assert!(tls::server_config(&cert, &key, Some(&other_ca)).is_ok());
 }
+
+/// One answer read from a kept-alive connection `s`: status and body.
+fn answer(s: &mut impl Read) -> (u16, String) {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8(raw).unwrap();
+    let len = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+        .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), String::from_utf8(body).unwrap())
+}
+
+/// `GET /hosts` with `token`, on a connection that stays open.
+fn hosts_with(token: &str) -> String {
+    format!("GET /hosts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n")
+}
+
+/// The status of `GET /hosts` with `token` on a new connection trusting `ca`.
+fn status(addr: &str, ca: &Path, token: &str) -> std::io::Result<u16> {
+    let raw = hosts_with(token).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n");
+    Ok(answers(&https(addr, &client(ca), &raw)?).first().unwrap().0)
+}
+
+/// The `latnet-ctld` binary on a port of 127.0.0.1 with the TLS and token files given.
+struct Daemon {
+    child: std::process::Child,
+    addr: String,
+    stderr: std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+}
+
+impl Daemon {
+    fn start(d: &Path, cert: &Path, key: &Path, tokens: &Path) -> Daemon {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_latnet-ctld"))
+            .args(["--k", "4", "--listen", "127.0.0.1:0", "--stdin-stop", "--db"])
+            .arg(d.join("controller.db"))
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .arg("--tokens")
+            .arg(tokens)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.split_whitespace().nth(2).unwrap().strip_prefix("https://").unwrap();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        Daemon { addr: addr.to_owned(), child, stderr }
+    }
+
+    /// Send SIGHUP; the line the daemon says about it.
+    fn hangup(&mut self) -> String {
+        let pid = self.child.id().to_string();
+        let kill = std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+        assert!(kill.success());
+        loop {
+            let line = self.stderr.next().unwrap().unwrap();
+            if line.contains("SIGHUP") {
+                return line;
+            }
+        }
+    }
+
+    /// Close its standard input; it must stop by itself, successfully.
+    fn end(mut self) {
+        drop(self.child.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn sighup_rereads_the_certificate_and_tokens_and_a_file_it_cannot_use_changes_nothing() {
+    let d = dir("reload");
+    let (ca_a, cert_a, key_a) = certs(&d, "a");
+    let (ca_b, cert_b, key_b) = certs(&d, "b");
+    let (cert, key, tokens) = (d.join("service.crt"), d.join("service.key"), d.join("tokens"));
+    let (r1, r2, r3) = ("r1r1r1r1r1r1r1r1r1r1", "r2r2r2r2r2r2r2r2r2r2", "r3r3r3r3r3r3r3r3r3r3");
+    std::fs::copy(&cert_a, &cert).unwrap();
+    std::fs::copy(&key_a, &key).unwrap();
+    std::fs::write(&tokens, format!("read {r1}\n")).unwrap();
+    let mut daemon = Daemon::start(&d, &cert, &key, &tokens);
+    let addr = daemon.addr.clone();
+    assert_eq!(status(&addr, &ca_a, r1).unwrap(), 200);
+    // a connection opened before the reload, kept alive across it
+    let tcp = TcpStream::connect(&addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(client(&ca_a), name).unwrap();
+    let mut kept = rustls::StreamOwned::new(conn, tcp);
+    kept.write_all(hosts_with(r1).as_bytes()).unwrap();
+    assert_eq!(answer(&mut kept).0, 200);
+
+    // renewed: B's certificate, r1 revoked for r2
+    std::fs::copy(&cert_b, &cert).unwrap();
+    std::fs::copy(&key_b, &key).unwrap();
+    std::fs::write(&tokens, format!("read {r2}\n")).unwrap();
+    let said = daemon.hangup();
+    assert!(said.contains("reloaded 1 tokens from") && said.contains("service.crt"), "{said}");
+    let e = status(&addr, &ca_a, r2).unwrap_err();
+    assert!(e.to_string().contains("invalid peer certificate"), "{e}");
+    assert_eq!(status(&addr, &ca_b, r2).unwrap(), 200);
+    assert_eq!(status(&addr, &ca_b, r1).unwrap(), 401);
+    // the open connection keeps its session but not the revoked token
+    kept.write_all(hosts_with(r1).as_bytes()).unwrap();
+    assert_eq!(answer(&mut kept).0, 401);
+    kept.write_all(hosts_with(r2).as_bytes()).unwrap();
+    assert_eq!(answer(&mut kept).0, 200);
+
+    // a certificate it cannot use: neither it nor the new token file is taken
+    std::fs::write(&cert, "not a certificate\n").unwrap();
+    std::fs::write(&tokens, format!("read {r3}\n")).unwrap();
+    let said = daemon.hangup();
+    assert!(said.contains("kept the previous settings: --tls-cert"), "{said}");
+    assert!(said.contains("service.crt"), "{said}");
+    assert_eq!(status(&addr, &ca_b, r2).unwrap(), 200);
+    assert_eq!(status(&addr, &ca_b, r3).unwrap(), 401);
+    // nor a token file it cannot use
+    std::fs::copy(&cert_a, &cert).unwrap();
+    std::fs::write(&tokens, "reader r4r4r4r4r4r4r4r4r4r4\n").unwrap();
+    let said = daemon.hangup();
+    assert!(said.contains("kept the previous settings: --tokens"), "{said}");
+    assert!(said.contains("tokens:1: expected the role"), "{said}");
+    assert_eq!(status(&addr, &ca_b, r2).unwrap(), 200);
+    daemon.end();
+}

@@ -697,7 +697,8 @@ def register_serve(sub) -> None:
         "invalid; 400 a malformed body, naming the field), GET /flows, GET or DELETE "
         "/flows/ID, GET /hosts, /stats, /config, /health. Every admission and removal is "
         "committed to the SQLite file --db before it is answered; a restart replays the file's "
-        "log and answers with the same flows (a store made with other settings is refused).",
+        "log and answers with the same flows (a store made with other settings is refused). "
+        "SIGHUP makes it read its --tokens and --tls-* files again (all or nothing).",
     )
     s.add_argument("--k", type=whole(1), default=4, help="fat-tree arity (default 4)")
     s.add_argument("--hosts-per-edge", type=whole(1), metavar="M", help="servers per edge switch")
