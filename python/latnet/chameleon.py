@@ -370,8 +370,15 @@ class Client:
         self._tls = tls_context(self.base, ca_file, client_cert)
 
     def _call(
-        self, method: str, path: str, body: dict | None = None, timeout_s: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        timeout_s: float | None = None,
+        text: bool = False,
     ) -> tuple[int, object]:
+        """The status and the JSON body (``None`` when empty), or with ``text`` the body as
+        text."""
         import urllib.error
         import urllib.request
 
@@ -383,16 +390,16 @@ class Client:
         try:
             timeout = self.timeout_s if timeout_s is None else timeout_s
             with urllib.request.urlopen(req, timeout=timeout, context=self._tls) as r:
-                text = r.read().decode()
-                return r.status, json.loads(text) if text else None
+                got = r.read().decode()
+                return r.status, got if text else json.loads(got) if got else None
         except urllib.error.HTTPError as e:
-            text = e.read().decode()
+            got = e.read().decode()
             try:
-                doc = json.loads(text)
+                doc = json.loads(got)
             except ValueError:
-                doc = {"error": text}
+                doc = {"error": got}
             if e.code in (401, 403):
-                why = doc.get("error", text) if isinstance(doc, dict) else text
+                why = doc.get("error", got) if isinstance(doc, dict) else got
                 hint = "" if self._token is not None else " (give its token: --token-file)"
                 raise LatnetError(f"{self.base}{path}: {e.code} {why}{hint}") from None
             return e.code, doc
@@ -470,6 +477,20 @@ class Client:
 
     def stats(self) -> dict:
         return self._get("/stats")
+
+    def metrics(self) -> dict[str, float]:
+        """``GET /metrics`` (the Prometheus text format) as ``{sample: value}``, a sample
+        named with its labels as printed: ``latnet_ctld_admitted_total``,
+        ``latnet_ctld_responses_total{code="201"}``."""
+        st, r = self._call("GET", "/metrics", text=True)
+        if st != 200:
+            raise LatnetError(f"{self.base}/metrics: {st} {r}")
+        out = {}
+        for line in str(r).splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
 
     def flow(self, id: int) -> dict | None:
         """One admitted flow as the service shows it (path, queues, tags, shaper, match), or

@@ -173,6 +173,14 @@ def test_service_decides_exactly_as_the_library(tmp_path):
         # the stream exercised admissions, refusals and reroutes (124, 26 and 24 here)
         st = svc.stats()
         assert st["admitted"] > 100 and st["rejected"] > 10 and st["reroutes"] > 10, st
+        # GET /metrics says the same, and counts the answers the client saw
+        m = svc.metrics()
+        for field in ("admitted", "rejected", "reroutes", "flows", "last"):
+            name = "latnet_ctld_log_last_seq" if field == "last" else f"latnet_ctld_{field}"
+            name += "_total" if field in ("admitted", "rejected", "reroutes") else ""
+            assert m[name] == st[field], (name, m[name], st[field])
+        assert m['latnet_ctld_responses_total{code="201"}'] == st["admitted"]
+        assert m['latnet_ctld_responses_total{code="409"}'] == st["rejected"]
         # the log holds every request that reached the controller and every removal, and the
         # flows it says were moved are the ones the answers said
         log = svc.log(limit=1000)

@@ -142,6 +142,11 @@ impl Agents {
         (200, json!({"name": name, "hosts": hosts, "ttl_ms": self.ttl.as_millis() as u64}))
     }
 
+    /// How many agents are registered now (not lapsed).
+    pub fn count(&self) -> usize {
+        self.live(Instant::now()).count()
+    }
+
     /// `DELETE /agents/NAME`: agent `name` stops (its hosts are unserved at once).
     pub fn deregister(&mut self, name: &str) -> Reply {
         match self.regs.remove(name) {

@@ -124,7 +124,9 @@ impl Tokens {
         authorization: Option<&str>,
     ) -> Result<(), Reply> {
         let path = path.split_once('?').map_or(path, |(p, _)| p);
-        if method == "GET" && path.trim_end_matches('/') == "/health" {
+        // HEAD reads as GET does (the same head, without the body)
+        let reads = matches!(method, "GET" | "HEAD");
+        if reads && path.trim_end_matches('/') == "/health" {
             return Ok(());
         }
         let denied = |m: &str| Err(err(401, Some("Authorization"), m));
@@ -146,16 +148,16 @@ impl Tokens {
             );
         match role {
             None => denied("the token is not one the service accepts"),
-            Some(Role::Read) if method != "GET" => Err(err(
+            Some(Role::Read) if !reads => Err(err(
                 403,
                 Some("Authorization"),
                 format!("the token may only read; {method} needs a write token"),
             )),
             Some(Role::Agent)
-                if method != "GET"
-                    && !(method == "POST"
+                if !(reads
+                    || (method == "POST"
                         && ["/agents", "/applied"].contains(&path.trim_end_matches('/')))
-                    && !(method == "DELETE" && path.starts_with("/agents/")) =>
+                    || (method == "DELETE" && path.starts_with("/agents/"))) =>
             {
                 Err(err(
                     403,

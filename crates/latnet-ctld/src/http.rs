@@ -30,11 +30,12 @@
 //! With [`ServeOptions::tokens`] a connection checks a request's token before reading its
 //! body; a refused one reaches the controller only to be counted.
 
+use crate::metrics::{self, Metrics};
 use crate::{err, Reply, Service, Tokens, MAX_BODY};
 use rustls::ServerConfig;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -106,6 +107,7 @@ pub struct Endpoint {
     listener: TcpListener,
     /// Read for every new connection ([`Endpoint::tls`] replaces it).
     tls: Option<Swap<ServerConfig>>,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -132,13 +134,19 @@ impl Endpoint {
             .and_then(|()| sock.bind(&sa.into()))
             .and_then(|()| sock.listen(1024))
             .map_err(|e| e.to_string())?;
-        Ok(Endpoint { listener: sock.into(), tls: tls.map(Swap::new) })
+        let metrics = Arc::default();
+        Ok(Endpoint { listener: sock.into(), tls: tls.map(Swap::new), metrics })
     }
 
     /// The TLS settings of an HTTPS endpoint (`None` for plain HTTP), shared: a replacement
     /// ([`Swap::set`]) serves every connection accepted after it; those open keep theirs.
     pub fn tls(&self) -> Option<Swap<ServerConfig>> {
         self.tls.clone()
+    }
+
+    /// Its network side's counters (`GET /metrics`), shared.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// The address it listens on.
@@ -296,7 +304,7 @@ fn accept(
     bell: &Arc<LogBell>,
     stop: &(impl Fn() -> bool + Sync),
 ) {
-    let open = Arc::new(AtomicUsize::new(0));
+    let m = &endpoint.metrics;
     while !stop() {
         let (tcp, peer) = match endpoint.listener.accept() {
             Ok(c) => c,
@@ -314,24 +322,26 @@ fn accept(
             continue;
         }
         let _ = tcp.set_nodelay(true);
-        if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            open.fetch_sub(1, Ordering::AcqRel);
+        m.accepted.fetch_add(1, Ordering::Relaxed);
+        if m.open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            m.open.fetch_sub(1, Ordering::AcqRel);
+            m.refused.fetch_add(1, Ordering::Relaxed);
             let busy = err(503, None, format!("{MAX_CONNECTIONS} connections are open"));
             if endpoint.tls.is_none() {
                 // said without waiting for the client (the acceptor must not stall); an
                 // unread request may turn the close into a reset that loses the answer
                 let _ = tcp.set_write_timeout(Some(Duration::from_millis(100)));
-                let _ = respond(&mut &tcp, "GET", busy, true);
+                let _ = respond(&mut &tcp, m, "GET", busy, true);
                 let _ = tcp.shutdown(Shutdown::Write);
             }
             continue;
         }
         let (jobs, opts, bell, tls) =
             (jobs.clone(), opts.clone(), bell.clone(), endpoint.tls.as_ref().map(Swap::get));
-        let open2 = open.clone();
+        let m2 = m.clone();
         let started =
             std::thread::Builder::new().name("latnet-ctld-conn".into()).spawn(move || {
-                let client = Client { jobs: &jobs, opts: &opts, bell: &bell };
+                let client = Client { jobs: &jobs, opts: &opts, bell: &bell, metrics: &m2 };
                 match tls {
                     None => {
                         client.talk(&tcp);
@@ -340,14 +350,15 @@ fn accept(
                     Some(cfg) => {
                         let talk = |s: &mut _| client.talk(s);
                         if let Err(e) = crate::tls::accept(tcp, cfg, opts.io_timeout, talk) {
+                            m2.tls_failed.fetch_add(1, Ordering::Relaxed);
                             eprintln!("latnet-ctld: tls: {peer}: {e}");
                         }
                     }
                 }
-                open2.fetch_sub(1, Ordering::AcqRel);
+                m2.open.fetch_sub(1, Ordering::AcqRel);
             });
         if started.is_err() {
-            open.fetch_sub(1, Ordering::AcqRel);
+            m.open.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -366,6 +377,7 @@ struct Client<'a> {
     jobs: &'a Sender<Job>,
     opts: &'a ServeOptions,
     bell: &'a LogBell,
+    metrics: &'a Metrics,
 }
 
 /// A request's head.
@@ -669,7 +681,7 @@ impl Client<'_> {
                 if found.is_some() || buf.len() > MAX_HEAD + 2 * MAX_BLANK_LINES {
                     let r =
                         err(431, None, format!("the request head is larger than {MAX_HEAD} bytes"));
-                    let _ = respond(&mut s, "GET", r, true);
+                    let _ = respond(&mut s, self.metrics, "GET", r, true);
                     return;
                 }
                 let got = fill(&mut s, &mut buf);
@@ -682,7 +694,7 @@ impl Client<'_> {
                     (Got::Closed, _) => return,
                     (Got::Late, None) => return, // idle between requests: close quietly
                     (Got::More | Got::Late, Some(_)) => {
-                        let _ = respond(&mut s, "GET", late("request head"), true);
+                        let _ = respond(&mut s, self.metrics, "GET", late("request head"), true);
                         return;
                     }
                 }
@@ -690,7 +702,7 @@ impl Client<'_> {
             let head = match parse_head(&buf[start..end - 4]) {
                 Ok(h) => h,
                 Err(r) => {
-                    let _ = respond(&mut s, "GET", r, true);
+                    let _ = respond(&mut s, self.metrics, "GET", r, true);
                     return;
                 }
             };
@@ -699,12 +711,12 @@ impl Client<'_> {
             let framing = match head.body() {
                 Ok(Body::Length(n)) if n > MAX_BODY => {
                     let r = err(413, None, format!("the body is larger than {MAX_BODY} bytes"));
-                    let _ = respond(&mut s, &head.method, r, true);
+                    let _ = respond(&mut s, self.metrics, &head.method, r, true);
                     return;
                 }
                 Ok(f) => f,
                 Err(r) => {
-                    let _ = respond(&mut s, &head.method, r, true);
+                    let _ = respond(&mut s, self.metrics, &head.method, r, true);
                     return;
                 }
             };
@@ -716,7 +728,7 @@ impl Client<'_> {
                 // answered without reading a body, so a request with one ends the connection
                 let reply = self.ask(Input::Denied(reply));
                 let close = closes || wants_body;
-                if respond(&mut s, &head.method, reply, close).is_err() || close {
+                if respond(&mut s, self.metrics, &head.method, reply, close).is_err() || close {
                     return;
                 }
                 continue;
@@ -740,7 +752,7 @@ impl Client<'_> {
                     Body::Chunked => match dechunk_more(&buf, &mut chunks) {
                         Ok(done) => done.map(|used| (std::mem::take(&mut chunks.body), used)),
                         Err(r) => {
-                            let _ = respond(&mut s, &head.method, r, true);
+                            let _ = respond(&mut s, self.metrics, &head.method, r, true);
                             return;
                         }
                     },
@@ -753,16 +765,36 @@ impl Client<'_> {
                     Got::More if started.elapsed() <= timeout => {}
                     Got::Closed => return,
                     Got::More | Got::Late => {
-                        let _ = respond(&mut s, &head.method, late("body"), true);
+                        let _ = respond(&mut s, self.metrics, &head.method, late("body"), true);
                         return;
                     }
                 }
             };
-            let reply = self.answer(&head, body);
-            if respond(&mut s, &head.method, reply, closes).is_err() || closes {
+            let sent = if matches!(head.method.as_str(), "GET" | "HEAD")
+                && head.target.split('?').next() == Some("/metrics")
+            {
+                self.metrics_text(&mut s, &head.method, closes)
+            } else {
+                let reply = self.answer(&head, body);
+                respond(&mut s, self.metrics, &head.method, reply, closes)
+            };
+            if sent.is_err() || closes {
                 return;
             }
         }
+    }
+
+    /// Answer `GET /metrics`: the controller's counters and the network side's, as text.
+    fn metrics_text(&self, s: &mut impl Write, method: &str, close: bool) -> std::io::Result<()> {
+        let stats = self.ask(Input::Ask("GET".into(), "/stats".into(), Vec::new()));
+        if stats.0 != 200 {
+            return respond(s, self.metrics, method, stats, close);
+        }
+        // counted before it is written, so that it counts itself like every other answer
+        self.metrics.answered(200);
+        let text = metrics::render(&stats.1, self.metrics);
+        let kind = "text/plain; version=0.0.4; charset=utf-8";
+        send(s, method, 200, Some(kind), &text, close)
     }
 
     /// Pass `input` to the controller and wait for its reply.
@@ -778,7 +810,10 @@ impl Client<'_> {
     /// The controller's reply to a request, waited for as its long poll asks.
     fn answer(&self, head: &Head, body: Vec<u8>) -> Reply {
         let (method, url) = (head.method.as_str(), head.target.as_str());
-        let input = Input::Ask(method.to_owned(), url.to_owned(), body);
+        // HEAD is GET without the body (RFC 9110 9.3.2), answered at once: a long poll's
+        // wait is for GET alone
+        let asked = if method == "HEAD" { "GET" } else { method };
+        let input = Input::Ask(asked.to_owned(), url.to_owned(), body);
         if let Some(wait) = applied_poll(method, url) {
             // ask until the step is done or the time asked is up, again after each change
             let until = Instant::now() + wait;
@@ -861,17 +896,31 @@ fn http_date(secs: u64) -> String {
 /// Write `reply` in one write (a `HEAD` request gets no body); `close`: say so.
 fn respond(
     s: &mut impl Write,
+    metrics: &Metrics,
     method: &str,
     (status, body): Reply,
     close: bool,
 ) -> std::io::Result<()> {
+    metrics.answered(status);
     let text =
         if body.is_null() || status == 204 { String::new() } else { body.to_string() + "\n" };
+    send(s, method, status, Some("application/json"), &text, close)
+}
+
+/// Write an answer with body `text` of type `kind` (none if `text` is empty).
+fn send(
+    s: &mut impl Write,
+    method: &str,
+    status: u16,
+    kind: Option<&str>,
+    text: &str,
+    close: bool,
+) -> std::io::Result<()> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     let date = http_date(now.map_or(0, |d| d.as_secs()));
     let mut out = format!("HTTP/1.1 {status} {}\r\nDate: {date}\r\n", reason(status));
-    if !text.is_empty() {
-        out += "Content-Type: application/json\r\n";
+    if let Some(kind) = kind.filter(|_| !text.is_empty()) {
+        out += &format!("Content-Type: {kind}\r\n");
     }
     if status == 401 {
         out += "WWW-Authenticate: Bearer realm=\"latnet-ctld\"\r\n";
@@ -884,7 +933,7 @@ fn respond(
     }
     out += "\r\n";
     if method != "HEAD" {
-        out += &text;
+        out += text;
     }
     // a client gone or not reading its answer (the write timed out) loses only that answer
     s.write_all(out.as_bytes())?;

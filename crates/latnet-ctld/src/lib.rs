@@ -32,7 +32,8 @@
 //! | `GET /health` | 200 `{"ok": true, "flows": N, "store": ID, "last": SEQ, "snapshot": SEQ, "folded": SEQ}` (`store`: a random id made with the store; `last`: the newest log entry; `snapshot`: the entry the snapshot's state follows, 0 if none; `folded`: the newest entry deleted) |
 //! | `GET /hosts` | 200 the host names |
 //! | `GET /config` | 200 the service's configuration |
-//! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started, which are not logged; `denied`: requests refused for their token, 401 or 403) |
+//! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started, which are not logged; `denied`: requests refused for their token, 401 or 403; `last`: the newest log entry; `agents`: host agents registered now) |
+//! | `GET /metrics` | 200 the counters of `/stats` and of the network side (connections, answers by status, failed TLS handshakes, reloads) in the Prometheus text format ([`metrics`]) |
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers, a `match` another flow of that source to that destination has; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved). `match` (optional): `{"proto": "udp" \| "tcp", "dst_port", "src_port" (optional)}`, the flow's packets at its source, for host agents; kept with the flow and shown with it |
 //! | `GET /routes/SRC` | 200 `{"src", "queue", "routes": [{"dst", "path", "tags"}]}`: the best-effort route from host `SRC` to each host it reaches (fewest hops, in the class `queue` below the admitted ones; none if the switches have no room for it), for the packets of `SRC` no admitted flow matches; 404 not a host |
 //! | `GET /flows` | 200 every admitted flow |
@@ -59,6 +60,7 @@ use std::sync::Arc;
 pub mod agents;
 mod auth;
 mod http;
+pub mod metrics;
 pub mod tls;
 pub use auth::{Role, Tokens, MIN_TOKEN};
 pub use http::{
@@ -941,7 +943,8 @@ impl Service {
                     json!({"flows": self.ctl.len(), "admitted": s.admitted, "rejected": s.rejected,
                            "invalid": self.invalid, "denied": self.denied, "reroutes": s.reroutes,
                            "compaction_errors": self.compaction_errors,
-                           "admitted_after_reroute": s.admitted_after_reroute}),
+                           "admitted_after_reroute": s.admitted_after_reroute,
+                           "last": self.store.last(), "agents": self.agents.count()}),
                 )
             }
             ("GET", ["log"]) => self.get_log(query),
@@ -989,8 +992,8 @@ impl Service {
             }
             (
                 _,
-                ["health" | "hosts" | "config" | "stats" | "flows" | "log" | "snapshot" | "compact"
-                | "agents" | "applied"]
+                ["health" | "hosts" | "config" | "stats" | "metrics" | "flows" | "log" | "snapshot"
+                | "compact" | "agents" | "applied"]
                 | ["flows" | "routes" | "agents", _],
             ) => err(405, None, format!("{method} is not allowed on {path}")),
             _ => {

@@ -227,9 +227,12 @@ fn main() -> ExitCode {
     }
     if let Some(set) = hangup {
         let (args, opts, tls) = (args.clone(), args.opts.clone(), endpoint.tls());
+        let metrics = endpoint.metrics();
         std::thread::spawn(move || {
             while wait_hangup(&set) {
-                match args.reload(&opts, tls.as_ref()) {
+                let done = args.reload(&opts, tls.as_ref());
+                metrics.reloaded(done.is_ok());
+                match done {
                     Ok(what) => eprintln!("latnet-ctld: SIGHUP: reloaded {what}"),
                     Err(e) => eprintln!("latnet-ctld: SIGHUP: kept the previous settings: {e}"),
                 }

@@ -7,7 +7,7 @@ mod common;
 use common::answers;
 
 use latnet_ctld::{
-    listen, serve, ServeOptions, Service, ServiceConfig, ServiceError, Swap, Tokens,
+    listen, serve, ServeOptions, Service, ServiceConfig, ServiceError, Swap, Tokens, MIN_TOKEN,
 };
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -1040,7 +1040,120 @@ fn beyond_the_most_connections_a_new_one_hears_503_and_a_freed_place_is_taken_ag
         assert!(Instant::now() < deadline, "the freed place was not taken");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let m = metrics(&addr, "");
+    // the 503 above, and any the loop heard before the freed place was taken
+    let refused = m["latnet_ctld_connections_refused_total"];
+    assert!(refused >= 1.0, "{m:?}");
+    assert_eq!(m["latnet_ctld_responses_total{code=\"503\"}"], refused, "{m:?}");
+    assert!(m["latnet_ctld_connections_total"] >= (most + 2) as f64, "{m:?}");
+    assert_eq!(m["latnet_ctld_connections_open"], most as f64, "{m:?}");
     drop(held);
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+/// The samples of `GET /metrics` (with `auth`, a header line or nothing), which must be 200
+/// in the Prometheus text format.
+fn metrics(addr: &str, auth: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(head.contains("Content-Type: text/plain; version=0.0.4"), "{head}");
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_owned(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn metrics_count_what_the_service_did_in_the_prometheus_format() {
+    let (w, r) = ("w".repeat(MIN_TOKEN), "r".repeat(MIN_TOKEN));
+    let tokens = Tokens::parse("t", &format!("write {w}\nread {r}\n")).unwrap();
+    let svc = Service::open(&tmp("metrics"), cfg(4)).unwrap();
+    let opts = ServeOptions { tokens: Some(Swap::new(tokens)), ..ServeOptions::default() };
+    let (addr, stop, t) = start(svc, opts);
+    let (auth_w, auth_r) =
+        (format!("Authorization: Bearer {w}\r\n"), format!("Authorization: Bearer {r}\r\n"));
+    // a token is needed, as for every request but GET /health
+    let (st, _) = http(&addr, "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert_eq!(st, 401);
+    let before = metrics(&addr, &auth_r);
+    assert_eq!(before["latnet_ctld_flows"], 0.0);
+    assert_eq!(before["latnet_ctld_denied_requests_total"], 1.0);
+    assert_eq!(before["latnet_ctld_responses_total{code=\"401\"}"], 1.0);
+    // an admission, an invalid request and one for nothing, on one kept-alive connection
+    let post = |body: &str| {
+        format!(
+            "POST /flows HTTP/1.1\r\nHost: x\r\n{auth_w}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let mut kept = TcpStream::connect(&addr).unwrap();
+    let raw = post(&req("h0_0_0", "h3_1_1", 1_000_000, 10_000).to_string())
+        + &post(&req("h0_0_0", "nowhere", 1_000_000, 10_000).to_string())
+        + &format!("GET /nothing HTTP/1.1\r\nHost: x\r\n{auth_r}\r\n");
+    kept.write_all(raw.as_bytes()).unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    while common::answers(&got).len() < 3 {
+        let n = kept.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {got}");
+        got.push_str(std::str::from_utf8(&buf[..n]).unwrap());
+    }
+    let codes: Vec<u16> = common::answers(&got).iter().map(|a| a.0).collect();
+    assert_eq!(codes, [201, 422, 404]);
+    let after = metrics(&addr, &auth_r);
+    assert_eq!(after["latnet_ctld_flows"], 1.0);
+    assert_eq!(after["latnet_ctld_admitted_total"], 1.0);
+    assert_eq!(after["latnet_ctld_invalid_requests_total"], 1.0);
+    assert_eq!(after["latnet_ctld_log_last_seq"], 1.0);
+    for code in ["201", "422", "404"] {
+        assert_eq!(after[&format!("latnet_ctld_responses_total{{code=\"{code}\"}}")], 1.0);
+    }
+    // the scrape before counted itself; this one's connection and the kept one are open
+    assert_eq!(after["latnet_ctld_responses_total{code=\"200\"}"], 2.0);
+    assert_eq!(after["latnet_ctld_connections_open"], 2.0);
+    assert_eq!(after["latnet_ctld_connections_total"], 4.0);
+    assert_eq!(after["latnet_ctld_connections_refused_total"], 0.0);
+    // HEAD: the head alone; POST: not allowed
+    let mut s = TcpStream::connect(&addr).unwrap();
+    write!(s, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n{auth_r}Connection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("\r\n\r\n"), "{out}");
+    // as on every GET resource: HEAD /flows tells the length of GET /flows' body, HEAD /health
+    // needs no token
+    let len = |out: &str| {
+        let l = out.lines().find_map(|l| l.strip_prefix("Content-Length: ")).unwrap();
+        l.parse::<usize>().unwrap()
+    };
+    let ask = |m: &str, path: &str, auth: &str| {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        write!(s, "{m} {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let (get, head) = (ask("GET", "/flows", &auth_r), ask("HEAD", "/flows", &auth_r));
+    assert!(head.starts_with("HTTP/1.1 200") && head.ends_with("\r\n\r\n"), "{head}");
+    assert_eq!(len(&head), len(&get));
+    assert_eq!(len(&get), get.split_once("\r\n\r\n").unwrap().1.len());
+    assert!(ask("HEAD", "/health", "").starts_with("HTTP/1.1 200"));
+    // a long poll asked with HEAD is answered at once
+    let t0 = Instant::now();
+    assert!(ask("HEAD", "/log?after=1&wait=5000", &auth_r).starts_with("HTTP/1.1 200"));
+    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    let raw =
+        format!("POST /metrics HTTP/1.1\r\n{auth_w}Content-Length: 0\r\nConnection: close\r\n\r\n");
+    assert_eq!(http(&addr, &raw).0, 405);
+    drop(kept);
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }

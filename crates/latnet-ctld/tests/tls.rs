@@ -404,5 +404,18 @@ fn sighup_rereads_the_certificate_and_tokens_and_a_file_it_cannot_use_changes_no
     assert!(said.contains("kept the previous settings: --tokens"), "{said}");
     assert!(said.contains("tokens:1: expected the role"), "{said}");
     assert_eq!(status(&addr, &ca_b, r2).unwrap(), 200);
+    // GET /metrics counted the reloads and the handshake A's client failed
+    let raw = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {r2}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    let text = &answers(&https(&addr, &client(&ca_b), &raw).unwrap())[0].1;
+    for line in [
+        "latnet_ctld_reloads_total{result=\"ok\"} 1",
+        "latnet_ctld_reloads_total{result=\"failed\"} 2",
+        "latnet_ctld_tls_handshake_failures_total 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
     daemon.end();
 }
