@@ -786,7 +786,7 @@ impl Client<'_> {
 
     /// Answer `GET /metrics`: the controller's counters and the network side's, as text.
     fn metrics_text(&self, s: &mut impl Write, method: &str, close: bool) -> std::io::Result<()> {
-        let stats = self.ask(Input::Ask("GET".into(), "/stats".into(), Vec::new()));
+        let stats = self.ask(Input::Ask("GET".into(), "/metrics".into(), Vec::new()));
         if stats.0 != 200 {
             return respond(s, self.metrics, method, stats, close);
         }
@@ -794,7 +794,7 @@ impl Client<'_> {
         self.metrics.answered(200);
         let text = metrics::render(&stats.1, self.metrics);
         let kind = "text/plain; version=0.0.4; charset=utf-8";
-        send(s, method, 200, Some(kind), &text, close)
+        send(s, method, 200, Some(kind), None, &text, close)
     }
 
     /// Pass `input` to the controller and wait for its reply.
@@ -810,10 +810,8 @@ impl Client<'_> {
     /// The controller's reply to a request, waited for as its long poll asks.
     fn answer(&self, head: &Head, body: Vec<u8>) -> Reply {
         let (method, url) = (head.method.as_str(), head.target.as_str());
-        // HEAD is GET without the body (RFC 9110 9.3.2), answered at once: a long poll's
-        // wait is for GET alone
-        let asked = if method == "HEAD" { "GET" } else { method };
-        let input = Input::Ask(asked.to_owned(), url.to_owned(), body);
+        // a HEAD is answered at once ([`Service::handle`] answers it as GET): only a GET waits
+        let input = Input::Ask(method.to_owned(), url.to_owned(), body);
         if let Some(wait) = applied_poll(method, url) {
             // ask until the step is done or the time asked is up, again after each change
             let until = Instant::now() + wait;
@@ -904,15 +902,18 @@ fn respond(
     metrics.answered(status);
     let text =
         if body.is_null() || status == 204 { String::new() } else { body.to_string() + "\n" };
-    send(s, method, status, Some("application/json"), &text, close)
+    let allow = body["allow"].as_str().filter(|_| status == 405);
+    send(s, method, status, Some("application/json"), allow, &text, close)
 }
 
-/// Write an answer with body `text` of type `kind` (none if `text` is empty).
+/// Write an answer with body `text` of type `kind` (none if `text` is empty) and, for a 405,
+/// the methods the resource `allow`s.
 fn send(
     s: &mut impl Write,
     method: &str,
     status: u16,
     kind: Option<&str>,
+    allow: Option<&str>,
     text: &str,
     close: bool,
 ) -> std::io::Result<()> {
@@ -921,6 +922,9 @@ fn send(
     let mut out = format!("HTTP/1.1 {status} {}\r\nDate: {date}\r\n", reason(status));
     if let Some(kind) = kind.filter(|_| !text.is_empty()) {
         out += &format!("Content-Type: {kind}\r\n");
+    }
+    if let Some(allow) = allow {
+        out += &format!("Allow: {allow}\r\n");
     }
     if status == 401 {
         out += "WWW-Authenticate: Bearer realm=\"latnet-ctld\"\r\n";

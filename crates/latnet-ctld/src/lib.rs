@@ -33,7 +33,7 @@
 //! | `GET /hosts` | 200 the host names |
 //! | `GET /config` | 200 the service's configuration |
 //! | `GET /stats` | 200 the controller's counters (and `invalid`: requests answered 422 since the service started, which are not logged; `denied`: requests refused for their token, 401 or 403; `last`: the newest log entry; `agents`: host agents registered now) |
-//! | `GET /metrics` | 200 the counters of `/stats` and of the network side (connections, answers by status, failed TLS handshakes, reloads) in the Prometheus text format ([`metrics`]) |
+//! | `GET /metrics` | 200 the counters of `/stats` and of the network side (connections, answers by status, failed TLS handshakes, reloads) in the Prometheus text format ([`metrics`]; [`Service::handle`] alone, without a server, answers the JSON of `/stats`) |
 //! | `POST /flows` `{"src", "dst", "rate_bps", "burst_bytes", "deadline_ns", "match"}` | 201 the flow (and `rerouted`: ids of flows moved to make room, to be re-tagged at their sources); 400 a malformed body, naming the field; 422 an invalid request (unknown host, deadline below what any path offers, a `match` another flow of that source to that destination has; `code`, `reason`, `field`); 409 refused (`code`, `reason`, and `rerouted`: flows moved while looking for room, which stay moved). `match` (optional): `{"proto": "udp" \| "tcp", "dst_port", "src_port" (optional)}`, the flow's packets at its source, for host agents; kept with the flow and shown with it |
 //! | `GET /routes/SRC` | 200 `{"src", "queue", "routes": [{"dst", "path", "tags"}]}`: the best-effort route from host `SRC` to each host it reaches (fewest hops, in the class `queue` below the admitted ones; none if the switches have no room for it), for the packets of `SRC` no admitted flow matches; 404 not a host |
 //! | `GET /flows` | 200 every admitted flow |
@@ -749,6 +749,22 @@ fn host_names(ctl: &Controller) -> Vec<&str> {
 /// A status and a JSON body (`Value::Null`: no body).
 pub type Reply = (u16, Value);
 
+/// The methods resource `parts` (its path split at `/`) allows (`None`: no such resource).
+fn allowed(parts: &[&str]) -> Option<&'static [&'static str]> {
+    Some(match parts {
+        ["health" | "hosts" | "config" | "stats" | "metrics" | "log" | "snapshot"] => {
+            &["GET", "HEAD"]
+        }
+        ["routes", _] => &["GET", "HEAD"],
+        ["flows"] => &["GET", "HEAD", "POST"],
+        ["flows", _] => &["GET", "HEAD", "DELETE"],
+        ["agents" | "applied"] => &["GET", "HEAD", "POST"],
+        ["agents", _] => &["DELETE"],
+        ["compact"] => &["POST"],
+        _ => return None,
+    })
+}
+
 fn err(status: u16, field: Option<&str>, msg: impl Into<String>) -> Reply {
     let mut m = Map::new();
     m.insert("error".into(), Value::String(msg.into()));
@@ -925,6 +941,8 @@ impl Service {
     pub fn handle(&mut self, method: &str, path: &str, body: &[u8]) -> Reply {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        // HEAD is GET without the body (RFC 9110 9.3.2), which the server leaves out
+        let method = if method == "HEAD" { "GET" } else { method };
         match (method, parts.as_slice()) {
             ("GET", ["health"]) => (
                 200,
@@ -936,7 +954,9 @@ impl Service {
             ("POST", ["compact"]) => self.post_compact(query),
             ("GET", ["hosts"]) => (200, json!(host_names(&self.ctl))),
             ("GET", ["config"]) => (200, serde_json::to_value(&self.cfg).unwrap_or(Value::Null)),
-            ("GET", ["stats"]) => {
+            // the controller's part of GET /metrics, which the server writes as text with
+            // its own counters ([`metrics`])
+            ("GET", ["stats" | "metrics"]) => {
                 let s = self.ctl.stats();
                 (
                     200,
@@ -990,12 +1010,13 @@ impl Service {
                     Err(reply) => reply,
                 }
             }
-            (
-                _,
-                ["health" | "hosts" | "config" | "stats" | "metrics" | "flows" | "log" | "snapshot"
-                | "compact" | "agents" | "applied"]
-                | ["flows" | "routes" | "agents", _],
-            ) => err(405, None, format!("{method} is not allowed on {path}")),
+            (_, parts) if allowed(parts).is_some() => {
+                let allow = allowed(parts).unwrap_or_default();
+                let mut reply = err(405, None, format!("{method} is not allowed on {path}"));
+                // the answer's Allow header (RFC 9110 15.5.6) is made from this
+                reply.1["allow"] = json!(allow.join(", "));
+                reply
+            }
             _ => {
                 err(404, None, format!("no such resource {path}; see GET /health, /hosts, /flows"))
             }

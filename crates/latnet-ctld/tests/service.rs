@@ -214,6 +214,9 @@ fn bad_requests_name_the_field_and_change_nothing() {
     assert!(!r["reason"].as_str().unwrap().is_empty());
     assert_eq!(svc.handle("GET", "/nowhere", b"").0, 404);
     assert_eq!(svc.handle("PUT", "/flows", b"").0, 405);
+    assert_eq!(svc.handle("PUT", "/flows", b"").1["allow"], "GET, HEAD, POST");
+    assert_eq!(svc.handle("HEAD", "/flows", b""), svc.handle("GET", "/flows", b""));
+    assert_eq!(svc.handle("GET", "/metrics", b""), svc.handle("GET", "/stats", b""));
     assert_eq!(svc.handle("GET", "/flows/abc", b"").0, 404);
     assert_eq!(svc.controller().len(), 0);
     // the four 422 answers are counted (400s never reached the controller)
@@ -1153,6 +1156,18 @@ fn metrics_count_what_the_service_did_in_the_prometheus_format() {
     let raw =
         format!("POST /metrics HTTP/1.1\r\n{auth_w}Content-Length: 0\r\nConnection: close\r\n\r\n");
     assert_eq!(http(&addr, &raw).0, 405);
+    // a 405 says what is allowed (RFC 9110: an Allow header)
+    for (m, path, allow) in [
+        ("POST", "/metrics", "GET, HEAD"),
+        ("PUT", "/flows", "GET, HEAD, POST"),
+        ("POST", "/flows/1", "GET, HEAD, DELETE"),
+        ("GET", "/compact", "POST"),
+    ] {
+        let out = ask(m, path, &auth_w);
+        assert!(out.starts_with("HTTP/1.1 405"), "{out}");
+        assert!(out.contains(&format!("\r\nAllow: {allow}\r\n")), "{out}");
+    }
+    assert!(!ask("GET", "/nothing", &auth_r).contains("Allow:"));
     drop(kept);
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
