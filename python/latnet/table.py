@@ -159,7 +159,8 @@ def tcp_table(results) -> str | None:
     return render(headers, rows, "TCP (goodput Mbit/s; RTT and completion times in us)")
 
 
-def _duration(ns: float) -> str:
+def duration_text(ns: float) -> str:
+    """A duration in ns as ms (from 1 ms on) or us, for printed lines."""
     return f"{ns / 1e6:.2f} ms" if ns >= 1e6 else f"{ns / 1e3:.1f} us"
 
 
@@ -176,7 +177,8 @@ def emulation_timing(summary: dict) -> str | None:
     k = summary.get("dilation", 1)
 
     def late(ns: int) -> str:
-        return _duration(ns) + (f" ({_duration(ns * k)} of the machine's clock)" if k > 1 else "")
+        machine = f" ({duration_text(ns * k)} of the machine's clock)" if k > 1 else ""
+        return duration_text(ns) + machine
 
     sw, snd = e["switches"], e["senders"]
     parts = [
