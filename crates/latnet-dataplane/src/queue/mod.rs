@@ -333,6 +333,28 @@ impl Default for QueueSpec {
 }
 
 impl QueueSpec {
+    /// The keys queue `kind` takes besides `kind`, for a scenario reader's "unknown field"
+    /// error, which serde leaves without them where the limits are flattened into the kind;
+    /// `None` for the kinds whose own spec lists its keys (and for unknown kinds).
+    pub fn keys(kind: &str) -> Option<&'static [&'static str]> {
+        Some(match kind {
+            "fifo" | "lbf-dynamic" => &["limit_packets", "limit_bytes"],
+            "priority" => &["classes", "limit_packets", "limit_bytes"],
+            "lbf" => &["second", "class_width", "classes", "limit_packets", "limit_bytes"],
+            "lbf-slack" => &["bucket", "buckets", "limit_packets", "limit_bytes"],
+            "step-ce" => &[
+                "threshold_packets",
+                "threshold_bytes",
+                "threshold",
+                "non_ect",
+                "limit_packets",
+                "limit_bytes",
+            ],
+            "htb" => &["rate", "burst", "classes", "limit_packets", "limit_bytes"],
+            _ => return None,
+        })
+    }
+
     /// Build the queue this spec describes (random streams seeded with 0; see
     /// [`Self::build_seeded`]).
     pub fn build(&self) -> Result<AnyQueue, SpecError> {

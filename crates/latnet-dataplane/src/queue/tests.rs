@@ -93,6 +93,41 @@ fn spec_parses_from_toml_and_rejects_mistakes() {
     assert!(e.to_string().contains("limit_pakets"), "{e}");
     let e = toml::from_str::<QueueSpec>("kind = \"lifo\"").unwrap_err();
     assert!(e.to_string().contains("lifo"), "{e}");
+}
+
+#[test]
+fn the_keys_listed_for_a_kind_are_the_ones_it_takes() {
+    let kinds = ["fifo", "priority", "lbf", "lbf-slack", "lbf-dynamic", "step-ce", "htb"];
+    let unknown = |text: &str| match toml::from_str::<QueueSpec>(text) {
+        Ok(_) => false,
+        Err(e) => e.message().contains("unknown field"),
+    };
+    for kind in kinds {
+        // what the kind requires, so that no "missing field" hides an unknown one
+        let required = match kind {
+            "priority" => "classes = 2\n",
+            "htb" => "rate = \"1Mbps\"\n",
+            _ => "",
+        };
+        let keys = QueueSpec::keys(kind).unwrap();
+        assert!(keys.ends_with(&["limit_packets", "limit_bytes"]), "{kind}");
+        for key in keys {
+            // a value of the wrong type, perhaps, but never an unknown key
+            let text = if required.starts_with(key) {
+                format!("kind = \"{kind}\"\n{required}")
+            } else {
+                format!("kind = \"{kind}\"\n{required}{key} = 1")
+            };
+            assert!(!unknown(&text), "{kind}: {key}");
+        }
+        assert!(unknown(&format!("kind = \"{kind}\"\n{required}limit_pakets = 1")), "{kind}");
+    }
+    // the other kinds list their keys themselves
+    for kind in ["vdq-csaqm", "dualpi2", "pv-marker", "fq", "lifo"] {
+        assert_eq!(QueueSpec::keys(kind), None, "{kind}");
+    }
+    let e = toml::from_str::<QueueSpec>("kind = \"fq\"\nquantm = 1").unwrap_err();
+    assert!(e.message().contains("expected one of"), "{e}");
     let e = QueueSpec::Priority { classes: 9, limits: QueueLimits::default() }.build().unwrap_err();
     assert_eq!(e.to_string(), "field `classes`: between 1 and 8");
     let e = QueueSpec::Fifo { limits: limits(0, 10) }.build().unwrap_err();

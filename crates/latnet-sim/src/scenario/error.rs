@@ -62,15 +62,120 @@ impl ErrCtx<'_> {
         }
     }
 
-    /// An error from the TOML deserializer (syntax, unknown field, wrong type).
+    /// An error from the TOML deserializer (syntax, unknown field, wrong type), with the key
+    /// path of what its span points at (the deserializer names none) and, for an unknown key
+    /// of a queue, the keys its kind takes.
     pub fn toml_error(&self, e: &toml::de::Error) -> ScenarioError {
+        let key = e.span().and_then(|s| key_path_at(self.src, s.start));
+        let mut message = e.message().trim().to_owned();
+        // A queue kind with flattened limits loses serde's list of expected keys.
+        if message.starts_with("unknown field") && !message.contains("expected") {
+            let kind = key.as_deref().and_then(|k| queue_kind_at(self.src, k));
+            if let Some(keys) = kind.and_then(|k| latnet_dataplane::queue::QueueSpec::keys(&k)) {
+                let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+                message = format!("{message}, expected one of {}", keys.join(", "));
+            }
+        }
         ScenarioError {
             file: self.file.to_owned(),
             line_col: e.span().map(|s| line_col(self.src, s.start)),
-            key: None,
-            message: e.message().trim().to_owned(),
+            key,
+            message,
         }
     }
+}
+
+/// The key path (`links[2].queue.kind`) of the innermost key or value of the TOML text `src`
+/// that holds byte `at`; `None` when `src` does not parse or nothing holds `at`.
+pub(crate) fn key_path_at(src: &str, at: usize) -> Option<String> {
+    let doc = toml_edit::ImDocument::parse(src).ok()?;
+    let mut best = None;
+    in_table(doc.as_table(), "", at, &mut best);
+    best
+}
+
+fn holds(span: Option<Range<usize>>, at: usize) -> bool {
+    span.is_some_and(|s| s.contains(&at))
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    let bare =
+        !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let key = if bare { key.to_owned() } else { format!("{key:?}") };
+    if prefix.is_empty() {
+        key
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+fn in_table(t: &toml_edit::Table, prefix: &str, at: usize, best: &mut Option<String>) {
+    for (k, item) in t.iter() {
+        let path = join(prefix, k);
+        if holds(t.key(k).and_then(toml_edit::Key::span), at) || holds(item.span(), at) {
+            *best = Some(path.clone());
+        }
+        match item {
+            toml_edit::Item::Value(v) => in_value(v, &path, at, best),
+            toml_edit::Item::Table(sub) => in_table(sub, &path, at, best),
+            toml_edit::Item::ArrayOfTables(a) => {
+                for (i, sub) in a.iter().enumerate() {
+                    let path = format!("{path}[{i}]");
+                    if holds(sub.span(), at) {
+                        *best = Some(path.clone());
+                    }
+                    in_table(sub, &path, at, best);
+                }
+            }
+            toml_edit::Item::None => {}
+        }
+    }
+}
+
+fn in_value(v: &toml_edit::Value, path: &str, at: usize, best: &mut Option<String>) {
+    match v {
+        toml_edit::Value::InlineTable(t) => {
+            for (k, v) in t.iter() {
+                let path = join(path, k);
+                if holds(t.key(k).and_then(toml_edit::Key::span), at) || holds(v.span(), at) {
+                    *best = Some(path.clone());
+                }
+                in_value(v, &path, at, best);
+            }
+        }
+        toml_edit::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                let path = format!("{path}[{i}]");
+                if holds(v.span(), at) {
+                    *best = Some(path.clone());
+                }
+                in_value(v, &path, at, best);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `kind` of the queue table at `key` (a path [`key_path_at`] gave, ending in a key
+/// named like `queue`), if it has one.
+fn queue_kind_at(src: &str, key: &str) -> Option<String> {
+    let last = key.rsplit('.').next()?;
+    if last != "queue" && !last.starts_with("queue_") {
+        return None;
+    }
+    let value: toml::Value = src.parse::<toml::Table>().ok()?.into();
+    let mut at = &value;
+    for seg in key.split('.') {
+        let (name, idx) = match seg.split_once('[') {
+            Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (seg, None),
+        };
+        at = at.get(name.trim_matches('"'))?;
+        if let Some(i) = idx {
+            at = at.get(i)?;
+        }
+    }
+    Some(at.get("kind")?.as_str()?.to_owned())
 }
 
 #[cfg(test)]

@@ -903,6 +903,15 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         let start = f.start.unwrap_or(Time::ZERO);
         let stop_limit = Time::from_duration(duration);
         let stop = f.stop.as_ref().map_or(stop_limit, |s| (*s.get_ref()).min(stop_limit));
+        if start >= stop_limit {
+            // (the start is what is wrong, whatever the stop: `--set sim.duration=...`)
+            let span = f.name.as_ref().map(Spanned::span);
+            return Err(cx.at(
+                span,
+                key("start"),
+                format!("expected a start before sim.duration ({duration}), got {start}"),
+            ));
+        }
         if stop <= start {
             let span = f.stop.as_ref().map(Spanned::span);
             return Err(cx.at(

@@ -81,6 +81,52 @@ fn unknown_field_names_line_and_field() {
 }
 
 #[test]
+fn deserializer_errors_name_the_key_they_point_at() {
+    let e = err(&edit("seed = 7", "sed = 7"));
+    assert_eq!(e.key.as_deref(), Some("sim.sed"), "{e}");
+    // a misspelt key of a queue kind: the queue, and the keys its kind takes
+    let e = err(&edit("classes = 4, limit_packets", "classes = 4, limit_packts"));
+    assert_eq!(e.key.as_deref(), Some("links[1].queue_a"), "{e}");
+    assert_eq!(e.line_col.map(|l| l.0), Some(29));
+    assert!(
+        e.message.ends_with(
+            "unknown field `limit_packts`, expected one of `classes`, `limit_packets`, \
+             `limit_bytes`"
+        ),
+        "{e}"
+    );
+    // an unknown kind, a value of the wrong type, an array of tables inside a table
+    let e = err(&edit("kind = \"priority\"", "kind = \"prio\""));
+    assert_eq!(e.key.as_deref(), Some("links[1].queue_a.kind"), "{e}");
+    assert!(e.message.contains("unknown variant `prio`, expected one of `fifo`"), "{e}");
+    let e = err(&edit("priority = 1", "priority = \"high\""));
+    assert_eq!(e.key.as_deref(), Some("flows[0].priority"), "{e}");
+    let e = err(&format!("{GOOD}[[flows.retag]]\nat = \"1ms\"\ntag = [1]\nbogus = 1\n"));
+    assert_eq!(e.key.as_deref().map(|k| k.starts_with("flows[0]")), Some(true), "{e}");
+}
+
+#[test]
+fn a_flow_starting_at_or_after_the_end_is_blamed_on_its_start() {
+    let e = err(&edit("priority = 1", "priority = 1\nstart = \"1s\"\nstop = \"2s\""));
+    assert_eq!(e.key.as_deref(), Some("flows[0].start"), "{e}");
+    assert!(e.message.contains("expected a start before sim.duration (1s), got 1s"), "{e}");
+    let e = err(&edit("priority = 1", "priority = 1\nstart = \"5ms\"\nstop = \"5ms\""));
+    assert_eq!(e.key.as_deref(), Some("flows[0].stop"), "{e}");
+}
+
+#[test]
+fn key_paths_of_offsets() {
+    let src = "a = 1\n[t]\n\"b c\" = { d = [1, { e = 2 }] }\n[[u]]\nf = 3\n[[u]]\ng = 4\n";
+    let at = |needle: &str| error::key_path_at(src, src.find(needle).unwrap());
+    assert_eq!(at("a ").as_deref(), Some("a"));
+    assert_eq!(at("\"b c\"").as_deref(), Some("t.\"b c\""));
+    assert_eq!(at("e = ").as_deref(), Some("t.\"b c\".d[1].e"));
+    assert_eq!(at("2 }").as_deref(), Some("t.\"b c\".d[1].e"));
+    assert_eq!(at("g").as_deref(), Some("u[1].g"));
+    assert_eq!(error::key_path_at("a = [", 0), None);
+}
+
+#[test]
 fn bad_value_names_what_was_expected() {
     let e = err(&edit("rate = \"10Mbps\"", "rate = \"10 Mbs\""));
     assert!(e.message.contains("unknown unit \"Mbs\""), "{e}");
