@@ -20,10 +20,17 @@ from ._latnet import check as _check
 from ._latnet import run as _run
 from .results import Results
 
+
+class UsageError(LatnetError, ValueError):
+    """An option, or a file an option names, that cannot be used as given (the `latnet`
+    command's exit status 2, as for a ScenarioError)."""
+
+
 __all__ = [
     "LatnetError",
     "Results",
     "ScenarioError",
+    "UsageError",
     "__version__",
     "check",
     "plot",
@@ -52,21 +59,35 @@ def run(
     ``[output]``. ``queues`` (an interval such as ``"1ms"``) samples every port's
     queue into ``Results.queues``.
     ``progress(now_ns, end_ns, events)`` is called about every 1 % of virtual time; returning
-    ``False`` stops the run early.
+    ``False`` stops the run early. ``progress=True`` draws a bar on stderr instead (tqdm).
     """
     if (scenario is None) == (text is None):
         raise LatnetError("give a scenario path or text=, not both")
     path = None if scenario is None else Path(scenario)
-    raw = _run(
-        path=path,
-        text=text,
-        name=name,
-        seed=seed,
-        packets=packets,
-        pcap=pcap,
-        queues=queues,
-        progress=progress,
-    )
+    close = None
+    if progress is True or progress is False:
+        from .progress import time_bar
+
+        progress, close = time_bar(progress, path.stem if path else name)
+    elif progress is not None and not callable(progress):
+        raise TypeError(
+            f"progress: expected True, False, None or a callable (now_ns, end_ns, events), "
+            f"got {type(progress).__name__}"
+        )
+    try:
+        raw = _run(
+            path=path,
+            text=text,
+            name=name,
+            seed=seed,
+            packets=packets,
+            pcap=pcap,
+            queues=queues,
+            progress=progress,
+        )
+    finally:
+        if close is not None:
+            close()
     return Results(raw)
 
 

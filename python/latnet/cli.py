@@ -15,11 +15,12 @@ import json
 import sys
 from pathlib import Path
 
-from . import LatnetError, ScenarioError, __version__
+from . import LatnetError, ScenarioError, UsageError, __version__
 from . import check as check_scenario
 from . import run as run_scenario
 from ._latnet import duration_ns
 from .commands import register_all
+from .progress import time_bar
 from .reproduce import EMULATED, SEEDS, SWEEPS, load
 from .table import flow_table, tcp_table
 
@@ -30,30 +31,6 @@ scenario files: TOML with [sim], [defaults], [[nodes]], [[links]], [[routes]], [
 exit status: 0 on success, 2 for a scenario or usage error (the message names the file, line,
 key and what was expected), 1 for anything else.
 """
-
-
-def _progress_bar(enabled: bool, label: str):
-    """A tqdm bar over virtual time, or a no-op callback."""
-    if not enabled:
-        return None, lambda: None
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=100,
-        desc=label,
-        unit="%",
-        file=sys.stderr,
-        leave=False,
-        bar_format="{desc} {bar} {n:.0f}% [{elapsed}<{remaining}]",
-    )
-
-    def cb(now_ns: int, end_ns: int, events: int) -> bool:
-        bar.n = min(100.0, 100.0 * now_ns / max(1, end_ns))
-        bar.set_postfix_str(f"{events:,} events", refresh=False)
-        bar.refresh()
-        return True
-
-    return cb, bar.close
 
 
 def _interval(text: str) -> str:
@@ -101,7 +78,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         return cmd_run_emu(args)
     path = Path(args.scenario)
-    cb, close = _progress_bar(not args.quiet and sys.stderr.isatty(), path.stem)
+    cb, close = time_bar(not args.quiet and sys.stderr.isatty(), path.stem)
     try:
         res = run_scenario(
             path,
@@ -205,7 +182,8 @@ def parser() -> argparse.ArgumentParser:
         help="set a key of the scenario for this run (repeatable): links[0].rate=50Mbps, "
         "flows[video].size=500, sim.duration=2s; see `latnet sweep --help`",
     )
-    r.add_argument(
+    per_packet = r.add_mutually_exclusive_group()
+    per_packet.add_argument(
         "--packets",
         dest="packets",
         action="store_true",
@@ -213,7 +191,7 @@ def parser() -> argparse.ArgumentParser:
         help="record every packet and hop (packets.csv, hops.csv; emulated runs: the packets "
         "received, from the receivers' logs, and every hop and drop, from the switches)",
     )
-    r.add_argument(
+    per_packet.add_argument(
         "--no-packets",
         dest="packets",
         action="store_false",
@@ -297,11 +275,18 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if getattr(args, "plot", False) and args.packets is None:
+    if getattr(args, "plot", False):
+        if args.packets is False:
+            print(
+                f"latnet {args.command}: --plot draws per-packet records, which --no-packets "
+                "leaves out",
+                file=sys.stderr,
+            )
+            return 2
         args.packets = True
     try:
         return args.func(args)
-    except ScenarioError as e:
+    except (ScenarioError, UsageError) as e:
         print(f"latnet: {e}", file=sys.stderr)
         return 2
     except (LatnetError, OSError) as e:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import LatnetError
+from . import LatnetError, UsageError
 from .chameleon import Client, replay
 from .emu import collect, now_ns, start_flows, start_margins, wait_all
 from .testbed import Testbed
@@ -125,19 +125,19 @@ def live(
     who signed its certificate, and ``client_cert``: the ``(certificate, key)`` files a service
     asking for one gets (for this client and the agents)."""
     if agents < 1:
-        raise LatnetError(f"agents: expected at least 1, got {agents}")
-    client = Client(url, token_file=token_file, ca_file=ca_file, client_cert=client_cert)
-    ctl = replay(client)
+        raise UsageError(f"agents: expected at least 1, got {agents}")
     spec = Path(spec)
     try:
         text = spec.read_text()
     except OSError as e:
-        raise LatnetError(f"{spec}: cannot read the file: {e.strerror}") from None
+        raise UsageError(f"{spec}: cannot read the file: {e.strerror}") from None
+    client = Client(url, token_file=token_file, ca_file=ca_file, client_cert=client_cert)
+    ctl = replay(client)
     plan = json.loads(ctl.live_plan(spec.name, text))
     k = plan["dilation"]
     # checked before anything is written (the testbed's hosts are the service's)
     if agents > len(client.hosts()):
-        raise LatnetError(f"agents: {agents} agents for {len(client.hosts())} hosts")
+        raise UsageError(f"agents: {agents} agents for {len(client.hosts())} hosts")
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -118,7 +118,11 @@ def apply(text: str, name: str, sets: list[tuple[str, str]]) -> str:
 def checked(text: str, label: str, sets: list[tuple[str, str]]) -> str:
     """``apply``, then read the result as a scenario: ScenarioError naming ``label`` and the
     key when a key or value is wrong (without line numbers, which would point into the
-    rewritten text rather than the user's file)."""
+    rewritten text rather than the user's file; with no ``sets`` the text is the file's, and the
+    error keeps its line)."""
+    if not sets:
+        check(text=text, name=label)
+        return text
     text = apply(text, label, sets)
     try:
         check(text=text, name=label)
@@ -157,11 +161,20 @@ def _key_at(text: str, line: int) -> str | None:
     return None
 
 
+def read_scenario(path: Path) -> str:
+    """The text of a scenario file; ScenarioError (a usage error) when it cannot be read."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ScenarioError(f"{path}: cannot read the file: {why}") from None
+
+
 def with_sets(path: str | os.PathLike[str], sets: list[tuple[str, str]]) -> str:
     """The scenario file's text with ``sets`` made and checked; its name stays the file's stem
     when the file names none."""
     path = Path(path)
-    text = path.read_text()
+    text = read_scenario(path)
     label = f"{path} ({', '.join(f'{k}={v}' for k, v in sets)})"
     top = re.split(r"(?m)^\s*\[", text, maxsplit=1)[0]  # the keys before the first table
     if not re.search(r"(?m)^\s*name\s*=", top):
@@ -360,7 +373,7 @@ def run_sweep(
     once (ScenarioError naming the file, the point and the key)."""
     path = Path(scenario)
     name = str(path)
-    base = with_sets(path, sets) if sets else path.read_text()
+    base = with_sets(path, sets) if sets else read_scenario(path)
     if not seeds:
         raise ValueError("a sweep needs at least one seed")
     tasks = []

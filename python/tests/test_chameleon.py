@@ -78,6 +78,22 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     assert "t.toml:6:5" in err and "unknown node" in err
     rc = main(["chameleon", "eval", "--k", "5", "--runs", "1", "--quiet"])
     assert rc == 2 and "even k" in capsys.readouterr().err
+    # files that cannot be read, and options that need a service, are usage errors too
+    missing = tmp_path / "nosuch.toml"
+    rc = main(["chameleon", "eval", "--topology", str(missing), "--runs", "1", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"--topology {missing}: cannot read the file" in err, err
+    for cmd in ("verify", "transitions"):
+        rc = main(["chameleon", cmd, "--token-file", "t.txt", "--ca-file", "ca.pem"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "--token-file, --ca-file: only with --controller URL" in err, err
+        rc = main(["chameleon", cmd, "--controller", "http://127.0.0.1:9", "--token-file", "t.txt"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "--token-file t.txt: cannot read the file" in err, err
+    both = ["x.toml", "--controller", "http://h:1"]
+    for argv, which in ((both, "not both"), ([], "one of them")):
+        assert main(["testbed", "up", *argv]) == 2
+        assert f"give a scenario file or --controller URL, {which}" in capsys.readouterr().err
     # negative counts are usage errors naming the option, not tracebacks from the bindings
     for argv in (["transitions", "--tries", "-1"], ["verify", "--duration-ms", "-1"]):
         with pytest.raises(SystemExit) as e:

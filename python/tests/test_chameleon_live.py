@@ -434,17 +434,17 @@ def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsy
         assert main([*argv, str(spec)]) == 2
         err = capsys.readouterr().err
         assert "live.toml" in err and "requests[2].queue" in err, err
-        assert main([*argv, str(tmp_path / "missing.toml")]) == 1
+        assert main([*argv, str(tmp_path / "missing.toml")]) == 2
         assert "missing.toml: cannot read the file" in capsys.readouterr().err
         assert main(["testbed", "up", str(FIG6), "--controller", url]) == 2
-        assert "a scenario file or --controller" in capsys.readouterr().err
+        assert "a scenario file or --controller URL, not both" in capsys.readouterr().err
         # more agents than the network has hosts
-        assert main([*argv, "--agents", "9", str(spec.with_name("ok.toml"))]) == 1
+        assert main([*argv, "--agents", "9", str(spec.with_name("ok.toml"))]) == 2
         assert "agents: 9 agents for 4 hosts" in capsys.readouterr().err
         # a client certificate without its key; a CA file for a plain http:// service
-        assert main([*argv, "--client-cert", str(spec), str(spec.with_name("ok.toml"))]) == 1
+        assert main([*argv, "--client-cert", str(spec), str(spec.with_name("ok.toml"))]) == 2
         assert "give both --client-cert and --client-key" in capsys.readouterr().err
-        assert main([*argv, "--ca-file", str(spec), str(spec.with_name("ok.toml"))]) == 1
+        assert main([*argv, "--ca-file", str(spec), str(spec.with_name("ok.toml"))]) == 2
         assert f"--ca-file {spec}: {url} is not https://" in capsys.readouterr().err
     assert main(["chameleon", "live", "--controller", "http://127.0.0.1:1", str(spec)]) == 1
     assert "http://127.0.0.1:1: cannot reach the service" in capsys.readouterr().err

@@ -259,6 +259,31 @@ def test_queue_series_is_a_dataframe_and_a_csv(tmp_path, capsys):
         assert e.value.code == 2 and why in capsys.readouterr().err, bad
 
 
+def test_cli_refuses_a_plot_without_packets_and_both_packet_flags(tmp_path, capsys):
+    scen = tmp_path / "small.toml"
+    scen.write_text(SMALL.format(seed=1))
+    out = tmp_path / "o"
+    assert main(["run", str(scen), "--out", str(out), "--plot", "--no-packets"]) == 2
+    assert "--plot draws per-packet records, which --no-packets" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(scen), "--out", str(out), "--packets", "--no-packets"])
+    assert e.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_run_takes_progress_true_for_a_bar_and_refuses_other_values(tmp_path, capsys):
+    scen = tmp_path / "small.toml"
+    scen.write_text(SMALL.format(seed=1))
+    quiet = latnet.run(scen, packets=False)
+    assert capsys.readouterr().err == ""
+    barred = latnet.run(scen, packets=False, progress=True)
+    assert "100%" in capsys.readouterr().err
+    assert barred.flows.equals(quiet.flows)
+    assert latnet.run(scen, packets=False, progress=False).flows.equals(quiet.flows)
+    with pytest.raises(TypeError, match="progress: expected True, False, None or a callable"):
+        latnet.run(scen, progress=1)
+
+
 def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text(SMALL.format(seed=1).replace('rate = "50Mbps"', 'rate = "fast"'))

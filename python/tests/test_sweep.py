@@ -168,6 +168,16 @@ def test_sweep_checks_every_point_before_running(tmp_path, capsys):
     assert "a: given to both --set and --vary" in capsys.readouterr().err
     assert main(["sweep", str(DUMBBELL), "--plot"]) == 2
     assert "--plot needs a --vary key" in capsys.readouterr().err
+    # a file that cannot be read, or a bad scenario swept unchanged (its line kept)
+    missing = tmp_path / "nosuch.toml"
+    assert main(["sweep", str(missing), "--vary", "sim.seed=1,2"]) == 2
+    assert f"{missing}: cannot read the file: No such file or directory" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text(DUMBBELL.read_text().replace("[sim]", "[sim]\nsed = 1", 1))
+    assert main(["sweep", str(bad), "--quiet"]) == 2
+    assert f"{bad}:" in (err := capsys.readouterr().err) and "unknown field `sed`" in err, err
+    line = next(i for i, x in enumerate(bad.read_text().splitlines(), 1) if x == "sed = 1")
+    assert f"{bad}:{line}:" in err, err
 
 
 def test_scheduler_errors_say_what_is_missing(monkeypatch, capsys):

@@ -118,7 +118,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--db" => db = it.next().ok_or("--db: expected a file")?.into(),
-            "--listen" => listen = it.next().ok_or("--listen: expected ADDR:PORT")?,
+            "--listen" => {
+                listen = it.next().ok_or("--listen: expected ADDR:PORT")?;
+                // not an address at all is a usage error; one that cannot be bound is not
+                if std::net::ToSocketAddrs::to_socket_addrs(listen.as_str()).is_err() {
+                    return Err(format!("--listen {listen}: expected ADDR:PORT"));
+                }
+            }
             "--system" => cfg.system = it.next().ok_or("--system: expected a system")?,
             "--queues" => cfg.queues = num("--queues", it.next())?,
             "--k" => cfg.k = Some(num("--k", it.next())?),
@@ -186,11 +192,12 @@ fn main() -> ExitCode {
         }
     };
     // certificate files are read before the store is touched
+    // (a file an option names that cannot be used is a usage error, as a bad option is)
     let tls = match args.tls() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("latnet-ctld: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(2);
         }
     };
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -1043,8 +1043,16 @@ fn beyond_the_most_connections_a_new_one_hears_503_and_a_freed_place_is_taken_ag
         assert!(Instant::now() < deadline, "the freed place was not taken");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let m = metrics(&addr, "");
-    // the 503 above, and any the loop heard before the freed place was taken
+    // the loop's connection may not be counted closed yet: until it is, a new one hears 503
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let m = loop {
+        if let Some(m) = try_metrics(&addr, "") {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no place for GET /metrics");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // the 503 above, and any the loops heard before the freed place was taken
     let refused = m["latnet_ctld_connections_refused_total"];
     assert!(refused >= 1.0, "{m:?}");
     assert_eq!(m["latnet_ctld_responses_total{code=\"503\"}"], refused, "{m:?}");
@@ -1058,20 +1066,30 @@ fn beyond_the_most_connections_a_new_one_hears_503_and_a_freed_place_is_taken_ag
 /// The samples of `GET /metrics` (with `auth`, a header line or nothing), which must be 200
 /// in the Prometheus text format.
 fn metrics(addr: &str, auth: &str) -> std::collections::BTreeMap<String, f64> {
+    try_metrics(addr, auth).expect("GET /metrics answered 503")
+}
+
+/// As [`metrics`], or `None` when the service has no place for the connection (503).
+fn try_metrics(addr: &str, auth: &str) -> Option<std::collections::BTreeMap<String, f64>> {
     let mut s = TcpStream::connect(addr).unwrap();
     write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    if head.starts_with("HTTP/1.1 503") {
+        return None;
+    }
     assert!(head.starts_with("HTTP/1.1 200"), "{out}");
     assert!(head.contains("Content-Type: text/plain; version=0.0.4"), "{head}");
-    body.lines()
+    let samples = body
+        .lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| {
             let (k, v) = l.rsplit_once(' ').unwrap();
             (k.to_owned(), v.parse().unwrap())
         })
-        .collect()
+        .collect();
+    Some(samples)
 }
 
 #[test]

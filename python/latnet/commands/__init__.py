@@ -51,10 +51,22 @@ def add_ca_file(p: argparse.ArgumentParser) -> None:
 
 def client_cert(args: argparse.Namespace) -> tuple[str, str] | None:
     """``(--client-cert, --client-key)``, or ``None``; one without the other is refused."""
-    if (args.client_cert is None) != (args.client_key is None):
-        from .. import LatnetError
+    from .. import UsageError
 
-        raise LatnetError("give both --client-cert and --client-key, or neither")
+    if (args.client_cert is None) != (args.client_key is None):
+        raise UsageError("give both --client-cert and --client-key, or neither")
+    if not getattr(args, "controller", True):
+        given = [
+            flag
+            for flag, value in (
+                ("--token-file", getattr(args, "token_file", None)),
+                ("--ca-file", args.ca_file),
+                ("--client-cert", args.client_cert),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with --controller URL (a service to ask)")
     return None if args.client_cert is None else (args.client_cert, args.client_key)
 
 

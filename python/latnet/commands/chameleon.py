@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize, transitions
 from ..table import render
@@ -41,6 +42,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _topo_kwargs(args) -> dict:
     if args.topology:
+        from .. import UsageError
+
+        try:
+            Path(args.topology).read_bytes()
+        except OSError as e:
+            why = f"cannot read the file: {e.strerror}"
+            raise UsageError(f"--topology {args.topology}: {why}") from None
         return {"k": None, "topology_file": args.topology}
     return {"k": args.k, "hosts_per_edge": args.hosts_per_edge}
 
@@ -113,6 +121,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .. import LatnetError
 
     try:
+        cert = client_cert(args)
         if args.controller:
             from ..chameleon import Client, replay
 
@@ -120,7 +129,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 args.controller,
                 token_file=args.token_file,
                 ca_file=args.ca_file,
-                client_cert=client_cert(args),
+                client_cert=cert,
             )
             ctl = replay(client)
             doc = json.loads(
@@ -222,9 +231,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     headers = ["phase", "sent", "recv", "lost", "over deadline", "over guarantee"]
     headers += ["e2e/deadline", "e2e/guarantee"]
     print(render(headers, rows))
+    from ..emu import print_stalls
+
     for r in emu:
         if r["timing"]:
             print(f"{r['phase']}: {r['timing']}")
+        print_stalls(r["phase"], r["attempts"], r["stall_ns"])
     doc["emulated"] = emu
     del doc["scenarios"]
     (out / "verify.json").write_text(json.dumps(doc, indent=1) + "\n")
@@ -246,6 +258,7 @@ def cmd_transitions(args: argparse.Namespace) -> int:
         "lag_ms": args.lag_ms,
     }
     try:
+        cert = client_cert(args)
         if args.controller:
             from ..chameleon import Client
 
@@ -253,7 +266,7 @@ def cmd_transitions(args: argparse.Namespace) -> int:
                 args.controller,
                 token_file=args.token_file,
                 ca_file=args.ca_file,
-                client_cert=client_cert(args),
+                client_cert=cert,
             )
             doc = _service_transitions(client, args.max_transitions, opts)
             print(
@@ -456,9 +469,10 @@ def register(subparsers) -> None:
         "flows, simulate the change packet by packet in each order: sequential (moves one "
         "at a time, each after the previous old path drained, the new flow last: only states "
         "the controller checked), together (all at once) and new-first (the new flow, then "
-        "the moves once the old paths could have drained). Sources send their whole burst "
-        "every burst/rate; each packet is held to the path it was sent on. Exit status 1 if "
-        "the sequential order missed a deadline or a budget (the others are reported).",
+        "all the moves --lag-ms later, whether or not the old paths drained by then). "
+        "Sources send their whole burst every burst/rate; each packet is held to the path it "
+        "was sent on. Exit status 1 if the sequential order missed a deadline or a budget (the "
+        "others are reported).",
     )
     t.add_argument("--system", default="chameleon", choices=["chameleon"])
     _common(t)
@@ -728,9 +742,11 @@ def register_serve(sub) -> None:
     s.add_argument(
         "--tokens",
         metavar="FILE",
-        help="bearer tokens, a 'ROLE TOKEN' line each (ROLE read or write, a token of at least "
-        "16 characters): every request but GET /health must then carry 'Authorization: Bearer "
-        "TOKEN' (401 without a listed one; 403 for a read token asking to change something). "
+        help="bearer tokens, a 'ROLE TOKEN' line each (ROLE read, agent or write, a token of at "
+        "least 16 characters): every request but GET /health must then carry 'Authorization: "
+        "Bearer TOKEN' (401 without a listed one; 403 for a token asking more than its role "
+        "allows: read only GETs, agent also registers agents and reports what they applied, "
+        "write everything). "
         "Without it anyone reaching --listen may admit and remove flows",
     )
     s.add_argument(

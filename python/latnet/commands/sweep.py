@@ -164,7 +164,8 @@ def register(sub) -> None:
         nargs="*",
         choices=sorted(SWEEP_METRICS),
         metavar="METRIC",
-        help="draw sweep-METRIC.png: the metric against the first varied key, a line per flow "
+        help="draw sweep-METRIC.png (METRIC less its _ns or _bps: sweep-latency_p99.png): the "
+        "metric against the first varied key, a line per flow "
         "(and per value of the other keys), mean ± sd (or --ci) over seeds; METRIC is one of "
         + ", ".join(SWEEP_METRICS)
         + " (default: latency_p99_ns)",

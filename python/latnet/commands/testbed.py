@@ -93,8 +93,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     from ..testbed import Testbed, require_root
 
     if (args.scenario is None) == (args.controller is None):
-        print("latnet: testbed up: give a scenario file or --controller URL", file=sys.stderr)
+        which = "not both" if args.controller else "one of them"
+        msg = f"give a scenario file or --controller URL, {which}"
+        print(f"latnet: testbed up: {msg}", file=sys.stderr)
         return 2
+    cert = client_cert(args)
     scenario = args.scenario
     if args.controller is not None:
         from ..live import controller_network
@@ -108,7 +111,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             run_dir / "network.toml",
             token_file=args.token_file,
             ca_file=args.ca_file,
-            client_cert=client_cert(args),
+            client_cert=cert,
         )
     tb = Testbed(
         scenario,
@@ -130,7 +133,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 order=args.order,
                 token_file=args.token_file,
                 ca_file=args.ca_file,
-                client_cert=client_cert(args),
+                client_cert=cert,
             )
         except BaseException:
             tb.down()
