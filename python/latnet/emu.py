@@ -13,6 +13,7 @@ Emulated latency is physical (application send to application receive); see
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -222,6 +223,8 @@ def least_stalled(
 
     A stall of the machine (a virtual machine paused, a core taken away) holds every packet in
     flight: what a run measures then is the machine, not the network it emulates."""
+    for old in base.glob(f"{glob.escape(name)}.stalled-*"):  # an earlier run's attempts
+        shutil.rmtree(old, ignore_errors=True)
     results: list[T] = []
     late: list[int] = []
     for k in range(1, attempts + 1):

@@ -508,5 +508,6 @@ def test_a_stalled_run_is_run_again_and_the_least_stalled_kept(tmp_path, capsys)
     # a quiet run is kept at once, over what an earlier reproduction left
     kept, late = least_stalled(run, lambda r: r, tmp_path, "t", 5 * ms, 3)
     assert (kept, late) == (ms, [ms]) and (tmp_path / "t" / "late").read_text() == str(ms)
+    assert [p.name for p in tmp_path.iterdir()] == ["t"]
     print_stalls("t", late, 5 * ms)
     assert capsys.readouterr() == ("", "")
