@@ -258,7 +258,8 @@ def emulate(
     from .table import emulation_timing
 
     emb = {e["name"]: e for e in doc["embeddings"]}
-    stall_ns = min((e["deadline_ns"] for e in emb.values()), default=0) // 4
+    # (no admitted flow, no deadline a stall could break: one attempt whatever its lateness)
+    stall_ns = min(e["deadline_ns"] for e in emb.values()) // 4 if emb else None
     rows = []
     for s in doc["scenarios"]:
         text = s["toml"]
@@ -275,8 +276,8 @@ def emulate(
             lambda r: r.summary["emulation"]["late_max_ns"],
             Path(out),
             s["phase"],
-            stall_ns,
-            STALL_ATTEMPTS,
+            stall_ns if stall_ns is not None else 2**63,
+            STALL_ATTEMPTS if stall_ns is not None else 1,
         )
         timing = emulation_timing(res.summary)
         rows.append(
@@ -285,7 +286,7 @@ def emulate(
                 "timing": timing,
                 "attempts": late,
                 "stall_ns": stall_ns,
-                "stalled": min(late) > stall_ns,
+                "stalled": stall_ns is not None and min(late) > stall_ns,
             }
         )
     return rows

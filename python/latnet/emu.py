@@ -246,6 +246,17 @@ def least_stalled(
     return results[best], late
 
 
+def stall_report(late: dict[str, list[int]], stall_ns: int) -> dict:
+    """A document's account of :func:`least_stalled` over its runs: per run each attempt's
+    lateness (``attempts``), the threshold (``stall_ns``) and the runs whose kept attempt is
+    still stalled (``stalled``: their numbers carry the stall)."""
+    return {
+        "attempts": late,
+        "stall_ns": stall_ns,
+        "stalled": [name for name, ns in late.items() if min(ns) > stall_ns],
+    }
+
+
 def print_stalls(name: str, late: list[int], stall_ns: int) -> None:
     """Under a run's timing line: its attempts, when the machine stalled any (see
     :func:`least_stalled`)."""

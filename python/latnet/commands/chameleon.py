@@ -236,7 +236,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for r in emu:
         if r["timing"]:
             print(f"{r['phase']}: {r['timing']}")
-        print_stalls(r["phase"], r["attempts"], r["stall_ns"])
+        if r["stall_ns"] is not None:
+            print_stalls(r["phase"], r["attempts"], r["stall_ns"])
     doc["emulated"] = emu
     del doc["scenarios"]
     (out / "verify.json").write_text(json.dumps(doc, indent=1) + "\n")

@@ -49,7 +49,7 @@ from pathlib import Path
 import latnet
 
 from .. import LatnetError
-from ..emu import least_stalled, print_stalls, run_emu
+from ..emu import least_stalled, print_stalls, run_emu, stall_report
 from ..table import emulation_timing, render
 from ..testbed import require_root
 from .lbf import (
@@ -284,7 +284,7 @@ def _print_compare(t: dict) -> None:
 #: A run whose switches or senders fell more than this far behind the machine's clock was
 #: stalled by the machine (a virtual machine's pause, a descheduled core): at dilation 80 it is
 #: 62.5 us of the scenario, and a stall that long moves F1's mean at the receiver by 10 us or
-#: more (quiet runs stay under 2 ms; stalls of 9 to 44 ms moved the means 18 to 29 us). Such a
+#: more (quiet runs stay under 4 ms; stalls of 9 to 44 ms moved the means 18 to 29 us). Such a
 #: run is run again, up to ``ATTEMPTS`` times in all, and the least stalled attempt is kept.
 STALL_NS = 5_000_000
 ATTEMPTS = 3
@@ -350,11 +350,8 @@ def run(quick: bool, out: Path) -> dict:
         "tables": tables,
         # per run, how closely the machine kept to the scenario's clock (results.json's)
         "emulation": {name: e["emulation"] for name, e in emu.items()},
-        # per run, how late the machine made each attempt (ns of its clock), and the runs whose
-        # kept attempt is still stalled (more than stall_ns): their numbers carry the stall
-        "attempts": late,
-        "stall_ns": STALL_NS,
-        "stalled": [name for name, ns in late.items() if min(ns) > STALL_NS],
+        # how late the machine made each attempt of each run (ns of its clock)
+        **stall_report(late, STALL_NS),
     }
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..emu import collect, least_stalled, print_stalls
+from ..emu import collect, least_stalled, print_stalls, stall_report
 from ..table import emulation_timing
 from ..testbed import Testbed, require_root
 from .pacing import _plot, mode_table, periods, targets_table
@@ -217,9 +217,6 @@ def run(quick: bool, out: Path) -> dict:
         "period_s": period_s,
         "tables": tables,
         "emulation": timing,
-        # per mode, how late the machine made each attempt (ns), and the modes whose kept
-        # attempt is still stalled (more than stall_ns): their numbers carry the stall
-        "attempts": late,
-        "stall_ns": STALL_NS,
-        "stalled": [mode for mode, ns in late.items() if min(ns) > STALL_NS],
+        # how late the machine made each attempt of each mode (ns)
+        **stall_report(late, STALL_NS),
     }

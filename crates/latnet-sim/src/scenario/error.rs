@@ -66,12 +66,18 @@ impl ErrCtx<'_> {
     /// path of what its span points at (the deserializer names none) and, for an unknown key
     /// of a queue, the keys its kind takes.
     pub fn toml_error(&self, e: &toml::de::Error) -> ScenarioError {
-        let key = e.span().and_then(|s| key_path_at(self.src, s.start));
+        let found = e.span().and_then(|s| locate(self.src, s.start));
         let mut message = e.message().trim().to_owned();
         // A queue kind with flattened limits loses serde's list of expected keys.
         if message.starts_with("unknown field") && !message.contains("expected") {
-            let kind = key.as_deref().and_then(|k| queue_kind_at(self.src, k));
-            if let Some(keys) = kind.and_then(|k| latnet_dataplane::queue::QueueSpec::keys(&k)) {
+            let queue = found.as_ref().filter(|f| {
+                let last = f.path.rsplit('.').next().unwrap_or("");
+                last == "queue" || last.starts_with("queue_")
+            });
+            let keys = queue
+                .and_then(|f| f.kind.as_deref())
+                .and_then(latnet_dataplane::queue::QueueSpec::keys);
+            if let Some(keys) = keys {
                 let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
                 message = format!("{message}, expected one of {}", keys.join(", "));
             }
@@ -79,15 +85,27 @@ impl ErrCtx<'_> {
         ScenarioError {
             file: self.file.to_owned(),
             line_col: e.span().map(|s| line_col(self.src, s.start)),
-            key,
+            key: found.map(|f| f.path),
             message,
         }
     }
 }
 
+/// What of a TOML text holds a byte: its key path and, for a table, its `kind`.
+#[derive(Debug, Default)]
+struct Found {
+    path: String,
+    kind: Option<String>,
+}
+
 /// The key path (`links[2].queue.kind`) of the innermost key or value of the TOML text `src`
 /// that holds byte `at`; `None` when `src` does not parse or nothing holds `at`.
+#[cfg(test)]
 pub(crate) fn key_path_at(src: &str, at: usize) -> Option<String> {
+    locate(src, at).map(|f| f.path)
+}
+
+fn locate(src: &str, at: usize) -> Option<Found> {
     let doc = toml_edit::ImDocument::parse(src).ok()?;
     let mut best = None;
     in_table(doc.as_table(), "", at, &mut best);
@@ -109,11 +127,12 @@ fn join(prefix: &str, key: &str) -> String {
     }
 }
 
-fn in_table(t: &toml_edit::Table, prefix: &str, at: usize, best: &mut Option<String>) {
+fn in_table(t: &toml_edit::Table, prefix: &str, at: usize, best: &mut Option<Found>) {
     for (k, item) in t.iter() {
         let path = join(prefix, k);
         if holds(t.key(k).and_then(toml_edit::Key::span), at) || holds(item.span(), at) {
-            *best = Some(path.clone());
+            let kind = item.get("kind").and_then(toml_edit::Item::as_str).map(str::to_owned);
+            *best = Some(Found { path: path.clone(), kind });
         }
         match item {
             toml_edit::Item::Value(v) => in_value(v, &path, at, best),
@@ -122,7 +141,7 @@ fn in_table(t: &toml_edit::Table, prefix: &str, at: usize, best: &mut Option<Str
                 for (i, sub) in a.iter().enumerate() {
                     let path = format!("{path}[{i}]");
                     if holds(sub.span(), at) {
-                        *best = Some(path.clone());
+                        *best = Some(Found { path: path.clone(), kind: None });
                     }
                     in_table(sub, &path, at, best);
                 }
@@ -132,13 +151,18 @@ fn in_table(t: &toml_edit::Table, prefix: &str, at: usize, best: &mut Option<Str
     }
 }
 
-fn in_value(v: &toml_edit::Value, path: &str, at: usize, best: &mut Option<String>) {
+fn in_value(v: &toml_edit::Value, path: &str, at: usize, best: &mut Option<Found>) {
     match v {
         toml_edit::Value::InlineTable(t) => {
             for (k, v) in t.iter() {
                 let path = join(path, k);
                 if holds(t.key(k).and_then(toml_edit::Key::span), at) || holds(v.span(), at) {
-                    *best = Some(path.clone());
+                    let kind = v
+                        .as_inline_table()
+                        .and_then(|t| t.get("kind"))
+                        .and_then(toml_edit::Value::as_str)
+                        .map(str::to_owned);
+                    *best = Some(Found { path: path.clone(), kind });
                 }
                 in_value(v, &path, at, best);
             }
@@ -147,35 +171,13 @@ fn in_value(v: &toml_edit::Value, path: &str, at: usize, best: &mut Option<Strin
             for (i, v) in a.iter().enumerate() {
                 let path = format!("{path}[{i}]");
                 if holds(v.span(), at) {
-                    *best = Some(path.clone());
+                    *best = Some(Found { path: path.clone(), kind: None });
                 }
                 in_value(v, &path, at, best);
             }
         }
         _ => {}
     }
-}
-
-/// The `kind` of the queue table at `key` (a path [`key_path_at`] gave, ending in a key
-/// named like `queue`), if it has one.
-fn queue_kind_at(src: &str, key: &str) -> Option<String> {
-    let last = key.rsplit('.').next()?;
-    if last != "queue" && !last.starts_with("queue_") {
-        return None;
-    }
-    let value: toml::Value = src.parse::<toml::Table>().ok()?.into();
-    let mut at = &value;
-    for seg in key.split('.') {
-        let (name, idx) = match seg.split_once('[') {
-            Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (seg, None),
-        };
-        at = at.get(name.trim_matches('"'))?;
-        if let Some(i) = idx {
-            at = at.get(i)?;
-        }
-    }
-    Some(at.get("kind")?.as_str()?.to_owned())
 }
 
 #[cfg(test)]
