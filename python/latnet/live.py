@@ -17,7 +17,10 @@ its source's best-effort route while the flow was not admitted; a packet created
 may have followed the state after it only if its sender was late by at least the gap (the
 sender's worst lateness, which it measures); an admitted flow's packets must arrive, within the
 flow's deadline. ``out/live.json`` holds the requests and answers, the agent's changes with
-their lag behind the answers, and per flow the packets, paths, latencies and shaper counters.
+their lag behind the answers, and per flow the packets, paths, latencies and shaper counters;
+``stalled`` says the machine fell behind by more than ``stall_ns`` (half the tightest deadline,
+scenario time): a stall that long can break a deadline by itself. The run cannot be repeated
+here (its requests changed the service's state); run it again on a fresh service.
 
 The service is reached over the root namespace's loopback (out of band of the emulated
 network). Needs root, like every emulated run.
@@ -483,6 +486,12 @@ def analyse(
         m["flow"] = name_of.get(m["flow"], m["flow"])
         m["path"] = list(m["path"]) if m["path"] else None
     ok = ok and not missing
+    # a machine that fell behind by half the tightest deadline (a virtual machine's pause, a
+    # core taken away) may have broken a deadline by itself: said, so a miss is not blamed on
+    # the controller
+    emu = res.summary.get("emulation") or {}
+    stall_ns = min(deadline.values()) // 2 if deadline else None
+    stalled = stall_ns is not None and emu.get("late_max_ns", 0) > stall_ns
     return {
         "controller": url,
         "spec": spec,
@@ -502,5 +511,7 @@ def analyse(
             "peers": status.get("peers"),
         },
         "emulation": res.summary.get("emulation"),
+        "stall_ns": stall_ns,
+        "stalled": stalled,
         "ok": ok,
     }

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -115,14 +116,33 @@ def tokens(tmp_path):
     return tmp_path / "tokens", tmp_path / "w", tmp_path / "r"
 
 
+#: Most runs `live` makes while the machine stalls them (``stalled`` in live.json: behind by more
+#: than half the tightest deadline, 400 us of the scenario, 4 ms of the machine's clock).
+ATTEMPTS = 3
+
+
 def live(tmp_path, name, *extra, tokens=None):
+    """One live run on a fresh service, run again (each on a fresh service: a run's requests
+    change the service's state) while the machine stalled it, up to ``ATTEMPTS`` runs; the
+    least stalled is judged, whole (still stalled, it is judged all the same: its lateness is
+    printed)."""
     spec = tmp_path / "live.toml"
     spec.write_text(SPEC)
-    out = tmp_path / name
-    with service(tmp_path / f"{name}.db", tokens=tokens) as url:
-        argv = ["chameleon", "live", "--controller", url, str(spec), "--out", str(out)]
-        code = main([*argv, *extra])
-    doc = json.loads((out / "live.json").read_text())
+    runs = []
+    for k in range(ATTEMPTS):
+        out = tmp_path / (name if k == 0 else f"{name}.{k}")
+        with service(tmp_path / f"{out.name}.db", tokens=tokens) as url:
+            argv = ["chameleon", "live", "--controller", url, str(spec), "--out", str(out)]
+            code = main([*argv, *extra])
+        doc = json.loads((out / "live.json").read_text())
+        runs.append((doc["emulation"]["late_max_ns"], k, code, doc))
+        if not doc["stalled"]:
+            break
+    if len(runs) > 1:  # in pytest's warnings summary (the tests read what the command prints)
+        late = ", ".join(f"{r[0] / 1e3:.0f} us" for r in runs)
+        what = f"{name}: the machine stalled the live run: {len(runs)} runs, {late} behind"
+        warnings.warn(what, stacklevel=2)
+    _, _, code, doc = min(runs)
     return code, doc, {f["name"]: f for f in doc["flows"]}
 
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize, transitions
-from ..table import render
+from ..table import duration_text, render
 from . import add_ca_file, client_cert, run_progress, whole
 
 
@@ -663,6 +663,13 @@ def cmd_live(args: argparse.Namespace) -> int:
     line = emulation_timing({"emulation": doc["emulation"]}) if doc["emulation"] else None
     if line:
         print(line)
+    if doc["stalled"]:
+        print(
+            "the machine fell behind by up to "
+            f"{duration_text(doc['emulation']['late_max_ns'])} (scenario time), more than "
+            f"{duration_text(doc['stall_ns'])}, half the tightest deadline: a missed deadline "
+            "may be the machine's; run it again on a fresh service"
+        )
     print(f"\nwrote {args.out}/live.json")
     if not doc["ok"]:
         print("latnet: a packet missed what the controller promised (see above)", file=sys.stderr)
