@@ -99,12 +99,8 @@ fn err(file: &str, key: impl Into<String>, message: impl Into<String>) -> Scenar
 
 /// Read `spec` (the text of the file `file`) against the network `ctl` configures.
 pub fn live_plan(ctl: &Controller, file: &str, spec: &str) -> Result<LivePlan, ScenarioError> {
-    let mut root: Table = spec.parse().map_err(|e: toml::de::Error| ScenarioError {
-        file: file.to_owned(),
-        line_col: None,
-        key: None,
-        message: format!("not TOML: {}", e.message()),
-    })?;
+    let mut root: Table =
+        spec.parse().map_err(|e: toml::de::Error| ScenarioError::from_toml(file, spec, &e))?;
     for k in root.keys() {
         if !["sim", "flows", "requests", "output", "name", "description"].contains(&k.as_str()) {
             return Err(err(
@@ -419,6 +415,11 @@ deadline = "50ms"
         .unwrap_or_else(|| panic!("accepted an unknown host"));
         assert_eq!((e.file.as_str(), e.line_col), ("live.toml", None));
         assert!(e.to_string().contains("h9"), "{e}");
+        // a spec that is not TOML: where
+        let e = live_plan(&c, "live.toml", &SPEC.replace("size = 1400", "size = = 1400"))
+            .err()
+            .unwrap_or_else(|| panic!("accepted a spec that is not TOML"));
+        assert_eq!(e.line_col.map(|(l, _)| SPEC.lines().nth(l - 1)), Some(Some("size = 1400")));
         // a constant-rate flow reserves its rate and one frame; another kind must say
         let p = live_plan(
             &c,

@@ -9,11 +9,10 @@
 //! [`Topology::from_toml`] (a file: `[[nodes]]` with `name` and `kind`, `[[links]]` with `a`,
 //! `b`, `rate`, and `[defaults.link] rate`; errors name the file, line, key and expectation).
 
+use latnet_sim::scenario::{ErrCtx, ScenarioError};
 use latnet_units::Rate;
 use serde::Deserialize;
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
-use std::ops::Range;
 use toml::Spanned;
 
 /// Node index.
@@ -78,57 +77,9 @@ pub struct Topology {
     by_name: BTreeMap<String, NodeId>,
 }
 
-/// A topology that cannot be built, with where and why (`file:line:col: \`key\`: message`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct TopologyError {
-    /// The file, or a description of the source.
-    pub file: String,
-    /// 1-based line and column, when known.
-    pub line_col: Option<(usize, usize)>,
-    /// Key path, e.g. `links[3].b`.
-    pub key: Option<String>,
-    /// What is wrong and what was expected.
-    pub message: String,
-}
-
-impl fmt::Display for TopologyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some((l, c)) = self.line_col {
-            write!(f, ":{l}:{c}")?;
-        }
-        f.write_str(": ")?;
-        if let Some(k) = &self.key {
-            write!(f, "`{k}`: ")?;
-        }
-        f.write_str(&self.message)
-    }
-}
-
-fn line_col(src: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(src.len());
-    let before = &src.as_bytes()[..offset];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let col = offset - before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
-    (line, col)
-}
-
-#[derive(Clone, Copy)]
-struct ErrCtx<'a> {
-    file: &'a str,
-    src: &'a str,
-}
-
-impl ErrCtx<'_> {
-    fn at(&self, span: Option<Range<usize>>, key: String, msg: impl Into<String>) -> TopologyError {
-        TopologyError {
-            file: self.file.to_owned(),
-            line_col: span.map(|s| line_col(self.src, s.start)),
-            key: Some(key),
-            message: msg.into(),
-        }
-    }
-}
+/// A topology that cannot be built, with where and why (`file:line:col: \`key\`: message`):
+/// the scenario's error, as a topology file is TOML too.
+pub type TopologyError = ScenarioError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -283,17 +234,12 @@ impl Topology {
     /// Parse a topology file's text; `file` names it in errors.
     pub fn from_toml(file: &str, src: &str) -> Result<Topology, TopologyError> {
         let cx = ErrCtx { file, src };
-        let raw: RawTopo = toml::from_str(src).map_err(|e| TopologyError {
-            file: file.to_owned(),
-            line_col: e.span().map(|s| line_col(src, s.start)),
-            key: None,
-            message: e.message().trim().to_owned(),
-        })?;
+        let raw: RawTopo = toml::from_str(src).map_err(|e| cx.toml_error(&e))?;
         if raw.nodes.is_empty() {
-            return Err(cx.at(None, "nodes".into(), "expected at least one [[nodes]] entry"));
+            return Err(cx.at(None, "nodes", "expected at least one [[nodes]] entry"));
         }
         if raw.nodes.len() > MAX_NODES {
-            return Err(cx.at(None, "nodes".into(), format!("at most {MAX_NODES} nodes")));
+            return Err(cx.at(None, "nodes", format!("at most {MAX_NODES} nodes")));
         }
         let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
         let mut nodes = Vec::with_capacity(raw.nodes.len());
@@ -370,7 +316,7 @@ impl Topology {
                 ));
             }
         }
-        Topology::new(nodes, links).map_err(|m| cx.at(None, "links".into(), m))
+        Topology::new(nodes, links).map_err(|m| cx.at(None, "links", m))
     }
 
     /// All nodes.

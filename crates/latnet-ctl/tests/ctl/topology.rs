@@ -37,8 +37,11 @@ fn file_errors_name_file_line_key_and_expectation() {
     assert!(e.contains("`links[0].rate`: missing rate"), "{e}");
     let e = err("[[nodes]]\nname = \"a\"\nkind = \"host\"\n");
     assert!(e.contains("host \"a\" has no link"), "{e}");
+    // errors of the TOML reader name their key too
     let e = err("[[nodes]]\nname = \"a\"\nkind = \"router\"\n");
-    assert!(e.contains("topo.toml:3") && e.contains("host"), "{e}");
+    assert!(e.starts_with("topo.toml:3:8: `nodes[0].kind`: ") && e.contains("host"), "{e}");
+    let e = err("[[nodes]]\nname = \"a\"\nkind = \"host\"\n[[links]]\na = \"a\"\nbb = \"a\"\n");
+    assert!(e.starts_with("topo.toml:6:1: `links[0].bb`: unknown field"), "{e}");
     let e =
         err("[[nodes]]\nname = \"a\"\nkind = \"host\"\n[[nodes]]\nname = \"a\"\nkind = \"host\"\n");
     assert!(e.contains("`nodes[1].name`: duplicate"), "{e}");

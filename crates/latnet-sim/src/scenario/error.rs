@@ -30,6 +30,15 @@ impl fmt::Display for ScenarioError {
     }
 }
 
+impl ScenarioError {
+    /// An error of the TOML reader on `src`, the text of `file`: its line and column and the
+    /// key path its span points at (for other TOML files than scenarios too: a topology, a
+    /// live spec).
+    pub fn from_toml(file: &str, src: &str, e: &toml::de::Error) -> ScenarioError {
+        ErrCtx { file, src }.toml_error(e)
+    }
+}
+
 /// 1-based line and column of a byte offset in `src`.
 pub(crate) fn line_col(src: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(src.len());
@@ -39,10 +48,12 @@ pub(crate) fn line_col(src: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// Builds errors for one source text.
+/// Builds errors for one source text (a scenario, or another TOML file: a topology).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ErrCtx<'a> {
+pub struct ErrCtx<'a> {
+    /// The file, as errors name it.
     pub file: &'a str,
+    /// Its text (spans are byte offsets into it).
     pub src: &'a str,
 }
 

@@ -11,7 +11,7 @@ mod lbf;
 mod overrides;
 mod pipeline;
 
-pub use error::ScenarioError;
+pub use error::{ErrCtx, ScenarioError};
 pub use lbf::{
     min_frame, BudgetRule, Carry, Encap, ExpirePolicy, LbfFibOverride, LbfScenario, LbfSettings,
     SloSpec, UpperPolicy,
@@ -21,7 +21,6 @@ pub use pipeline::{PipelineSpec, Processing};
 
 use crate::switch::ForwardingSpec;
 use crate::traffic::TrafficSpec;
-use error::ErrCtx;
 use latnet_dataplane::packet::{Priority, BEST_EFFORT};
 use latnet_dataplane::QueueSpec;
 use latnet_units::{Duration, Rate, Time};
