@@ -438,6 +438,29 @@ def test_the_agent_follows_a_service_started_again_on_another_store(tmp_path, ca
         down_all(prefix)
 
 
+def test_an_agent_stops_at_once_while_its_long_poll_waits(tmp_path):
+    """SIGTERM while the agent's poll waits at the service (30 s here, nothing to hear): the
+    agent stops at once, removing what it programmed, instead of waiting for the poll."""
+    import time
+
+    from latnet.live import controller_network
+    from latnet.testbed import Testbed
+
+    with service(tmp_path / "s.db") as url:
+        net = controller_network(url, tmp_path / "net.toml")
+        with Testbed(net, run_dir=tmp_path / "tb") as tb:
+            agent = tb.start_agent(url, wait_ms=30_000)
+            time.sleep(1.0)  # its first long poll is in flight (it began after the state's read)
+            t = time.monotonic()
+            agent.terminate()
+            agent.wait(timeout=40)
+            took = time.monotonic() - t
+            st = json.loads(tb.agent_status.read_text())
+    assert agent.returncode == 0, tb.agent_status.with_suffix(".log").read_text()
+    assert took < 2.0, took
+    assert st["controller_errors"] == 0 and st["last_error"] is None, st
+
+
 def test_bad_input_is_refused_naming_it_before_anything_is_built(tmp_path, capsys):
     """A wrong spec key, a missing spec, an unreachable service, both a scenario and
     --controller, and the agent's own bad options: each a clear error naming what is wrong,

@@ -303,7 +303,8 @@ impl Controller {
             .map_err(|e| self.fail(format!("{method} {path}: {e}")))?;
         s.flush().map_err(|e| self.fail(format!("{method} {path}: {e}")))?;
         let mut raw = Vec::new();
-        s.take(16 << 20)
+        UntilStop(s)
+            .take(16 << 20)
             .read_to_end(&mut raw)
             .map_err(|e| self.fail(format!("{method} {path}: {e}")))?;
         let (status, body) =
@@ -328,6 +329,22 @@ impl Controller {
 /// A plain or a TLS connection.
 trait ReadWrite: Read + Write {}
 impl<T: Read + Write> ReadWrite for T {}
+
+/// A reader whose read, interrupted by SIGINT / SIGTERM (the handler's `EINTR`), fails instead
+/// of being tried again, as `read_to_end` would: a stop does not wait for the long poll in
+/// flight (up to `--wait-ms`).
+struct UntilStop<R>(R);
+
+impl<R: Read> Read for UntilStop<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.0.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && crate::sys::stop_requested() => {
+                Err(io::Error::other("stopped (SIGINT / SIGTERM)"))
+            }
+            r => r,
+        }
+    }
+}
 
 /// Split an HTTP/1.1 response into its status and body (`Content-Length`, chunked, or to the
 /// end of the connection).
@@ -1446,6 +1463,8 @@ impl Agent {
                     continue;
                 }
                 Ok(_) => {}
+                // a stop interrupted the poll: not the service's error
+                Err(AgentError::Controller { .. }) if crate::sys::stop_requested() => break,
                 Err(e @ AgentError::Controller { .. }) => {
                     self.errors += 1;
                     let msg = e.to_string();
