@@ -26,10 +26,24 @@ class UsageError(LatnetError, ValueError):
     command's exit status 2, as for a ScenarioError)."""
 
 
+class ScenarioWarning(UserWarning):
+    """A scenario that is valid but most likely not what was meant (a flow no link path joins:
+    every packet dropped as ``no-route``); the message names the file, line and key. The
+    ``latnet`` command prints it as ``latnet: warning: ...``."""
+
+
+def _warn(messages: list[str]) -> None:
+    import warnings
+
+    for m in messages:
+        warnings.warn(m, ScenarioWarning, stacklevel=3)
+
+
 __all__ = [
     "LatnetError",
     "Results",
     "ScenarioError",
+    "ScenarioWarning",
     "UsageError",
     "__version__",
     "check",
@@ -60,6 +74,8 @@ def run(
     queue into ``Results.queues``.
     ``progress(now_ns, end_ns, events)`` is called about every 1 % of virtual time; returning
     ``False`` stops the run early. ``progress=True`` draws a bar on stderr instead (tqdm).
+    What the scenario holds that is valid but most likely not meant (a flow no link path
+    joins) is a :class:`ScenarioWarning` (and in ``Results.warnings``).
     """
     if (scenario is None) == (text is None):
         raise LatnetError("give a scenario path or text=, not both")
@@ -88,6 +104,7 @@ def run(
     finally:
         if close is not None:
             close()
+    _warn(raw.warnings())
     return Results(raw)
 
 
@@ -98,9 +115,12 @@ def check(
     name: str = "<string>",
 ) -> str:
     """Validate a scenario without running it; returns a one-line description. ``name`` labels
-    ``text`` in error messages."""
+    ``text`` in error messages. What is valid but most likely not meant is a
+    :class:`ScenarioWarning` (as in :func:`run`)."""
     path = None if scenario is None else Path(scenario)
-    return _check(path=path, text=text, name=name)
+    about, warnings = _check(path=path, text=text, name=name)
+    _warn(warnings)
+    return about
 
 
 def read_pcap(path: str | os.PathLike[str]):

@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-from . import LatnetError, ScenarioError, UsageError, __version__
+from . import LatnetError, ScenarioError, ScenarioWarning, UsageError, __version__
 from . import check as check_scenario
 from . import run as run_scenario
 from ._latnet import duration_ns
-from .commands import register_all
+from .commands import register_all, seed
 from .progress import time_bar
 from .reproduce import EMULATED, SEEDS, SWEEPS, load
 from .table import flow_table, tcp_table
@@ -54,11 +55,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .sweep import with_sets
 
     path = Path(args.scenario)
-    text = with_sets(path, [(k, v[0]) for k, v in args.set])
+    with scenario_warnings():  # the copy's, said once, naming the file and the keys set
+        text = with_sets(path, [(k, v[0]) for k, v in args.set])
     with tempfile.TemporaryDirectory(prefix="latnet-set-") as tmp:
         copy = Path(tmp) / path.name
         copy.write_text(text)
         args.scenario = str(copy)
+        args.warned = True
         return _cmd_run(args)
 
 
@@ -80,14 +83,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.scenario)
     cb, close = time_bar(not args.quiet and sys.stderr.isatty(), path.stem)
     try:
-        res = run_scenario(
-            path,
-            seed=args.seed,
-            packets=args.packets,
-            pcap=args.pcap or None,
-            queues=args.queues,
-            progress=cb,
-        )
+        with scenario_warnings(show=not getattr(args, "warned", False)):
+            res = run_scenario(
+                path,
+                seed=args.seed,
+                packets=args.packets,
+                pcap=args.pcap or None,
+                queues=args.queues,
+                progress=cb,
+            )
     finally:
         close()
     out = Path(args.out) if args.out else Path("out") / res.summary["scenario"]
@@ -111,8 +115,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def scenario_warnings(show: bool = True):
+    """Print the ScenarioWarnings issued inside as ``latnet: warning: ...`` on stderr (``show``
+    False: drop them, said already)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ScenarioWarning)
+        try:
+            yield
+        finally:
+            for w in seen:
+                if not issubclass(w.category, ScenarioWarning):
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+                elif show:
+                    print(f"latnet: warning: {w.message}", file=sys.stderr)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    print(check_scenario(Path(args.scenario)))
+    with scenario_warnings():
+        print(check_scenario(Path(args.scenario)))
     return 0
 
 
@@ -173,7 +196,7 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("scenario", help="scenario file (TOML)")
     r.add_argument("--out", metavar="DIR", help="output directory (default: out/<scenario name>)")
-    r.add_argument("--seed", type=int, help="override the scenario's seed")
+    r.add_argument("--seed", type=seed, help="override the scenario's seed")
     r.add_argument(
         "--set",
         action="append",

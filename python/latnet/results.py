@@ -107,6 +107,9 @@ class Results(SummaryFrames):
     def __init__(self, raw: SimResults):
         self._raw = raw
         self.summary: dict = json.loads(raw.json())
+        #: The scenario's warnings (each naming the file, line and key), as ``latnet.run``
+        #: issued them (``latnet.ScenarioWarning``).
+        self.warnings: list[str] = raw.warnings()
 
     def __repr__(self) -> str:
         s = self.summary

@@ -187,6 +187,46 @@ def test_cli_pcap_writes_captures_tcpdump_reads(tmp_path, capsys):
             assert rest.startswith("IP ") and rest.endswith("UDP, length 958"), rest
 
 
+def test_a_flow_no_link_path_joins_is_a_warning_not_a_silent_loss(tmp_path, capsys):
+    """A scenario where b is cut off: valid (its packets count as no-route drops), but check
+    and run say so, naming the file, line and key; the command line prints it once."""
+    cut = '[[links]]\na = "s"\nb = "a"'
+    text = SMALL.format(seed=5).replace('[[links]]\na = "s"\nb = "b"', cut)
+    with pytest.warns(latnet.ScenarioWarning, match=r"cut.toml:\d+:7: `flows\[0\].dst`: no path"):
+        latnet.check(text=text, name="cut.toml")
+    with pytest.warns(latnet.ScenarioWarning, match='no path from "a" to "b"'):
+        res = latnet.run(text=text, name="cut.toml", packets=False)
+    assert len(res.warnings) == 1 and res.flows["received"].sum() == 0
+    assert res.summary["flows"][0]["drops"] == {"no-route": res.summary["flows"][0]["sent"]}
+    assert latnet.run(text=SMALL.format(seed=5), packets=False).warnings == []
+    scen = tmp_path / "cut.toml"
+    scen.write_text(text)
+    for argv in (["check", str(scen)], ["run", str(scen), "--out", str(tmp_path / "o")]):
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        assert err.count("latnet: warning: ") == 1 and f"{scen}:" in err, err
+    assert main(["run", str(scen), "--out", str(tmp_path / "o"), "--set", "sim.seed=6"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("latnet: warning: ") == 1 and f"{scen} (sim.seed=6):" in err, err
+
+
+def test_output_keywords_are_read_as_the_files_own_under_dilation(tmp_path, capsys):
+    """``queues=`` / ``--queues`` and ``pcap=`` / ``--pcap`` act as ``[output]`` keys would in a
+    dilated scenario: the interval in the scenario's time, a capture refused (its stamps would
+    be in dilated time), naming the key."""
+    text = SMALL.format(seed=5).replace("[sim]\n", "[sim]\ndilation = 4\n")
+    q = latnet.run(text=text, packets=False, queues="10ms").queues
+    same = latnet.run(text=text + '\n[output]\nqueues = "10ms"\n', packets=False).queues
+    assert same.equals(q)
+    assert sorted(q["t_ns"].unique())[:3] == [10_000_000, 20_000_000, 30_000_000]
+    with pytest.raises(latnet.ScenarioError, match="pcap: a packet capture cannot be dilated"):
+        latnet.run(text=text, pcap=True)
+    scen = tmp_path / "dilated.toml"
+    scen.write_text(text)
+    assert main(["run", str(scen), "--out", str(tmp_path / "o"), "--pcap"]) == 2
+    assert "a packet capture cannot be dilated (sim.dilation = 4)" in capsys.readouterr().err
+
+
 def test_read_pcap_gives_each_frames_flow_and_lbf_block(tmp_path):
     """latnet.read_pcap: one row per captured frame with its flow fields and LBF block; in the
     seed's test 2 every F1 packet leaves FWD4 with exactly its 700 us lower bound met and F2's

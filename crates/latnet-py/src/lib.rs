@@ -35,6 +35,8 @@ fn scenario_err(e: latnet_sim::ScenarioError) -> PyErr {
 #[pyclass(module = "latnet._latnet", frozen)]
 struct SimResults {
     inner: Results,
+    /// The scenario's warnings (`file:line:col: \`key\`: message`).
+    warnings: Vec<String>,
 }
 
 fn le_bytes<'py, T: Copy, const N: usize>(
@@ -51,6 +53,12 @@ fn le_bytes<'py, T: Copy, const N: usize>(
 
 #[pymethods]
 impl SimResults {
+    /// What the scenario holds that is valid but most likely not meant (a flow no link path
+    /// joins), each naming the file, line and key.
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+
     /// The JSON summary (what `results.json` holds).
     fn json(&self) -> String {
         self.inner.to_json()
@@ -142,12 +150,13 @@ fn load(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<Scena
     }
 }
 
-/// Check a scenario without running it; returns a short description.
+/// Check a scenario without running it; returns a short description and the scenario's
+/// warnings.
 #[pyfunction]
 #[pyo3(signature = (path=None, text=None, name="<string>"))]
-fn check(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<String> {
+fn check(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<(String, Vec<String>)> {
     let sc = load(path, text, name)?;
-    Ok(format!(
+    let about = format!(
         "{}: {} nodes, {} links, {} flows, {} of sending, seed {}",
         sc.name,
         sc.nodes.len(),
@@ -155,7 +164,8 @@ fn check(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<Stri
         sc.flows.len(),
         sc.sim.duration,
         sc.sim.seed
-    ))
+    );
+    Ok((about, sc.warnings.iter().map(ToString::to_string).collect()))
 }
 
 /// Run a scenario given as a file `path` or as TOML `text`.
@@ -185,7 +195,15 @@ fn run(
     if let Some(p) = packets {
         sc.output.packets = p;
     }
+    // as if written in the file's [output]: a capture refused under dilation (its stamps would
+    // be in dilated time), the interval in the scenario's time
+    let k = sc.sim.dilation;
     if let Some(p) = pcap {
+        if p && k != 1 {
+            return Err(ScenarioError::new_err(format!(
+                "pcap: a packet capture cannot be dilated (sim.dilation = {k})"
+            )));
+        }
         sc.output.pcap = p;
     }
     if let Some(q) = queues {
@@ -199,8 +217,10 @@ fn run(
                 "queues: expected an interval above zero, such as \"1ms\"",
             ));
         }
-        sc.output.queues = Some(iv);
+        sc.output.queues =
+            Some(latnet_units::with_dilation(u64::from(k), || latnet_units::dilated_default(iv)));
     }
+    let warnings = sc.warnings.iter().map(ToString::to_string).collect();
     let mut err: Option<PyErr> = None;
     let results = Simulator::new(sc).run_with_progress(|p| {
         if let Err(e) = py.check_signals() {
@@ -218,7 +238,7 @@ fn run(
     });
     match err {
         Some(e) => Err(e),
-        None => Ok(SimResults { inner: results }),
+        None => Ok(SimResults { inner: results, warnings }),
     }
 }
 

@@ -13,21 +13,30 @@ import pkgutil
 import sys
 
 
-def whole(least: int):
-    """An argparse type: a whole number of at least ``least``, else a usage error naming
-    what was given (instead of a traceback where the number reaches Rust unsigned)."""
+def whole(least: int, most: int = 2**64 - 1):
+    """An argparse type: a whole number from ``least`` to ``most`` (default: what a Rust u64
+    holds), else a usage error naming what was given (instead of a traceback where the number
+    reaches Rust unsigned)."""
 
     def parse(text: str) -> int:
         try:
             n = int(text)
         except ValueError:
             n = least - 1
-        if n < least:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
+        if not least <= n <= most:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {least} to {most}, got {text!r}"
+                if most < 2**64 - 1
+                else f"expected a whole number >= {least} (below 2^64), got {text!r}"
+            )
         return n
 
     parse.__name__ = f"whole number >= {least}"
     return parse
+
+
+#: ``--seed``: what a seed may be (a u64).
+seed = whole(0)
 
 
 def add_ca_file(p: argparse.ArgumentParser) -> None:

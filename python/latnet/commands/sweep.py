@@ -35,8 +35,10 @@ def _seed_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(
             f"expected seeds as integers separated by commas, such as 1,2,3, got {text!r}"
         ) from None
-    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"expected distinct seeds >= 0, got {text!r}")
+    if any(not 0 <= s < 2**64 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct seeds from 0 to 2^64 - 1, got {text!r}"
+        )
     return seeds
 
 

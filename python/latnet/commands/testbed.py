@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import add_ca_file, client_cert
+from . import add_ca_file, client_cert, seed
 
 
 def register(subparsers) -> None:
@@ -63,7 +63,7 @@ def register(subparsers) -> None:
         help="host interface offloads: off (no tx checksum, TSO, GSO; default) or csum "
         "(partial checksums, completed by the switch)",
     )
-    up.add_argument("--seed", type=int, help="override the scenario's seed (link loss)")
+    up.add_argument("--seed", type=seed, help="override the scenario's seed (link loss)")
     up.add_argument(
         "--ipv6",
         action="store_true",

@@ -485,6 +485,7 @@ fn scenario(
         routes: Vec::new(),
         pipelines: Vec::new(),
         lbf: None,
+        warnings: Vec::new(),
         flows: sflows,
         output: OutputSpec { packets: true, ..OutputSpec::default() },
     };

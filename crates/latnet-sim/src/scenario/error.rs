@@ -93,10 +93,18 @@ impl ErrCtx<'_> {
                 message = format!("{message}, expected one of {}", keys.join(", "));
             }
         }
+        // a missing key: the span is its table's (empty for the document's top level), the key
+        // the one the table lacks
+        let missing = message.strip_prefix("missing field `").and_then(|r| r.split('`').next());
+        let key = match (missing, e.span()) {
+            (Some(k), Some(s)) if s.is_empty() => Some(join("", k)),
+            (Some(k), _) => found.map(|t| join(&t.path, k)),
+            (None, _) => found.map(|f| f.path),
+        };
         ScenarioError {
             file: self.file.to_owned(),
             line_col: e.span().map(|s| line_col(self.src, s.start)),
-            key: found.map(|f| f.path),
+            key,
             message,
         }
     }

@@ -302,6 +302,9 @@ pub struct Scenario {
     pub pipelines: Vec<PipelineSpec>,
     /// Latency-Based Forwarding: which switches run it, their settings, FIB overrides.
     pub lbf: Option<LbfScenario>,
+    /// What is valid but most likely not meant (a flow no link path joins: every packet
+    /// dropped as `no-route`), for `latnet check` and `latnet run` to say.
+    pub warnings: Vec<ScenarioError>,
 }
 
 // ---------------- raw (as written) ----------------
@@ -574,6 +577,44 @@ fn check_dilation(cx: ErrCtx<'_>, sc: &Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
+/// The nodes a frame from host `src` can reach over `links`: through switches only (hosts do
+/// not forward), whatever the routes say.
+fn reachable(nodes: &[NodeSpec], links: &[LinkSpec], src: usize) -> Vec<bool> {
+    let mut adj = vec![Vec::new(); nodes.len()];
+    for l in links {
+        adj[l.a].push(l.b);
+        adj[l.b].push(l.a);
+    }
+    let mut seen = vec![false; nodes.len()];
+    seen[src] = true;
+    let mut next = vec![src];
+    while let Some(n) = next.pop() {
+        if n != src && nodes[n].kind != NodeKind::Switch {
+            continue;
+        }
+        for &to in &adj[n] {
+            if !seen[to] {
+                seen[to] = true;
+                next.push(to);
+            }
+        }
+    }
+    seen
+}
+
+/// Why `name` (a node's or a flow's) cannot be part of a file name, which outputs make of it
+/// (`pcap/NODE-PEER.pcap`, an emulated run's `packets-FLOW.csv`, `switch-NODE.json`).
+fn not_a_file_name(name: &str) -> Option<String> {
+    let bad =
+        name.contains('/') || name.chars().any(char::is_control) || name == "." || name == "..";
+    bad.then(|| {
+        format!(
+            "expected a name without '/' or control characters, and not . or .. (outputs are \
+             named after it), got {name:?}"
+        )
+    })
+}
+
 fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, ScenarioError> {
     let duration = *raw.sim.duration.get_ref();
     if duration.is_zero() {
@@ -616,6 +657,9 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 format!("nodes[{i}].name"),
                 "expected a non-empty name",
             ));
+        }
+        if let Some(why) = not_a_file_name(&name) {
+            return Err(cx.at(Some(n.name.span()), format!("nodes[{i}].name"), why));
         }
         if index.insert(name.clone(), i).is_some() {
             return Err(cx.at(
@@ -798,11 +842,16 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     // flows
     let mut flows = Vec::with_capacity(raw.flows.len());
     let mut flow_names: HashMap<String, usize> = HashMap::new();
+    let mut reach: HashMap<usize, Vec<bool>> = HashMap::new(); // per source host
+    let mut warnings = Vec::new();
     let mut tcp_listeners: HashMap<(usize, u16), usize> = HashMap::new();
     for (i, f) in raw.flows.iter().enumerate() {
         let key = |k: &str| format!("flows[{i}].{k}");
         let name =
             f.name.as_ref().map_or_else(|| format!("f{i}"), |n| n.get_ref().trim().to_owned());
+        if let Some(why) = not_a_file_name(&name) {
+            return Err(cx.at(f.name.as_ref().map(Spanned::span), key("name"), why));
+        }
         if flow_names.insert(name.clone(), i).is_some() {
             let span = f.name.as_ref().map(Spanned::span);
             return Err(cx.at(span, key("name"), format!("duplicate flow name {name:?}")));
@@ -823,6 +872,17 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 Some(f.dst.span()),
                 key("dst"),
                 "source and destination are the same host",
+            ));
+        }
+        if !reach.entry(src).or_insert_with(|| reachable(&nodes, &links, src))[dst] {
+            warnings.push(cx.at(
+                Some(f.dst.span()),
+                key("dst"),
+                format!(
+                    "no path from {:?} to {:?} over the links (through switches): every packet \
+                     is dropped as no-route",
+                    nodes[src].name, nodes[dst].name
+                ),
             ));
         }
         let priority = match &f.priority {
@@ -913,11 +973,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         }
         if stop <= start {
             let span = f.stop.as_ref().map(Spanned::span);
-            return Err(cx.at(
-                span,
-                key("stop"),
-                format!("expected stop after start ({start}), within sim.duration ({duration})"),
-            ));
+            return Err(cx.at(span, key("stop"), format!("expected stop after start ({start})")));
         }
         f.traffic
             .get_ref()
@@ -1020,6 +1076,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         output: raw.output,
         pipelines,
         lbf,
+        warnings,
     };
     lbf::check_damper_paths(cx, &sc, &slo_spans)?;
     Ok(sc)

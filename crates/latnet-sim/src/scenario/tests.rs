@@ -106,6 +106,49 @@ fn deserializer_errors_name_the_key_they_point_at() {
 }
 
 #[test]
+fn a_flow_no_link_path_joins_is_a_warning() {
+    assert!(Scenario::from_str_named("t.toml", GOOD).is_ok_and(|s| s.warnings.is_empty()));
+    // h2 cut off (its link moved to h1 - s1), or reached only through another host
+    for (to, via) in [("a = \"h1\"\nb = \"s1\"", "cut"), ("a = \"h1\"\nb = \"h2\"", "host")] {
+        let sc = Scenario::from_str_named("t.toml", &edit("a = \"s1\"\nb = \"h2\"", to));
+        let sc = sc.unwrap_or_else(|e| panic!("{via}: {e}"));
+        let w: Vec<String> = sc.warnings.iter().map(ToString::to_string).collect();
+        if via == "host" {
+            // h1 - h2 joined directly: a path
+            assert!(w.is_empty(), "{w:?}");
+        } else {
+            assert_eq!(w.len(), 1, "{w:?}");
+            assert!(
+                w[0].starts_with("t.toml:33:7: `flows[0].dst`: no path from \"h1\" to \"h2\""),
+                "{w:?}"
+            );
+        }
+    }
+    // a switch forwards, a host does not: h1 - h3 - h2 is no path
+    let through_host =
+        edit("a = \"s1\"\nb = \"h2\"", "a = \"s1\"\nb = \"h3\"\n[[links]]\na = \"h3\"\nb = \"h2\"");
+    let through_host = through_host.replace(
+        "[[links]]\na = \"h1\"",
+        "[[nodes]]\nname = \"h3\"\nkind = \"host\"\n[[links]]\na = \"h1\"",
+    );
+    let sc = Scenario::from_str_named("t.toml", &through_host).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sc.warnings.len(), 1, "{:?}", sc.warnings);
+}
+
+#[test]
+fn a_missing_key_is_named_in_its_table() {
+    // the top level's, a table's, a table in an array's, an inline table's
+    let e = err("[sim]\nduration = \"1s\"\n");
+    assert_eq!((e.key.as_deref(), e.message.as_str()), (Some("nodes"), "missing field `nodes`"));
+    let e = err(&edit("duration = \"1s\"\n", ""));
+    assert_eq!(e.key.as_deref(), Some("sim.duration"), "{e}");
+    let e = err(&edit("src = \"h1\"\n", ""));
+    assert_eq!(e.key.as_deref(), Some("flows[0].src"), "{e}");
+    let e = err(&edit("kind = \"cbr\", ", ""));
+    assert_eq!(e.key.as_deref(), Some("flows[0].traffic.kind"), "{e}");
+}
+
+#[test]
 fn a_flow_starting_at_or_after_the_end_is_blamed_on_its_start() {
     let e = err(&edit("priority = 1", "priority = 1\nstart = \"1s\"\nstop = \"2s\""));
     assert_eq!(e.key.as_deref(), Some("flows[0].start"), "{e}");
@@ -152,6 +195,8 @@ fn semantic_errors() {
         (edit("dst = \"h2\"", "dst = \"h1\""), "flows[0].dst", "same host"),
         (edit("priority = 1", "priority = 9"), "flows[0].priority", "0 (highest) to 7"),
         (edit("name = \"h2\"", "name = \"h1\""), "nodes[2].name", "duplicate node name"),
+        (edit("name = \"h2\"", "name = \"sub/h2\""), "nodes[2].name", "without '/'"),
+        (edit("priority = 1", "priority = 1\nname = \"..\""), "flows[0].name", "not . or .."),
         (edit("address = \"192.168.1.2\"", "address = \"192.168.1\""), "nodes[2].address", "IPv4"),
         (
             edit("address = \"192.168.1.2\"", "address = \"10.0.0.1\""),
