@@ -265,6 +265,7 @@ def test_queue_series_is_a_dataframe_and_a_csv(tmp_path, capsys):
         "t_ns",
         "node",
         "peer",
+        "link",
         "packets",
         "bytes",
         "max_packets",

@@ -55,8 +55,9 @@ pub struct Results {
     /// Queue occupancy of every egress port per interval, when `[output] queues` is set.
     #[serde(skip)]
     pub queue_series: Vec<QueueRow>,
-    /// Per egress port, its file name (`<node>-<peer>.pcap`) and packet capture, when
-    /// `[output] pcap = true` (see [`crate::pcap`]).
+    /// Per egress port, its file name (see [`capture_names`]: `<node>-<peer>.pcap`, with a
+    /// suffix for parallel links) and packet capture, when `[output] pcap = true` (see
+    /// [`crate::pcap`]).
     #[serde(skip)]
     pub pcaps: Vec<(String, Vec<u8>)>,
     /// Per-interval rows of every TCP flow (`timeseries.csv`).
@@ -144,7 +145,7 @@ pub struct EmulatedReceiver {
 pub struct QueueRow {
     /// End of the interval (ns).
     pub t_ns: u64,
-    /// Port index, as in [`Results::ports`].
+    /// Port index, as in [`Results::ports`] (link `port / 2`).
     pub port: u32,
     /// Packets waiting at `t_ns` (the one in transmission not counted).
     pub packets: u64,
@@ -230,7 +231,8 @@ pub struct PortResult {
     pub tx_packets: u64,
     /// Bytes transmitted (frame lengths).
     pub tx_bytes: u64,
-    /// Fraction of the run the transmitter was busy.
+    /// Fraction of the run the transmitter was busy (a frame still being sent when the run
+    /// ended counts up to the end only), 0..=1.
     pub utilisation: f64,
     /// Queue counters.
     pub queue: QueueResult,
@@ -600,32 +602,37 @@ impl Results {
         Some(crate::tcp::report::series_csv(&self.timeseries, &names))
     }
 
-    /// The queue occupancy series as CSV (`queues.csv`), if the run sampled one.
+    /// The queue occupancy series as CSV (`queues.csv`), if the run sampled one: per sample
+    /// and egress port, its `node`, `peer` and `link` (the link's index in the scenario, which
+    /// tells parallel links between the same two nodes apart).
     pub fn queues_csv(&self) -> Option<String> {
         if self.queue_series.is_empty() {
             return None;
         }
-        let mut out = String::from("t_ns,node,peer,packets,bytes,max_packets,max_bytes\n");
+        let mut out = String::from("t_ns,node,peer,link,packets,bytes,max_packets,max_bytes\n");
         for q in &self.queue_series {
             let p = &self.ports[q.port as usize];
+            // link i owns ports 2i and 2i + 1 (crate::net::Topology)
+            let link = q.port / 2;
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{}",
-                q.t_ns, p.node, p.peer, q.packets, q.bytes, q.max_packets, q.max_bytes
+                "{},{},{},{},{},{},{},{}",
+                q.t_ns, p.node, p.peer, link, q.packets, q.bytes, q.max_packets, q.max_bytes
             );
         }
         Some(out)
     }
 
     /// Write `results.json`, `flows.csv` and, if recorded, `packets.csv`, `hops.csv`,
-    /// `timeseries.csv`, `queues.csv` and `pcap/<node>-<peer>.pcap` into `dir` (created if
-    /// missing). Returns the paths written.
+    /// `timeseries.csv`, `queues.csv` and the captures `pcap/<name>` ([`capture_names`]) into
+    /// `dir` (created if missing). Returns the paths written. An error names the file or
+    /// directory it could not write (`cannot write <path>: <reason>`), keeping the kind.
     pub fn write_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
-        std::fs::create_dir_all(dir)?;
+        mkdir(dir)?;
         let mut written = Vec::new();
         let mut put = |name: &str, body: String| -> io::Result<()> {
             let p = dir.join(name);
-            std::fs::write(&p, body)?;
+            std::fs::write(&p, body).map_err(|e| naming(e, "write", &p))?;
             written.push(p);
             Ok(())
         };
@@ -645,13 +652,53 @@ impl Results {
         }
         if !self.pcaps.is_empty() {
             let sub = dir.join("pcap");
-            std::fs::create_dir_all(&sub)?;
+            mkdir(&sub)?;
             for (name, capture) in &self.pcaps {
                 let p = sub.join(name);
-                std::fs::write(&p, capture)?;
+                std::fs::write(&p, capture).map_err(|e| naming(e, "write", &p))?;
                 written.push(p);
             }
         }
         Ok(written)
     }
+}
+
+fn mkdir(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| naming(e, "create directory", dir))
+}
+
+/// `e` with the path it concerns in its message (`std::fs` leaves it out).
+fn naming(e: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
+}
+
+/// The capture file name of each egress port, given its node's and peer's names in port
+/// order: `<node>-<peer>.pcap`, and for the second and later ports from one node to the same
+/// peer (parallel links, in link order) `<node>-<peer>.<k>.pcap` with `k` from 1. Names are
+/// distinct whatever the node names: a plain name another port already has (`a-b` toward `c`
+/// and `a` toward `b-c`) goes to the later port with the next free suffix, as does a suffixed
+/// name already taken. The simulator and the emulated switches name captures this way.
+pub fn capture_names<'a>(ports: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+    let ports: Vec<(&str, &str)> = ports.into_iter().collect();
+    let mut taken = std::collections::BTreeSet::new();
+    let mut first = std::collections::BTreeSet::new();
+    // the first port of each (node, peer) keeps its plain name where no earlier one has it
+    let mut names: Vec<Option<String>> = ports
+        .iter()
+        .map(|&(node, peer)| {
+            let plain = format!("{node}-{peer}.pcap");
+            (first.insert((node, peer)) && taken.insert(plain.clone())).then_some(plain)
+        })
+        .collect();
+    for (name, (node, peer)) in names.iter_mut().zip(&ports) {
+        if name.is_none() {
+            let free = (1u64..)
+                .map(|k| format!("{node}-{peer}.{k}.pcap"))
+                .find(|n| !taken.contains(n))
+                .unwrap_or_default(); // unreachable: finitely many names are taken
+            taken.insert(free.clone());
+            *name = Some(free);
+        }
+    }
+    names.into_iter().flatten().collect()
 }

@@ -6,6 +6,12 @@
 //!   transmitter: a frame of `L` bytes occupies it for `(L + overhead) * 8 / rate` (rounded up
 //!   to whole ns) and arrives whole at the peer `delay` later (store and forward). Random loss,
 //!   if configured, is decided when transmission starts.
+//! * Under `switching = "cut-through"` a switch has a frame (and forwards it) `delay` after its
+//!   transmission started, at its first bit; its last bit arrives one serialization later. The
+//!   switch cannot finish sending a frame before that: toward a faster egress the frame joins
+//!   the egress queue only at `last bit in - serialization out` (the wait counts as
+//!   serialization in `ser_so_far`); at an equal or slower rate it joins at once. Hosts
+//!   receive whole frames.
 //! * A **switch** parses each arriving frame through `latnet-wire`, looks the destination up in
 //!   its FIB, decrements the TTL, sets the packet's priority from the DSCP, and enqueues it at
 //!   the egress port. What it cannot parse or route it drops with a counted reason.
@@ -19,7 +25,10 @@
 //! of transmission. All latencies follow the scenario's [`LatencyConvention`].
 //!
 //! At the end of the run, packets still queued or on a link are counted as `end-of-run`, so
-//! every packet sent is accounted for: `sent = received + dropped (all reasons)`.
+//! every packet sent is accounted for: `sent = received + dropped (all reasons)`. Queues give
+//! theirs up with [`Queue::drain`], which counts nothing: a port's `dequeued` is what its
+//! transmitter sent, and no AQM marks or drops a packet for having waited until the end. A
+//! port's busy time (utilisation) counts only what lies within the run.
 
 mod queue_series;
 mod tcp_glue;
@@ -56,8 +65,9 @@ pub struct Progress {
 
 #[derive(Debug)]
 enum Event {
-    /// A frame sent on `port` arrives at the peer.
-    Arrive { port: u32, pkt: Packet },
+    /// A frame sent on `port` arrives at the peer; its last bit `tail` later (cut-through
+    /// toward a switch: the event is at the first bit), else `tail` is zero.
+    Arrive { port: u32, pkt: Packet, tail: Duration },
     /// The transmitter of `port` is free.
     TxDone { port: u32 },
     /// A non-work-conserving queue asked to be woken.
@@ -85,7 +95,10 @@ struct PortState {
     rng: ChaCha8Rng,
     tx_packets: u64,
     tx_bytes: u64,
+    /// Serialization time of every transmission started (the last may end after the run).
     busy_time: Duration,
+    /// When the last transmission started ends.
+    busy_until: Time,
     drops: DropCounters,
 }
 
@@ -174,6 +187,7 @@ impl Simulator {
                     tx_packets: 0,
                     tx_bytes: 0,
                     busy_time: Duration::ZERO,
+                    busy_until: Time::ZERO,
                     drops: DropCounters::default(),
                 }
             })
@@ -329,7 +343,7 @@ impl Simulator {
     /// Deliver `pkt` to `node` as if it had arrived on the link of `port` at time `at`
     /// (for tests and fault injection: malformed frames, foreign traffic).
     pub fn inject(&mut self, at: Time, port: usize, pkt: Packet) {
-        self.events.schedule(at, 0, Event::Arrive { port: port as u32, pkt });
+        self.events.schedule(at, 0, Event::Arrive { port: port as u32, pkt, tail: Duration::ZERO });
     }
 
     /// Run to the end.
@@ -374,7 +388,7 @@ impl Simulator {
     fn handle(&mut self, ev: Event) {
         match ev {
             Event::Emit { flow } => self.emit(flow as usize),
-            Event::Arrive { port, pkt } => self.arrive(port as usize, pkt),
+            Event::Arrive { port, pkt, tail } => self.arrive(port as usize, pkt, tail),
             Event::Enqueue { port, pkt } => self.enqueue(port as usize, pkt),
             Event::TxDone { port } => {
                 self.ports[port as usize].busy = false;
@@ -445,7 +459,7 @@ impl Simulator {
         self.schedule_next_emission(i);
     }
 
-    fn arrive(&mut self, from: usize, mut pkt: Packet) {
+    fn arrive(&mut self, from: usize, mut pkt: Packet, tail: Duration) {
         let node = self.topo.ports[from].peer;
         pkt.meta.ingress_port = self.topo.ports[self.topo.ports[from].reverse].local;
         let Some(fwd) = self.forwarders[node].as_mut() else {
@@ -465,20 +479,57 @@ impl Simulator {
             };
         };
         let cx = SwitchCtx { now: self.now, node, topo: &self.topo, hosts: &self.host_by_addr };
+        let last_bit = self.now + tail;
         match fwd.forward(&cx, &mut pkt) {
             Forward::Port(port) => {
-                if let Some(pkt) = self.count_large_flow(node, port, pkt) {
-                    self.enqueue(port, pkt);
+                if let Some(mut pkt) = self.count_large_flow(node, port, pkt) {
+                    match self.cut_through_wait(port, &mut pkt, self.now, last_bit) {
+                        None => self.enqueue(port, pkt),
+                        Some(at) => self.enqueue_at(at, port, pkt),
+                    }
                 }
             }
             Forward::After(port, at) => {
-                if let Some(pkt) = self.count_large_flow(node, port, pkt) {
-                    let tie = self.tie(pkt.meta.flow);
-                    self.events.schedule(at, tie, Event::Enqueue { port: port as u32, pkt });
+                if let Some(mut pkt) = self.count_large_flow(node, port, pkt) {
+                    let at = self.cut_through_wait(port, &mut pkt, at, last_bit).unwrap_or(at);
+                    self.enqueue_at(at, port, pkt);
                 }
             }
             Forward::Drop(reason) => self.drop_at_node(node, pkt, reason),
         }
+    }
+
+    fn enqueue_at(&mut self, at: Time, port: usize, pkt: Packet) {
+        let tie = self.tie(pkt.meta.flow);
+        self.events.schedule(at, tie, Event::Enqueue { port: port as u32, pkt });
+    }
+
+    /// Cut-through: a frame whose last bit arrives at `last_bit` may not start on `port` before
+    /// `last_bit` minus its serialization there, or it would run out of bits (a faster egress).
+    /// If that is after `ready` (when the switch could otherwise queue it), the instant to
+    /// queue it instead, with the wait added to its serialization; `None` to queue at `ready`.
+    fn cut_through_wait(
+        &self,
+        port: usize,
+        pkt: &mut Packet,
+        ready: Time,
+        last_bit: Time,
+    ) -> Option<Time> {
+        if last_bit <= ready {
+            return None; // store-and-forward, or a frame already whole
+        }
+        let through = last_bit - self.tx_time(port, pkt.wire_len());
+        let wait = through.checked_duration_since(ready).filter(|w| !w.is_zero())?;
+        pkt.meta.ser_so_far += wait;
+        Some(through)
+    }
+
+    /// How long `port` takes to serialize a frame of `size` (with the link's overhead).
+    fn tx_time(&self, port: usize, size: latnet_units::Bytes) -> Duration {
+        let t = &self.topo.ports[port];
+        t.rate
+            .tx_time(size + latnet_units::Bytes::new(u64::from(t.overhead)))
+            .unwrap_or(Duration::ZERO)
     }
 
     /// Switch-assisted pacing: a switch with a large-flow counter counts the packet at its
@@ -544,12 +595,9 @@ impl Simulator {
         if pkt.meta.hops == 0 && self.tcp.is_tcp(pkt.meta.flow) {
             self.tcp_left_host(&pkt); // TCP small queues: the connection may send more
         }
-        let topo = &self.topo.ports[port];
         let size = pkt.wire_len();
-        let tx = topo
-            .rate
-            .tx_time(size + latnet_units::Bytes::new(u64::from(topo.overhead)))
-            .unwrap_or(Duration::ZERO);
+        let tx = self.tx_time(port, size);
+        let topo = &self.topo.ports[port];
         // measurement at start of transmission
         let lat = self.latency(&pkt.meta);
         let hop = usize::from(pkt.meta.hops);
@@ -581,6 +629,7 @@ impl Simulator {
         p.tx_packets += 1;
         p.tx_bytes += size.get();
         p.busy_time += tx;
+        p.busy_until = self.now + tx;
         let lost = p.loss_threshold > 0 && p.rng.gen::<u64>() < p.loss_threshold;
         self.events.schedule(self.now + tx, 0, Event::TxDone { port: port as u32 });
         if lost {
@@ -599,12 +648,14 @@ impl Simulator {
             crate::pcap::push(&mut c[port], self.now, &pkt.data, size.get());
         }
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
-        // Cut-through: a switch acts on the first bit; hosts always receive whole frames.
+        // Cut-through: a switch acts on the first bit, the last `tx` later; hosts always
+        // receive whole frames.
         let whole = self.sc.receives_whole_frames(self.topo.ports[port].peer);
-        let ser = if whole { tx } else { Duration::ZERO };
+        let (ser, tail) = if whole { (tx, Duration::ZERO) } else { (Duration::ZERO, tx) };
         pkt.meta.ser_so_far += ser;
         let tie = self.tie(pkt.meta.flow);
-        self.events.schedule(self.now + ser + delay, tie, Event::Arrive { port: port as u32, pkt });
+        let arrive = Event::Arrive { port: port as u32, pkt, tail };
+        self.events.schedule(self.now + ser + delay, tie, arrive);
     }
 
     fn deliver(&mut self, pkt: Packet) {
@@ -656,12 +707,13 @@ impl Simulator {
         let mut leftovers = Vec::new();
         while let Some((_, ev)) = self.events.pop() {
             match ev {
-                Event::Arrive { pkt, port } | Event::Enqueue { pkt, port } => {
+                Event::Arrive { pkt, port, .. } | Event::Enqueue { pkt, port } => {
                     leftovers.push((pkt, self.topo.ports[port as usize].node));
                 }
                 _ => {}
             }
         }
+        // drain() counts nothing: the queues' counters stay where the run left them
         for port in 0..self.ports.len() {
             let node = self.topo.ports[port].node;
             while let Some(pkt) = self.ports[port].queue.drain() {
@@ -736,13 +788,16 @@ impl Simulator {
             .iter()
             .zip(&self.topo.ports)
             .map(|(p, t)| {
+                // only what the transmitter did within the run: not the rest of a frame still
+                // being sent at its end
+                let busy = p.busy_time - p.busy_until.saturating_duration_since(end);
                 PortResult::new(
                     &node_name(t.node),
                     &node_name(t.peer),
                     t,
                     p.tx_packets,
                     p.tx_bytes,
-                    p.busy_time,
+                    busy,
                     end,
                     &p.queue,
                     &p.drops,
@@ -777,13 +832,13 @@ impl Simulator {
             log: self.log,
             queue_series: self.queues.map(|q| q.rows).unwrap_or_default(),
             pcaps: match self.pcap {
-                Some(c) => self
-                    .topo
-                    .ports
-                    .iter()
-                    .zip(c)
-                    .map(|(t, c)| (format!("{}-{}.pcap", node_name(t.node), node_name(t.peer)), c))
-                    .collect(),
+                Some(c) => {
+                    let names =
+                        self.topo.ports.iter().map(|t| {
+                            (sc.nodes[t.node].name.as_str(), sc.nodes[t.peer].name.as_str())
+                        });
+                    crate::results::capture_names(names).into_iter().zip(c).collect()
+                }
                 None => Vec::new(),
             },
             timeseries,

@@ -378,8 +378,14 @@ proptest! {
     }
 }
 
+#[path = "sim/cut_through.rs"]
+mod cut_through;
+#[path = "sim/end_of_run.rs"]
+mod end_of_run;
 #[path = "sim/l4s.rs"]
 mod l4s;
+#[path = "sim/outputs.rs"]
+mod outputs;
 #[path = "sim/pacing.rs"]
 mod pacing;
 
@@ -415,7 +421,7 @@ traffic = { kind = "cbr", rate = "150Mbps" }
     assert_eq!(rows[9].max_packets, peak, "the interval ending at 10 ms holds the peak");
     assert_eq!((rows[29].packets, rows[29].max_packets), (0, 0));
     let csv = r.queues_csv().unwrap();
-    assert!(csv.starts_with("t_ns,node,peer,packets,bytes,max_packets,max_bytes\n"));
+    assert!(csv.starts_with("t_ns,node,peer,link,packets,bytes,max_packets,max_bytes\n"));
     assert_eq!(csv.lines().count(), 1 + r.queue_series.len());
     assert!(run(&line("", flow)).queues_csv().is_none());
 }

@@ -63,6 +63,12 @@ impl Queue for Fifo {
         self.q.front().map(|p| p.meta.arrival)
     }
 
+    fn drain(&mut self) -> Option<Packet> {
+        let pkt = self.q.pop_front()?;
+        self.bytes -= pkt.wire_len();
+        Some(pkt)
+    }
+
     fn len(&self) -> usize {
         self.q.len()
     }

@@ -236,6 +236,11 @@ impl Queue for Htb {
         best
     }
 
+    fn drain(&mut self) -> Option<Packet> {
+        // no tokens charged, no round-robin turn taken
+        self.classes.iter_mut().find_map(|c| c.fifo.drain())
+    }
+
     fn len(&self) -> usize {
         self.classes.iter().map(|c| c.fifo.len()).sum()
     }

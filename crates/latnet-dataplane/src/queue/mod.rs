@@ -14,7 +14,10 @@
 //! 3. After any call, [`Queue::poll_drop`] until `None`: packets the queue dropped on its own
 //!    (expired at dequeue, pushed out), each with its reason, so the runner can record them.
 //! 4. At the end of a run, [`Queue::drain`] until `None`: every packet still held, regardless of
-//!    eligible times and expiry (nothing is counted as dropped by the queue).
+//!    eligible times, expiry, sojourn and AQM state. Draining counts nothing: the packets were
+//!    neither handed to a transmitter nor marked nor dropped by the queue (the runner counts
+//!    them as `end-of-run`), so [`QueueStats`] (and per-class and AQM counters) stay as they
+//!    were. Every queue implements it itself, without going through `dequeue`.
 //!
 //! Every queue is bounded in packets and bytes ([`QueueLimits`]) and counts what it does in
 //! [`QueueStats`], drops by [`DropReason`].
@@ -85,11 +88,12 @@ pub trait Queue {
     fn poll_drop(&mut self) -> Option<Dropped> {
         None
     }
-    /// Remove any packet, ignoring eligible times and expiry (the runner empties queues this
-    /// way at the end of a run). Counts nothing.
-    fn drain(&mut self) -> Option<Packet> {
-        self.dequeue(Time::MAX)
-    }
+    /// Remove any packet, ignoring eligible times, expiry and AQM state (the runner empties
+    /// queues this way at the end of a run). Counts nothing: no counter of [`QueueStats`], of a
+    /// class or of an AQM report changes; only the packets held (`len`, `byte_len`) go down.
+    /// Required (no default): a default through `dequeue` would count the packets as handed
+    /// out and let an AQM act on them.
+    fn drain(&mut self) -> Option<Packet>;
     /// Packets held.
     fn len(&self) -> usize;
     /// Bytes held (wire length).
