@@ -44,7 +44,9 @@
 //! Under `sim.latency = "exclude-serialization"` (the seed's) nothing of serialization enters
 //! the block or the FIB; under `"physical"` the serialization of every link a frame must be
 //! whole to cross (all of them store-and-forward; only the last, into the host, with
-//! `sim.switching = "cut-through"`) is counted, in the hop cost and in `m`. With sender
+//! `sim.switching = "cut-through"`) is counted in the hop cost, and in `m` each link's
+//! (store-and-forward) or the slowest link's (cut-through: a switch cannot finish sending a
+//! frame before its last bit arrived). With sender
 //! timestamps the simulator subtracts the serialization the packet met on store-and-forward
 //! links under the seed's convention (a real switch could not; the seed's PoC avoided the
 //! question with a link model in which serialization never delays arrival, which is
@@ -200,14 +202,22 @@ impl LbfNet {
         bound.checked_sub(queued + self.counted_ser(port, pkt))
     }
 
+    /// The least latency left on `route` for a frame of `size`: the links' delays and the
+    /// serialization the convention counts. Store-and-forward, each link's; cut-through, the
+    /// slowest link's (a switch cannot finish sending before the last bit arrived, so the frame
+    /// is whole at the host no sooner than that after its first bit left).
     fn remaining(&self, route: &LbfRoute, size: Bytes) -> Duration {
-        let ser: Duration = route
-            .path
-            .iter()
-            .filter_map(|&p| self.ports.get(p as usize))
-            .filter(|p| p.ser_counted)
-            .map(|p| p.rate.tx_time(size + Bytes::new(u64::from(p.overhead))).unwrap_or_default())
-            .sum();
+        let ser = |p: &PortInfo| {
+            p.rate.tx_time(size + Bytes::new(u64::from(p.overhead))).unwrap_or_default()
+        };
+        let ports = route.path.iter().filter_map(|&p| self.ports.get(p as usize));
+        let ser = if self.convention == LatencyConvention::ExcludeSerialization {
+            Duration::ZERO
+        } else if self.switching == Switching::CutThrough {
+            ports.map(ser).max().unwrap_or_default()
+        } else {
+            ports.filter(|p| p.ser_counted).map(ser).sum()
+        };
         route.min_latency + ser
     }
 }

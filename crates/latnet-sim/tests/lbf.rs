@@ -662,3 +662,61 @@ fn a_dilated_run_is_the_same_run_slower() {
     let e = Scenario::from_str_named("t.toml", &format!("{}\n[output]\npcap = true\n", dil(&base)));
     assert!(e.unwrap_err().to_string().contains("`output.pcap`: a packet capture"));
 }
+
+#[test]
+fn under_cut_through_the_slowest_link_bounds_what_remains() {
+    // h1 -1G- s1 -10M- s2 -1G- h2, cut-through, physical latency: a 1000-byte frame is whole at
+    // h2 no sooner than the links' delays (30 us) plus its 800 us on the 10 Mbit/s link,
+    // whatever the faster links do. An upper bound of 500 us can never
+    // be met: s1 knows it and drops every packet early, where counting only the last link's
+    // serialization (8 us) let them all through, late.
+    let src = r#"
+[sim]
+duration = "20ms"
+switching = "cut-through"
+latency = "physical"
+[defaults.link]
+rate = "1Gbps"
+delay = "10us"
+[[nodes]]
+name = "h1"
+kind = "host"
+[[nodes]]
+name = "s1"
+kind = "switch"
+[[nodes]]
+name = "s2"
+kind = "switch"
+[[nodes]]
+name = "h2"
+kind = "host"
+[[links]]
+a = "h1"
+b = "s1"
+[[links]]
+a = "s1"
+b = "s2"
+rate = "10Mbps"
+[[links]]
+a = "s2"
+b = "h2"
+[lbf]
+budget = "equal"
+[[flows]]
+name = "F1"
+src = "h1"
+dst = "h2"
+size = 1000
+traffic = { kind = "cbr", rate = "1Mbps" }
+slo = { lower = "0us", upper = "500us" }
+"#;
+    let r = run_text(src);
+    let f = &r.flows[0];
+    assert!(f.sent > 0);
+    assert_eq!((f.received, f.drops.get("hopeless-early-drop")), (0, Some(&f.sent)), "{f:?}");
+    // with room for the slow link (30 + 800 = 830 us) every packet arrives, none above it late
+    let r = run_text(&src.replace("upper = \"500us\"", "upper = \"900us\""));
+    let f = &r.flows[0];
+    assert_eq!(f.received, f.sent, "{:?}", f.drops);
+    assert!(f.latency_ns.as_ref().is_some_and(|l| l.min >= 830_000 && l.max <= 900_000));
+}
