@@ -211,7 +211,8 @@ def replay(client: Client, on_move=None, on_entry=None, on_restore=None) -> Cont
                     want = {"admitted": True, "id": e["id"], "rerouted": sorted(e["rerouted"])}
                 else:
                     want = {"admitted": False, "code": e["code"], "rerouted": sorted(e["moved"])}
-                got = {k: sorted(r[k]) if k == "rerouted" else r.get(k) for k in want}
+                # (an invalid request's refusal moved nothing and says so by saying nothing)
+                got = {k: sorted(r.get(k) or []) if k == "rerouted" else r.get(k) for k in want}
             else:
                 want = {"found": e["found"]}
                 got = {"found": ctl.remove(e["id"])}

@@ -38,6 +38,9 @@ def test_controller_admits_inspects_and_removes():
         (("h0_0_0", "e0_0", 1e6, 300, 10e6), "not-a-host", "switch"),
         (("h0_0_0", "h3_1_1", 1e6, 300, 0.2e6), "deadline-below-minimum", "minimum"),
         (("h0_0_0", "h3_1_1", 1e6, 300, -1), "invalid-deadline", "deadline"),
+        (("h0_0_0", "h3_1_1", -(2**70), 300, 10e6), "invalid-rate", "rate"),
+        (("h0_0_0", "h3_1_1", 2**64, 300, 10e6), "invalid-rate", "rate"),
+        (("h0_0_0", "h3_1_1", "1Mbps", 300, 10e6), "invalid-rate", "rate"),
     ],
 )
 def test_invalid_requests_are_refused_with_a_reason(args, code, words):
@@ -47,6 +50,40 @@ def test_invalid_requests_are_refused_with_a_reason(args, code, words):
     assert r["code"] == code
     assert words in r["reason"]
     assert len(ctl) == 0
+
+
+def test_a_log_holding_the_largest_amounts_replays_as_the_service_decided():
+    """Amounts are the service's u64s exactly, not floats (2^64 - 1 rounded to 2^64 and was
+    refused here as an invalid rate, which the replay could not even compare: a traceback)."""
+    big = 2**64 - 1
+    r = chameleon.Controller(k=4, queues=4).request("h0_0_0", "h3_1_1", big, 3000, 5_000_000)
+    assert r["code"] != "invalid-rate" and r["rerouted"] == [], r
+    burst = chameleon.Controller(k=4, queues=4).request("h0_0_0", "h3_1_1", 2e6, big, 5e6)
+    assert burst["code"] != "invalid-burst", burst
+
+    class Log:  # a service's answers: its settings, no snapshot, a log of that one refusal
+        def _get(self, path):
+            return {"queues": 4, "system": "chameleon", "k": 4, "topology": None}
+
+        def snapshot(self):
+            return {"seq": 0}
+
+        def log(self, after, limit):
+            e = {"seq": 1, "op": "request", "src": "h0_0_0", "dst": "h3_1_1"}
+            e |= {"rate_bps": big, "burst_bytes": 3000, "deadline_ns": 5_000_000}
+            e |= {"outcome": "refused", "code": r["code"], "moved": []}
+            return {"entries": [e] if after == 0 else [], "last": 1}
+
+    assert len(chameleon.replay(Log())) == 0
+
+    # another outcome than the log's is an error naming the entry, never a traceback
+    class Other(Log):
+        def log(self, after, limit):
+            page = super().log(after, limit)
+            return page | {"entries": [e | {"code": "invalid-rate"} for e in page["entries"]]}
+
+    with pytest.raises(chameleon.LatnetError, match="log entry 1 \\(request\\)"):
+        chameleon.replay(Other())
 
 
 def test_evaluate_and_summarize_are_deterministic():

@@ -384,6 +384,15 @@ fn positive(x: f64) -> Option<u64> {
     (x.is_finite() && x >= 1.0 && x < u64::MAX as f64).then_some(x as u64)
 }
 
+/// A request's amount: an int exactly (the whole u64 range, as the service's log holds it: a
+/// float would round above 2^53), a float by its whole part; `None` below 1 or not a number.
+fn amount(x: &Bound<'_, PyAny>) -> Option<u64> {
+    if x.is_instance_of::<pyo3::types::PyInt>() {
+        return x.extract::<u64>().ok().filter(|&n| n >= 1);
+    }
+    x.extract::<f64>().ok().and_then(positive)
+}
+
 #[pymethods]
 impl ChameleonController {
     /// A controller on a fat-tree (`k`, `hosts_per_edge`) or a topology file, for `system`
@@ -444,9 +453,9 @@ impl ChameleonController {
         py: Python<'py>,
         src: &str,
         dst: &str,
-        rate_bps: f64,
-        burst_bytes: f64,
-        deadline_ns: f64,
+        rate_bps: &Bound<'py, PyAny>,
+        burst_bytes: &Bound<'py, PyAny>,
+        deadline_ns: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         let refuse = |d: &Bound<'py, PyDict>, code: &str, reason: String| -> PyResult<()> {
@@ -461,7 +470,7 @@ impl ChameleonController {
             refuse(&d, "unknown-host", format!("invalid request: unknown host {which:?}"))?;
             return Ok(d);
         };
-        let Some(rate) = positive(rate_bps) else {
+        let Some(rate) = amount(rate_bps) else {
             refuse(
                 &d,
                 "invalid-rate",
@@ -469,7 +478,7 @@ impl ChameleonController {
             )?;
             return Ok(d);
         };
-        let Some(burst) = positive(burst_bytes) else {
+        let Some(burst) = amount(burst_bytes) else {
             refuse(
                 &d,
                 "invalid-burst",
@@ -477,7 +486,7 @@ impl ChameleonController {
             )?;
             return Ok(d);
         };
-        let Some(deadline) = positive(deadline_ns) else {
+        let Some(deadline) = amount(deadline_ns) else {
             refuse(
                 &d,
                 "invalid-deadline",
