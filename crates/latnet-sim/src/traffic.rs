@@ -1,9 +1,19 @@
 //! Traffic sources: when each packet of a flow is created.
 //!
-//! Every pattern computes emission instants exactly in integer nanoseconds: the `k`-th packet of a
-//! constant-rate segment leaves at `segment_start + floor(k * size * 8e9 / rate)`, computed from
-//! `k` rather than accumulated, so long runs do not drift and flows with equal parameters send
-//! at identical instants (which is what makes tie-breaking matter; see `TieBreak`).
+//! Every pattern computes emission instants exactly and rounds each to whole nanoseconds only when
+//! it returns it, never accumulating rounded gaps: the `k`-th packet of a constant-rate segment
+//! leaves at `segment_start + floor(k * size * 8e9 / rate)`, computed from `k`, so long runs do
+//! not drift and flows with equal parameters send at identical instants (which is what makes
+//! tie-breaking matter; see `TieBreak`). Poisson and token-bucket sources keep their position as
+//! an integer count of `1 / rate` ns since `start` (bit-nanoseconds at `rate`: one frame is
+//! `size * 8e9` of them, one token bit-nanosecond accrues in each) and return
+//! `start + floor(position / rate)` (Poisson) or `start + ceil(position / rate)` (token bucket:
+//! never before the bucket holds the frame's tokens). So a source's long-run rate is exact
+//! whatever its mean gap (a Poisson source whose mean gap is under 1 ns still advances on
+//! average), and a run whose durations are `k` times longer and rates `k` times slower
+//! (`[sim] dilation`, with `k` dividing the rates) draws the same gaps in the same units: its
+//! instants divided by `k` are the undilated ones to within 1 ns (sender `jitter` aside: its
+//! draws depend on its bound, which dilation scales).
 //!
 //! | kind | parameters | pattern |
 //! |---|---|---|
@@ -135,6 +145,19 @@ fn grid(k: u64, size: u32, rate: Rate) -> Duration {
     )
 }
 
+/// One frame of `size` bytes in bit-nanoseconds (`size * 8e9`): the frame's tokens, and its
+/// transmission time at any rate in units of `1 / rate` ns.
+fn frame_units(size: u32) -> u128 {
+    u128::from(size) * 8 * 1_000_000_000
+}
+
+/// The instant `units` of `1 / rate` ns after `start`, rounded to whole nanoseconds as asked;
+/// `None` for a zero rate or past the end of time.
+fn after_units(start: Time, units: u128, rate: Rate, rounding: Rounding) -> Option<Time> {
+    let ns = mul_div(units, 1, u128::from(rate.bps()), rounding)?;
+    start.checked_add_duration(Duration::from_nanos(ns))
+}
+
 /// The state of one flow's source.
 #[derive(Debug, Clone)]
 pub struct Source {
@@ -145,8 +168,9 @@ pub struct Source {
     // on/off: period index and segment index
     period: u64,
     segment: u8,
-    // poisson / token bucket
-    last: Time,
+    // poisson / token bucket: the exact position of the last packet, in units of `1 / rate` ns
+    // since `start` (rounded to ns only when returned), and the bucket's tokens then (bit-ns)
+    units: u128,
     tokens: u128,
     // sender jitter (see `with_jitter`) and the last instant returned
     jitter: u64,
@@ -168,7 +192,7 @@ impl Source {
     /// A source of `size`-byte frames starting at `start`.
     pub fn new(spec: TrafficSpec, size: u32, start: Time) -> Self {
         let tokens = match &spec {
-            TrafficSpec::TokenBucket { burst, .. } => burst.bits() * 1_000_000_000,
+            TrafficSpec::TokenBucket { burst, .. } => burst.bits().saturating_mul(1_000_000_000),
             _ => 0,
         };
         Source {
@@ -178,7 +202,7 @@ impl Source {
             k: 0,
             period: 0,
             segment: 0,
-            last: start,
+            units: 0,
             tokens,
             jitter: 0,
             out: Time::ZERO,
@@ -241,38 +265,51 @@ impl Source {
                 }
             }
             TrafficSpec::Poisson { rate } => {
-                let mean = grid(1, size, rate).as_nanos() as f64;
+                // An exponential gap whose mean is exactly one frame time, `size * 8e9` units of
+                // `1 / rate` ns (exact in f64), to the nearest unit. The running sum is rounded to
+                // ns only when returned: the long-run rate is exact and time advances even when
+                // the mean gap is under 1 ns. One draw per packet, as before.
                 let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
-                let gap = Duration::from_nanos((-u.ln() * mean).round() as u64);
-                let t = if self.k == 0 { self.start + gap } else { self.last + gap };
+                let gap = (-u.ln() * f64::from(size) * 8e9).round() as u128;
+                self.units = self.units.checked_add(gap)?;
                 self.k += 1;
-                self.last = t;
-                Some(t)
+                after_units(self.start, self.units, rate, Rounding::Down)
             }
             TrafficSpec::TokenBucket { rate, burst, peak, release } => {
-                let cap = burst.bits() * 1_000_000_000;
-                let need = u128::from(size) * 8 * 1_000_000_000;
+                // Tokens in bit-ns; one accrues in each unit of `1 / rate` ns, so the bucket's
+                // clock and its tokens stay exact together.
+                let cap = burst.bits().saturating_mul(1_000_000_000);
+                let need = frame_units(size);
+                if need > cap {
+                    return None; // the bucket can never pay for a frame (`validate` refuses it)
+                }
                 // the tokens to wait for once the bucket cannot pay for a frame
                 let want = match release {
                     Release::Frame => need,
                     Release::Burst => cap / need * need,
                 };
+                // frames of a burst are spaced by the peak rate: `need / peak` ns, in units of
+                // `1 / rate` ns, rounded up (never above the peak)
                 let gap = match peak {
-                    Some(p) if self.k > 0 => grid(1, size, p),
-                    _ => Duration::ZERO,
+                    Some(p) if self.k > 0 => u128::from(mul_div(
+                        need,
+                        u128::from(rate.bps()),
+                        u128::from(p.bps()),
+                        Rounding::Up,
+                    )?),
+                    _ => 0,
                 };
-                let mut t = self.last + gap;
-                let mut tokens = (self.tokens + rate.bit_nanos(t - self.last)).min(cap);
+                let mut units = self.units.checked_add(gap)?;
+                let mut tokens = self.tokens.saturating_add(gap).min(cap);
                 if tokens < need {
-                    let wait = (want - tokens).div_ceil(u128::from(rate.bps()));
-                    let wait = Duration::from_nanos(u64::try_from(wait).ok()?);
-                    t += wait;
-                    tokens = (tokens + rate.bit_nanos(wait)).min(cap);
+                    // wait exactly until the bucket holds `want` (want >= need > tokens)
+                    units = units.checked_add(want - tokens)?;
+                    tokens = want;
                 }
-                self.tokens = tokens - need.min(tokens);
-                self.last = t;
+                self.tokens = tokens - need;
+                self.units = units;
                 self.k += 1;
-                Some(t)
+                after_units(self.start, units, rate, Rounding::Up)
             }
             // TCP flows are driven by their connections, not by a packet source.
             TrafficSpec::TcpBulk(_) | TrafficSpec::TcpRr(_) => None,
@@ -395,6 +432,165 @@ mod tests {
         let mean_gap = *t.last().unwrap_or(&0) as f64 / (t.len() - 1) as f64;
         assert!((mean_gap - 1e6).abs() < 0.03e6, "mean gap {mean_gap}");
         assert_eq!(t, times(spec, 1000, 20_000), "same seed, same times");
+    }
+
+    /// Instants of `spec` from `start` until `end` ns (at most `max` of them), seed `seed`.
+    fn until(
+        spec: TrafficSpec,
+        size: u32,
+        start: u64,
+        end: u64,
+        max: usize,
+        seed: u64,
+    ) -> Vec<u64> {
+        let mut s = Source::new(spec, size, Time::from_nanos(start));
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..max)
+            .map_while(|_| s.next_emission(&mut rng))
+            .map(Time::as_nanos)
+            .take_while(|&t| t < end)
+            .collect()
+    }
+
+    /// `n` within `sigmas` standard deviations of a Poisson count of mean `mean`.
+    fn within_sigmas(n: usize, mean: f64, sigmas: f64) -> bool {
+        (n as f64 - mean).abs() <= sigmas * mean.sqrt()
+    }
+
+    #[test]
+    fn poisson_rate_is_exact_when_the_mean_gap_is_fractional() {
+        // 64 B at 40 Gbit/s: a mean gap of 12.8 ns (truncated to 12 ns, 6.7 % too many packets)
+        let spec = TrafficSpec::Poisson { rate: Rate::from_gbps(40) };
+        for seed in [1, 2, 3] {
+            let n = until(spec.clone(), 64, 0, 10_000_000, 2_000_000, seed).len();
+            assert!(within_sigmas(n, 781_250.0, 4.0), "seed {seed}: {n} packets in 10 ms");
+        }
+        // 1500 B at 7 Mbit/s: 1,714,285.7 ns
+        let spec = TrafficSpec::Poisson { rate: Rate::from_mbps(7) };
+        let n = until(spec, 1500, 0, 100_000_000_000, 200_000, 1).len();
+        assert!(within_sigmas(n, 58_333.3, 4.0), "{n} packets in 100 s");
+    }
+
+    #[test]
+    fn poisson_advances_when_the_mean_gap_is_under_a_nanosecond() {
+        // 64 B at 10 Tbit/s: a mean gap of 0.0512 ns (was 0 ns: every packet at `start`)
+        let spec = TrafficSpec::Poisson { rate: Rate::from_gbps(10_000) };
+        let t = until(spec, 64, 5_000, 15_000, 1_000_000, 1);
+        assert!(t.len() < 1_000_000, "time does not advance: {} packets", t.len());
+        assert!(within_sigmas(t.len(), 195_312.5, 4.0), "{} packets in 10 us", t.len());
+        assert!(t[0] >= 5_000 && t.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    /// The instants of `spec` (rates in bit/s, durations in ns) with every rate `k` times
+    /// slower and every duration `k` times longer, divided by `k` to the nearest ns, are those
+    /// of `spec` within 1 ns (what `[sim] dilation` promises).
+    fn same_when_dilated(spec: &TrafficSpec, dilated: &TrafficSpec, k: u64, size: u32, n: usize) {
+        let start = 1_234_567;
+        let a = until(spec.clone(), size, start, u64::MAX, n, 7);
+        let b = until(dilated.clone(), size, start * k, u64::MAX, n, 7);
+        assert_eq!(a.len(), n);
+        assert_eq!(b.len(), n);
+        for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
+            let y = y / k + u64::from(2 * (y % k) >= k);
+            assert!(x.abs_diff(y) <= 1, "{spec:?} packet {i}: {x} ns, {y} ns dilated x{k}");
+        }
+    }
+
+    #[test]
+    fn a_dilated_source_sends_at_the_same_instants_slower() {
+        let mbps = Rate::from_mbps;
+        let kbps = |r: u64| Rate::from_bps(r * 1000);
+        // the demo's backup flow (1500 B at 88 Mbit/s: 136,363.6 ns mean gap), dilated 10x
+        let pois = |rate| TrafficSpec::Poisson { rate };
+        same_when_dilated(&pois(mbps(88)), &pois(kbps(8_800)), 10, 1500, 20_000);
+        same_when_dilated(&pois(Rate::from_gbps(40)), &pois(Rate::from_gbps(1)), 40, 64, 200_000);
+        // a bucket of one frame at a rate whose frame time is fractional (each wait rounded up
+        // to ns lost up to 1 ns of tokens), and one with a peak rate of 5.12 ns per frame
+        let tb = |rate, burst, peak, release| TrafficSpec::TokenBucket {
+            rate,
+            burst: Bytes::new(burst),
+            peak,
+            release,
+        };
+        same_when_dilated(
+            &tb(mbps(7), 1000, None, Release::Frame),
+            &tb(kbps(700), 1000, None, Release::Frame),
+            10,
+            1000,
+            5_000,
+        );
+        let fast = tb(Rate::from_gbps(3), 64_000, Some(Rate::from_gbps(100)), Release::Burst);
+        let slow = tb(mbps(300), 64_000, Some(Rate::from_gbps(10)), Release::Burst);
+        same_when_dilated(&fast, &slow, 10, 64, 20_000);
+        // cbr and on/off compute each instant from the packet's index
+        same_when_dilated(
+            &TrafficSpec::Cbr { rate: mbps(7) },
+            &TrafficSpec::Cbr { rate: kbps(700) },
+            10,
+            1000,
+            5_000,
+        );
+        let onoff = |k: u64| TrafficSpec::Onoff {
+            base_rate: kbps(3_000 / k),
+            burst_rate: kbps(70_000 / k),
+            period: Duration::from_micros(10_000 * k),
+            burst: Duration::from_micros(1_000 * k),
+            burst_at: Some(Duration::from_micros(3_000 * k)),
+        };
+        same_when_dilated(&onoff(1), &onoff(10), 10, 1200, 5_000);
+    }
+
+    #[test]
+    fn a_token_bucket_keeps_its_rate_when_frame_times_are_fractional() {
+        // a bucket of one 1000 B frame at 7 Mbit/s: frame n at ceil(n * 1,142,857.14 ns)
+        // (each wait rounded up to ns lost the tokens beyond the bucket: 1,142,858 ns apart)
+        let spec = TrafficSpec::TokenBucket {
+            rate: Rate::from_mbps(7),
+            burst: Bytes::new(1000),
+            peak: None,
+            release: Release::Frame,
+        };
+        let t = times(spec, 1000, 7001);
+        for (n, &t) in t.iter().enumerate() {
+            assert_eq!(u128::from(t), (n as u128 * 8_000_000_000_000).div_ceil(7_000_000));
+        }
+        assert_eq!(t[7000], 8_000_000_000, "7000 frames in 8 s");
+        // the frames of a burst at a peak of 100 Gbit/s: 5.12 ns apart (were 5 ns)
+        let spec = TrafficSpec::TokenBucket {
+            rate: Rate::from_gbps(1),
+            burst: Bytes::new(64_000),
+            peak: Some(Rate::from_gbps(100)),
+            release: Release::Frame,
+        };
+        let t = times(spec, 64, 1000);
+        for (j, &t) in t.iter().enumerate() {
+            assert_eq!(t, (j as u64 * 512).div_ceil(100), "frame {j}");
+        }
+    }
+
+    #[test]
+    fn a_source_that_cannot_send_says_so_instead_of_panicking() {
+        // what `validate` refuses, built directly: no frame fits the bucket, a zero rate
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for spec in [
+            TrafficSpec::TokenBucket {
+                rate: Rate::from_mbps(1),
+                burst: Bytes::new(10),
+                peak: None,
+                release: Release::Burst,
+            },
+            TrafficSpec::TokenBucket {
+                rate: Rate::ZERO,
+                burst: Bytes::new(1000),
+                peak: Some(Rate::ZERO),
+                release: Release::Frame,
+            },
+            TrafficSpec::Poisson { rate: Rate::ZERO },
+        ] {
+            let mut s = Source::new(spec.clone(), 100, Time::ZERO);
+            let t: Vec<_> = (0..3).map_while(|_| s.next_emission(&mut rng)).collect();
+            assert!(t.len() <= 1, "{spec:?}: {t:?}");
+        }
     }
 
     #[test]
