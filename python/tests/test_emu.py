@@ -983,8 +983,9 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     assert abs(sent_lag.median()) < 1_000_000, sent_lag.describe()
     assert (both["latency_ns"] == both["end_ns"] - both["created_ns"]).all()
     assert all((out / mode / "latency_cdf.png").stat().st_size > 0 for mode in ("sim", "emu"))
-    key = ["t_ns", "node", "peer"]
+    key = ["t_ns", "node", "peer", "link"]
     qs, qe = (pd.read_csv(out / mode / "queues.csv") for mode in ("sim", "emu"))
+    assert list(qe.columns) == list(qs.columns)
     assert qe[key].equals(qs[key]) and len(qe) == 26 * 6
     # while the flows send, the same ports see packets in every interval (each frame waits in
     # its queue for an instant at least), and the idle ones none

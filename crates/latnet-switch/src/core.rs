@@ -26,6 +26,19 @@
 //! delays frames but never changes the rate: a transmitter that fell behind catches up on its
 //! own serialization clock instead of losing capacity.
 //!
+//! Under cut-through a frame reaches this switch at its first bit (from a host's port emulated
+//! here, or from a neighbouring switch, which hands it on at its first bit), its last bit one
+//! serialization on the ingress link later. As in the simulator, the switch cannot finish
+//! sending a frame before its last bit has arrived: toward a faster egress the frame joins the
+//! egress queue only at `last bit in - serialization out` (the wait counts in `ser_so_far`);
+//! toward an equal or slower one it joins at once.
+//!
+//! A port's busy time ([`EmuPort::busy_time`]) counts only what lies within the run, from the
+//! experiment's time zero (the switch's start if it was not given one, see
+//! [`SwitchCore::new_timed`]) for the scenario's duration and drain, the window the queue
+//! series samples, as the simulator counts a port's utilisation: a frame still being sent at
+//! the end counts up to the end, one sent before the time zero or after the end not at all.
+//!
 //! Frames are never released before their emulated instant: the runner only calls `advance`
 //! with the clock's current value.
 
@@ -96,7 +109,12 @@ pub struct EmuPort {
     pub queue: AnyQueue,
     busy_until: Time,
     stalled_until: Time,
-    delay_line: VecDeque<(Time, Packet)>,
+    /// Frames in flight: the instant the peer gets each (its first bit under cut-through
+    /// toward a switch, else its last) and the instant its last bit arrives.
+    delay_line: VecDeque<(Time, Time, Packet)>,
+    /// Frames forwarded here under cut-through that wait for their last bit before they join
+    /// the queue (a faster egress), by the instant they join (equal instants in arrival order).
+    joining: VecDeque<(Time, Packet)>,
     /// The peer acts on whole frames (store-and-forward, or a host): a frame is handed on
     /// after its serialization and the delay; else (`switching = "cut-through"` toward a
     /// switch) after the delay only, as in the simulator.
@@ -109,10 +127,21 @@ pub struct EmuPort {
     pub tx_packets: u64,
     /// Their bytes.
     pub tx_bytes: u64,
-    /// Time the emulated transmitter was busy.
+    /// Time the emulated transmitter was busy within the run (see the module docs).
     pub busy_time: Duration,
     /// Drops on the link (random loss).
     pub link_drops: DropCounters,
+}
+
+/// What a port does next, in the order of events at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum PortEvent {
+    /// A frame leaves the delay line.
+    Release,
+    /// A frame that waited for its last bit joins the queue.
+    Join,
+    /// The transmitter starts the next frame.
+    Transmit,
 }
 
 /// One interface of the switch (one link).
@@ -214,9 +243,15 @@ pub struct SwitchCore {
     touched: u64,
     touched_high: bool,
     /// `advance`'s view of each port's next event (kept between calls to reuse the buffer).
-    events: Vec<Option<(Time, bool)>>,
+    events: Vec<Option<(Time, PortEvent)>>,
     /// How long before the experiment's time zero this switch's clock started.
     run_start: Duration,
+    /// The run on the switch's clock, from the experiment's time zero to the end of its
+    /// duration and drain: busy time counts only within it.
+    run: (Time, Time),
+    /// `switching = "cut-through"`: a frame from a neighbouring switch arrives at its first
+    /// bit.
+    cut_through: bool,
     /// Per emulated port, captured frames not yet taken ([`SwitchCore::enable_capture`]), and
     /// what to add to the switch's clock for their timestamps.
     capture: Option<(Vec<Vec<u8>>, i64)>,
@@ -382,6 +417,7 @@ impl SwitchCore {
                 busy_until: Time::ZERO,
                 stalled_until: Time::ZERO,
                 delay_line: VecDeque::new(),
+                joining: VecDeque::new(),
                 whole: sc.receives_whole_frames(t.peer),
                 loss_threshold: (l.loss * 2f64.powi(64)) as u64,
                 rng: rng_for(STREAM_PORT + global as u64),
@@ -481,6 +517,11 @@ impl SwitchCore {
             touched_high: false,
             events: Vec::new(),
             run_start,
+            run: {
+                let zero = Time::ZERO + run_start;
+                (zero, zero + sc.sim.duration + sc.sim.drain)
+            },
+            cut_through: !sc.receives_whole_frames(n),
             capture: None,
             queue_series: None,
             hop_log: None,
@@ -502,18 +543,20 @@ impl SwitchCore {
     /// transmission, with its bytes after the transmit-time updates; frames lost on the link are
     /// not in it. A stamp is the switch's clock plus `offset_ns` (the runner counts from the
     /// experiment's time zero; an instant before the stamps' zero is stamped 0). Returns each
-    /// port's file name, `<node>-<peer>.pcap` as the simulator names it; records (without the
-    /// file header, see [`latnet_sim::pcap::new_capture`]) are collected with
+    /// port's file name as the simulator names it ([`latnet_sim::results::capture_names`] over
+    /// every port of the scenario: `<node>-<peer>.pcap`, `<node>-<peer>.1.pcap` for the second
+    /// of parallel links, ...), so that the switches of a run name no two ports alike; records
+    /// (without the file header, see [`latnet_sim::pcap::new_capture`]) are collected with
     /// [`Self::take_capture`].
     pub fn enable_capture(&mut self, sc: &Scenario, offset_ns: i64) -> Vec<String> {
         self.capture = Some((vec![Vec::new(); self.ports.len()], offset_ns));
-        self.ports
+        let pairs = self
+            .topo
+            .ports
             .iter()
-            .map(|p| {
-                let t = &self.topo.ports[p.global];
-                format!("{}-{}.pcap", sc.nodes[t.node].name, sc.nodes[t.peer].name)
-            })
-            .collect()
+            .map(|t| (sc.nodes[t.node].name.as_str(), sc.nodes[t.peer].name.as_str()));
+        let mut names = latnet_sim::results::capture_names(pairs);
+        self.ports.iter().map(|p| std::mem::take(&mut names[p.global])).collect()
     }
 
     /// Record every transmission of a stamped packet of a scenario flow from now on (the
@@ -693,7 +736,8 @@ impl SwitchCore {
         ifc.rx_frames += 1;
         // (with the tag the kernel took out)
         ifc.rx_bytes += frame.len() as u64 + if offload.vlan.is_some() { 4 } else { 0 };
-        let (local, from_host) = (ifc.local, ifc.from_host);
+        let (local, from_host, ingress) =
+            (ifc.local, ifc.from_host, self.topo.ports[ifc.port].reverse);
         let mut data = self.buffer();
         match offload.vlan {
             Some((tpid, tci)) if frame.len() >= 12 => {
@@ -775,11 +819,26 @@ impl SwitchCore {
         match from_host {
             // The host's own egress port, emulated here.
             Some(p) => self.enqueue(p, now, pkt),
-            None => self.forward(now, pkt),
+            // From a switch, which under cut-through handed the frame on at its first bit: the
+            // last bit follows one serialization on its port later.
+            None if self.cut_through => {
+                let last_bit = now + self.tx_time(ingress, pkt.wire_len());
+                self.forward(now, last_bit, pkt)
+            }
+            None => self.forward(now, now, pkt),
         }
     }
 
-    fn forward(&mut self, now: Time, mut pkt: Packet) {
+    /// How long global port `g` takes to serialize a frame of `size` (with the link's
+    /// overhead).
+    fn tx_time(&self, g: usize, size: Bytes) -> Duration {
+        let t = &self.topo.ports[g];
+        t.rate.tx_time(size + Bytes::new(u64::from(t.overhead))).unwrap_or(Duration::ZERO)
+    }
+
+    /// Forward `pkt`, which the switch has (its first bit) at `now` and whose last bit arrives
+    /// at `last_bit` (`now` for a whole frame).
+    fn forward(&mut self, now: Time, last_bit: Time, mut pkt: Packet) {
         let cx = SwitchCtx { now, node: self.node, topo: &self.topo, hosts: &self.hosts };
         match self.fwd.forward(&cx, &mut pkt) {
             // On real packets the processing cost is real: a modelled one is not added.
@@ -801,7 +860,22 @@ impl SwitchCore {
                         if let Some(n) = self.flow_forwarded.get_mut(pkt.meta.flow as usize) {
                             *n += 1;
                         }
-                        self.enqueue(i, now, pkt)
+                        // Cut-through toward a faster egress: not before `last_bit - tx`, or
+                        // the transmitter would run out of bits (the simulator's rule).
+                        let through = if last_bit > now {
+                            last_bit - self.tx_time(g, pkt.wire_len())
+                        } else {
+                            now
+                        };
+                        if through > now {
+                            pkt.meta.ser_so_far += through - now;
+                            self.touch(i);
+                            let q = &mut self.ports[i].joining;
+                            let at = q.partition_point(|(t, _)| *t <= through);
+                            q.insert(at, (through, pkt));
+                        } else {
+                            self.enqueue(i, now, pkt)
+                        }
                     }
                     None => self.count_drop(now, pkt, DropReason::NoRoute, None),
                 }
@@ -885,7 +959,9 @@ impl SwitchCore {
             tx
         };
         p.busy_until = t + tx;
-        p.busy_time += tx;
+        // only the part within the run (a frame still being sent at its end counts up to it)
+        let (zero, end) = self.run;
+        p.busy_time += p.busy_until.min(end).saturating_duration_since(t.max(zero));
         p.tx_packets += 1;
         p.tx_bytes += size.get();
         // measurement at start of transmission, as in the simulator (a frame lost on the link
@@ -937,23 +1013,21 @@ impl SwitchCore {
         pkt.meta.hops = pkt.meta.hops.saturating_add(1);
         let ser = if self.ports[i].whole { tx } else { Duration::ZERO };
         pkt.meta.ser_so_far += ser;
-        self.ports[i].delay_line.push_back((t + ser + delay, pkt));
+        self.ports[i].delay_line.push_back((t + ser + delay, t + tx + delay, pkt));
     }
 
-    /// The earliest pending event of port `i`: (time, is_release).
-    fn port_event(&self, i: usize) -> Option<(Time, bool)> {
+    /// The earliest pending event of port `i`, and its kind.
+    fn port_event(&self, i: usize) -> Option<(Time, PortEvent)> {
         let p = &self.ports[i];
-        let release = p.delay_line.front().map(|(r, _)| (*r, true));
+        let release = p.delay_line.front().map(|(r, _, _)| (*r, PortEvent::Release));
+        let join = p.joining.front().map(|(j, _)| (*j, PortEvent::Join));
         let tx = if p.queue.is_empty() {
             None
         } else {
             let from = p.busy_until.max(p.stalled_until);
-            p.queue.next_ready(from).map(|r| (r.max(from), false))
+            p.queue.next_ready(from).map(|r| (r.max(from), PortEvent::Transmit))
         };
-        match (release, tx) {
-            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-            (a, b) => a.or(b),
-        }
+        [release, join, tx].into_iter().flatten().min()
     }
 
     /// Run everything due up to `now`; a frame leaving on an interface goes to
@@ -991,10 +1065,11 @@ impl SwitchCore {
         ev.clear();
         ev.extend((0..self.ports.len()).map(|i| self.port_event(i)));
         loop {
-            // Earliest event; at equal times releases first, then lower port index.
+            // Earliest event; at equal times releases first, then frames joining a queue,
+            // then transmissions, each by lower port index.
             let best =
-                ev.iter().enumerate().filter_map(|(i, e)| e.map(|(t, rel)| (t, !rel, i))).min();
-            let Some((t, not_release, i)) = best else { break };
+                ev.iter().enumerate().filter_map(|(i, e)| e.map(|(t, kind)| (t, kind, i))).min();
+            let Some((t, kind, i)) = best else { break };
             if t > now {
                 break;
             }
@@ -1002,27 +1077,38 @@ impl SwitchCore {
             self.touched = 0;
             self.touched_high = false;
             self.touch(i);
-            if !not_release {
-                // Always there (the event said so); a stale entry is only recomputed below.
-                let Some((_, pkt)) = self.ports[i].delay_line.pop_front() else {
-                    ev[i] = self.port_event(i);
-                    continue;
-                };
-                match self.ports[i].role {
-                    Role::Egress { iface } => {
-                        // (MAC addresses were set as its transmission started)
-                        let ifc = &mut self.ifaces[iface];
-                        ifc.tx_frames += 1;
-                        ifc.tx_bytes += pkt.data.len() as u64;
-                        if let Some(buf) = sink(iface, pkt.data, t) {
-                            self.recycle(buf);
+            match kind {
+                PortEvent::Release => {
+                    // Always there (the event said so); a stale entry is only recomputed below.
+                    let Some((_, last_bit, pkt)) = self.ports[i].delay_line.pop_front() else {
+                        ev[i] = self.port_event(i);
+                        continue;
+                    };
+                    match self.ports[i].role {
+                        Role::Egress { iface } => {
+                            // (MAC addresses were set as its transmission started)
+                            let ifc = &mut self.ifaces[iface];
+                            ifc.tx_frames += 1;
+                            ifc.tx_bytes += pkt.data.len() as u64;
+                            if let Some(buf) = sink(iface, pkt.data, t) {
+                                self.recycle(buf);
+                            }
                         }
+                        Role::FromHost { .. } => self.forward(t, last_bit, pkt),
                     }
-                    Role::FromHost { .. } => self.forward(t, pkt),
                 }
-            } else if !self.try_transmit(i, t) {
-                // Nothing eligible after all (the queue's promise did not hold): do not spin.
-                self.ports[i].stalled_until = t + Duration::from_nanos(1);
+                PortEvent::Join => {
+                    if let Some((_, pkt)) = self.ports[i].joining.pop_front() {
+                        self.enqueue(i, t, pkt);
+                    }
+                }
+                PortEvent::Transmit => {
+                    if !self.try_transmit(i, t) {
+                        // Nothing eligible after all (the queue's promise did not hold): do
+                        // not spin.
+                        self.ports[i].stalled_until = t + Duration::from_nanos(1);
+                    }
+                }
             }
             if self.touched_high {
                 for (j, e) in ev.iter_mut().enumerate() {

@@ -49,7 +49,8 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
            --node A,B --netns NS_A,NS_B [--stats FILE_A,FILE_B]
            [--t0 NS]   (the experiment's time zero, CLOCK_MONOTONIC: AQM epochs, queue
                         samples and capture stamps count from it; default: the switch's start)
-           [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap)
+           [--pcap DIR] (a capture per emulated port: DIR/<node>-<peer>.pcap, parallel
+                        links' as the simulator's, DIR/<node>-<peer>.1.pcap, ...)
            [--queues INTERVAL] (each port's queue sampled into the final --stats file)
            [--hops DIR] (a row per transmission and per drop of a packet of a scenario
                          flow: DIR/hops-<node>.csv and DIR/drops-<node>.csv, merged into

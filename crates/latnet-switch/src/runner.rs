@@ -30,8 +30,9 @@ pub struct RunConfig {
     /// The experiment's time zero on `CLOCK_MONOTONIC` (the senders' `t0`), if there is one:
     /// dual-queue AQMs count their reporting epochs from it, not from the switch's start.
     pub t0_ns: Option<u64>,
-    /// Write a capture of every emulated port into this directory (`<node>-<peer>.pcap`, see
-    /// [`SwitchCore::enable_capture`]); a thread writes them, not the forwarding loop.
+    /// Write a capture of every emulated port into this directory (`<node>-<peer>.pcap`, with
+    /// the simulator's suffix for parallel links, see [`SwitchCore::enable_capture`]); a
+    /// thread writes them, not the forwarding loop.
     pub pcap_dir: Option<PathBuf>,
     /// Write every switch's per-packet hop and drop records into this directory
     /// (`hops-<node>.csv` and `drops-<node>.csv`, see [`SwitchCore::enable_hop_records`]), by

@@ -140,7 +140,9 @@ pub struct PortStats {
     pub tx_packets: u64,
     /// Their bytes.
     pub tx_bytes: u64,
-    /// Emulated busy time of the transmitter (ns).
+    /// Emulated busy time of the transmitter within the run (ns): from the experiment's time
+    /// zero (else the switch's start) for the scenario's duration and drain, as the simulator
+    /// counts utilisation (see [`crate::core`]).
     pub busy_ns: u64,
     /// Queue counters.
     pub queue: QueueCounters,

@@ -757,3 +757,5 @@ fn hop_records_are_one_row_per_transmission_of_a_stamped_frame() {
     let mut spare = Vec::new();
     assert!(!core.swap_hop_records(0, &mut spare));
 }
+
+mod like_the_simulator;
