@@ -117,6 +117,8 @@ def test_service_refuses_a_store_made_with_other_settings(tmp_path):
         (["--listen", "nowhere", "--k", "4"], "--listen nowhere"),
         (["--k", "4", "--tokens", "missing.txt"], "--tokens missing.txt"),
         (["--k", "4", "--io-timeout", "0"], "--io-timeout: expected seconds"),
+        (["--k", "3"], "even k"),
+        (["--k", "4", "--queues", "9"], "9 queues"),
         (["--k", "4", "--tls-cert", "no.crt", "--tls-key", "no.key"], "--tls-cert no.crt"),
     ],
 )
@@ -127,8 +129,12 @@ def test_service_usage_errors_name_the_option(tmp_path, argv, why):
         text=True,
         timeout=30,
     )
-    # exit status 2, as `latnet --help` says of usage errors
+    # exit status 2, as `latnet --help` says of usage errors, in latnet's words
     assert p.returncode == 2 and why in p.stderr, p.stderr
+    if "--io-timeout" in argv or "--queues" in argv or "3" in argv:
+        # checked by latnet before latnet-ctld runs
+        assert "usage: latnet-ctld" not in p.stderr, p.stderr
+    assert not (tmp_path / "c.db").exists()
 
 
 def stream(hosts, n):

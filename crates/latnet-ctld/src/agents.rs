@@ -8,7 +8,8 @@
 //! * every agent registers the hosts it serves, and registers again at least every
 //!   [`AGENT_TTL`] (`POST /agents {"name", "hosts"}`); an agent not heard from for that long no
 //!   longer counts; a host another agent serves is refused (409: they would undo each other);
-//!   an agent that stops says so (`DELETE /agents/NAME`);
+//!   a name is 1 to 200 of [`NAME_CHARS`] (400 otherwise), so that a path carries it as it is;
+//!   an agent that stops says so (`DELETE /agents/NAME`; 404 once its registration lapsed);
 //! * after it re-tagged a flow for log entry `seq` and that flow's old path drained (or, for a
 //!   new flow, once it tags it) the flow's agent says so: `POST /applied {"flow", "seq"}`;
 //! * before an agent applies a step, it asks whether the step before it is done:
@@ -29,6 +30,14 @@ use std::time::{Duration, Instant};
 pub const AGENT_TTL: Duration = Duration::from_secs(3);
 /// Most agents registered at once (a registration beyond is refused, 429).
 pub const MAX_AGENTS: usize = 4096;
+
+/// The characters an agent's name may have: those a path carries as they are (RFC 3986
+/// unreserved, and `+ @ :`), so that `DELETE /agents/NAME` needs no %-encoding.
+pub const NAME_CHARS: &str = "A-Z a-z 0-9 - . _ ~ + @ :";
+
+fn name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~+@:".contains(&b)
+}
 
 #[derive(Debug, Clone)]
 struct Registration {
@@ -97,8 +106,18 @@ impl Agents {
             return r;
         }
         let name = match m.get("name") {
-            Some(Value::String(s)) if !s.is_empty() && s.len() <= 200 => s.clone(),
-            _ => return err(400, Some("name"), "name: expected a string of 1 to 200 bytes"),
+            Some(Value::String(s))
+                if !s.is_empty() && s.len() <= 200 && s.bytes().all(name_byte) =>
+            {
+                s.clone()
+            }
+            _ => {
+                return err(
+                    400,
+                    Some("name"),
+                    format!("name: expected 1 to 200 of the characters {NAME_CHARS}"),
+                )
+            }
         };
         let Some(Value::Array(list)) = m.get("hosts") else {
             return err(400, Some("hosts"), "hosts: expected a list of host names");
@@ -147,9 +166,11 @@ impl Agents {
         self.live(Instant::now()).count()
     }
 
-    /// `DELETE /agents/NAME`: agent `name` stops (its hosts are unserved at once).
+    /// `DELETE /agents/NAME`: agent `name` stops (its hosts are unserved at once); 404 if it
+    /// is not registered now (never, or its registration lapsed).
     pub fn deregister(&mut self, name: &str) -> Reply {
-        match self.regs.remove(name) {
+        let now = Instant::now();
+        match self.regs.remove(name).filter(|r| now.duration_since(r.seen) < self.ttl) {
             Some(_) => {
                 self.generation += 1;
                 (204, Value::Null)
@@ -364,5 +385,30 @@ mod tests {
         assert_eq!(field(a.query("flow=1", src)), (400, "seq".into()));
         assert_eq!(field(a.query("flow=1&seq=1&wait=70000", src)), (400, "wait".into()));
         assert_eq!(field(a.query("flow=1&seq=1&who=me", src)), (400, "who".into()));
+    }
+
+    #[test]
+    fn a_lapsed_agent_is_not_there_to_deregister() {
+        let mut a = Agents::default();
+        a.set_ttl(Duration::from_millis(30));
+        assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(a.list().1.as_array().map(Vec::len), Some(0));
+        let r = a.deregister("A");
+        assert_eq!((r.0, r.1["field"].clone()), (404, json!("name")), "{r:?}");
+    }
+
+    #[test]
+    fn an_agent_s_name_is_one_a_path_carries_as_it_is() {
+        let mut a = Agents::default();
+        // the Rust agent's own: first host, the others' count, its process
+        let ok = a.register(br#"{"name": "h0_0_0+3@4242", "hosts": ["h1"]}"#, &HOSTS);
+        assert_eq!(ok.0, 200, "{ok:?}");
+        assert_eq!(a.deregister("h0_0_0+3@4242").0, 204);
+        for name in ["a b", "a/b", "a%20b", "a?b", "a#b", "é"] {
+            let body = json!({"name": name, "hosts": ["h2"]}).to_string();
+            let r = a.register(body.as_bytes(), &HOSTS);
+            assert_eq!((r.0, r.1["field"].clone()), (400, json!("name")), "{name:?}: {r:?}");
+        }
     }
 }

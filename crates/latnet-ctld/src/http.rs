@@ -46,6 +46,11 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// Most empty lines skipped before a request line.
 const MAX_BLANK_LINES: usize = 64;
 
+/// Most bytes a chunked body may take on the wire, framing (chunk sizes, extensions,
+/// trailers) included: a few times [`MAX_BODY`], so that framing cannot make a client's
+/// connection hold much more than a body (413 beyond).
+const MAX_CHUNKED: usize = 4 * MAX_BODY;
+
 /// Most connections served at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 
@@ -349,8 +354,9 @@ fn accept(
                     }
                     Some(cfg) => {
                         let talk = |s: &mut _| client.talk(s);
-                        if let Err(e) = crate::tls::accept(tcp, cfg, opts.io_timeout, talk) {
-                            m2.tls_failed.fetch_add(1, Ordering::Relaxed);
+                        let accepted = crate::tls::accept(tcp, cfg, opts.io_timeout, &m2, talk);
+                        // counted as a failed handshake by `accept`
+                        if let Err(e) = accepted {
                             eprintln!("latnet-ctld: tls: {peer}: {e}");
                         }
                     }
@@ -477,9 +483,12 @@ pub(crate) fn parse_head(raw: &[u8]) -> Result<Head, Reply> {
     if !token(method) {
         return Err(bad(None, format!("bad method {method:?}")));
     }
-    if !target.starts_with('/') || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+    if target.bytes().any(|b| b <= b' ' || b == 0x7f) {
         return Err(bad(None, format!("expected a path starting with /, got {target:?}")));
     }
+    let target = origin_form(target).ok_or_else(|| {
+        bad(None, format!("expected a path starting with / or an http URL, got {target:?}"))
+    })?;
     let http11 = match version {
         "HTTP/1.1" => true,
         "HTTP/1.0" => false,
@@ -501,7 +510,36 @@ pub(crate) fn parse_head(raw: &[u8]) -> Result<Head, Reply> {
         }
         headers.push((k.to_owned(), v.trim_matches([' ', '\t']).to_owned()));
     }
-    Ok(Head { method: method.to_owned(), target: target.to_owned(), http11, headers })
+    // RFC 9112 3.2: an HTTP/1.1 request without Host, or any with more than one, is a 400
+    let hosts = headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("host")).count();
+    if hosts > 1 || (http11 && hosts == 0) {
+        let why = if hosts > 1 {
+            "more than one Host header"
+        } else {
+            "an HTTP/1.1 request needs a Host header"
+        };
+        return Err(bad(Some("Host"), why.into()));
+    }
+    Ok(Head { method: method.to_owned(), target, http11, headers })
+}
+
+/// The path and query of a request target: an origin-form one (`/flows?x=1`) as it is, an
+/// absolute-form one (`http://host:port/flows?x=1`, RFC 9112 3.2.2, which a server must take)
+/// without its scheme and authority (`/` for an empty path); `None` for anything else.
+fn origin_form(target: &str) -> Option<String> {
+    if target.starts_with('/') {
+        return Some(target.to_owned());
+    }
+    let (scheme, rest) = target.split_once("://")?;
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
+        return None;
+    }
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    if authority.is_empty() {
+        return None;
+    }
+    Some(if path.starts_with('/') { path.to_owned() } else { format!("/{path}") })
 }
 
 /// The end of the head in `buf` (the index after its empty line), skipping empty lines before
@@ -542,13 +580,22 @@ pub(crate) fn dechunk(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, Reply> {
 pub(crate) fn dechunk_more(buf: &[u8], c: &mut Chunks) -> Result<Option<usize>, Reply> {
     let bad = |m: &str| err(400, Some("Transfer-Encoding"), format!("bad chunked body: {m}"));
     let line_end = |at: usize| buf[at..].windows(2).position(|w| w == b"\r\n");
+    // the body with its framing, whole or not, within MAX_CHUNKED
+    let framing = || {
+        err(
+            413,
+            None,
+            format!("the chunked body takes more than {MAX_CHUNKED} bytes with its framing"),
+        )
+    };
+    let more = || if buf.len() > MAX_CHUNKED { Err(framing()) } else { Ok(None) };
     while c.trailers {
         // trailers, then an empty line
         let Some(nl) = line_end(c.at) else {
             return if buf.len() - c.at > MAX_HEAD {
                 Err(bad("trailers too long"))
             } else {
-                Ok(None)
+                more()
             };
         };
         c.at += nl + 2;
@@ -558,11 +605,14 @@ pub(crate) fn dechunk_more(buf: &[u8], c: &mut Chunks) -> Result<Option<usize>, 
     }
     loop {
         let at = c.at;
+        if at > MAX_CHUNKED {
+            return Err(framing());
+        }
         let Some(nl) = line_end(at) else {
             return if buf.len() - at > 1024 {
                 Err(bad("a chunk-size line too long"))
             } else {
-                Ok(None)
+                more()
             };
         };
         let line =
@@ -583,7 +633,7 @@ pub(crate) fn dechunk_more(buf: &[u8], c: &mut Chunks) -> Result<Option<usize>, 
             return Err(err(413, None, format!("the body is larger than {MAX_BODY} bytes")));
         }
         if buf.len() < data + size + 2 {
-            return Ok(None);
+            return more();
         }
         if &buf[data + size..data + size + 2] != b"\r\n" {
             return Err(bad("a chunk longer than its size"));
@@ -667,10 +717,9 @@ impl Client<'_> {
         };
         let mut buf: Vec<u8> = Vec::new();
         loop {
-            // the head, whole within the timeout from its first byte (the time a kept-alive
-            // connection sat idle before it does not count)
-            let blank = |b: &[u8]| b.iter().all(|c| matches!(c, b'\r' | b'\n'));
-            let mut began = (!blank(&buf)).then(Instant::now);
+            // the head, whole within the timeout from its first byte, an empty line before it
+            // included (the time a kept-alive connection sat idle before it does not count)
+            let mut began = (!buf.is_empty()).then(Instant::now);
             let mut scanned = 0;
             let (start, end) = loop {
                 let found = head_end_from(&buf, scanned);
@@ -685,7 +734,7 @@ impl Client<'_> {
                     return;
                 }
                 let got = fill(&mut s, &mut buf);
-                if began.is_none() && !blank(&buf) {
+                if began.is_none() && !buf.is_empty() {
                     began = Some(Instant::now());
                 }
                 match (got, began) {
@@ -771,7 +820,7 @@ impl Client<'_> {
                 }
             };
             let sent = if matches!(head.method.as_str(), "GET" | "HEAD")
-                && head.target.split('?').next() == Some("/metrics")
+                && head.target.split('?').next().map(|p| p.trim_matches('/')) == Some("metrics")
             {
                 self.metrics_text(&mut s, &head.method, closes)
             } else {
@@ -892,7 +941,7 @@ fn http_date(secs: u64) -> String {
 }
 
 /// Write `reply` in one write (a `HEAD` request gets no body); `close`: say so.
-fn respond(
+pub(crate) fn respond(
     s: &mut impl Write,
     metrics: &Metrics,
     method: &str,
@@ -963,7 +1012,9 @@ mod tests {
         assert!(!h.closes());
         let Ok(h) = head("GET / HTTP/1.0") else { panic!() };
         assert!(h.closes());
-        let Ok(h) = head("GET / HTTP/1.1\r\nConnection: keep-alive, Close") else { panic!() };
+        let Ok(h) = head("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Close") else {
+            panic!()
+        };
         assert!(h.closes());
         for (raw, status, why) in [
             ("GET /", 400, "expected METHOD TARGET HTTP/1.1"),
@@ -988,7 +1039,8 @@ mod tests {
 
     #[test]
     fn a_body_is_framed_as_the_rfc_says_or_refused() {
-        let framing = |h: &str| head(&format!("POST / HTTP/1.1\r\n{h}")).and_then(|h| h.body());
+        let framing =
+            |h: &str| head(&format!("POST / HTTP/1.1\r\nHost: a\r\n{h}")).and_then(|h| h.body());
         assert_eq!(framing("Content-Length: 5, 5"), Ok(Body::Length(5)));
         assert_eq!(framing("Transfer-Encoding: Chunked"), Ok(Body::Chunked));
         assert_eq!(framing("X: y"), Ok(Body::Length(0)));
@@ -1071,5 +1123,48 @@ mod tests {
         for scanned in 0..raw.len() {
             assert_eq!(head_end_from(raw, scanned), Some((0, raw.len())), "{scanned}");
         }
+    }
+
+    #[test]
+    fn an_http_1_1_head_needs_one_host_and_may_give_an_absolute_target() {
+        for raw in ["GET /x HTTP/1.1", "GET /x HTTP/1.1\r\nHost: a\r\nhost: b"] {
+            match head(raw) {
+                Err((400, v)) => assert_eq!(v["field"], "Host", "{raw:?}: {v}"),
+                other => panic!("{raw:?}: {other:?}"),
+            }
+        }
+        assert!(head("GET /x HTTP/1.0").is_ok());
+        for (raw, target) in [
+            ("GET http://a:1/flows?x=1 HTTP/1.1\r\nHost: a:1", "/flows?x=1"),
+            ("GET HTTPS://a HTTP/1.1\r\nHost: a", "/"),
+            ("GET http://a?x HTTP/1.1\r\nHost: a", "/?x"),
+            ("GET http://a/health HTTP/1.0", "/health"),
+        ] {
+            let h = head(raw);
+            assert_eq!(h.map(|h| h.target), Ok(target.to_owned()), "{raw:?}");
+        }
+        for raw in ["GET ftp://a/x HTTP/1.1\r\nHost: a", "GET http:/x HTTP/1.1\r\nHost: a"] {
+            assert_eq!(head(raw).map_err(|e| e.0), Err(400), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn a_chunked_body_s_framing_is_bounded_too() {
+        // one-byte chunks with long extensions: little body, much framing
+        let chunk = format!("1;{}\r\na\r\n", "e".repeat(1000));
+        let raw = chunk.repeat(30_000);
+        assert!(matches!(dechunk(raw.as_bytes()), Err((413, _))));
+        // fed as it arrives: refused once the framing passes the bound, not at the end
+        let mut c = Chunks::default();
+        let mut refused = None;
+        for n in (0..=raw.len()).step_by(16 * 1024) {
+            if let Err((st, _)) = dechunk_more(&raw.as_bytes()[..n], &mut c) {
+                refused = Some((st, n));
+                break;
+            }
+        }
+        let (st, n) = refused.unwrap();
+        assert_eq!(st, 413);
+        assert!(n <= MAX_CHUNKED + 16 * 1024, "{n}");
     }
 }

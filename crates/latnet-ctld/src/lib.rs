@@ -378,10 +378,13 @@ impl Store {
     }
 
     /// Open (or create) the store at `path` for `cfg`, and the controller its log leads to.
+    /// Settings that cannot build a controller are refused ([`ServiceError::Config`]) before
+    /// the file is opened, so such a start neither makes a store nor writes into one.
     pub fn open(
         path: &Path,
         cfg: &ServiceConfig,
     ) -> Result<(Store, Controller, Matches), ServiceError> {
+        let fresh = cfg.controller().map_err(ServiceError::Config)?;
         let p = path.display().to_string();
         let conn = Connection::open(path)
             .map_err(|e| ServiceError::Sqlite { path: p.clone(), source: e })?;
@@ -458,7 +461,7 @@ impl Store {
             .map_err(|e| store.sql(e))?;
         store.last = newest.unwrap_or(0).max(store.snap);
         store.folded = oldest.map_or(store.snap, |o| o - 1);
-        let (ctl, matches) = store.rebuild(cfg)?;
+        let (ctl, matches) = store.rebuild_from(fresh)?;
         store.rewrite_flows(&ctl, &matches)?;
         Ok((store, ctl, matches))
     }
@@ -498,7 +501,11 @@ impl Store {
     /// A controller for `cfg` in the store's state: the snapshot restored, then the log after it
     /// replayed and checked.
     fn rebuild(&self, cfg: &ServiceConfig) -> Result<(Controller, Matches), ServiceError> {
-        let mut ctl = cfg.controller().map_err(ServiceError::Config)?;
+        self.rebuild_from(cfg.controller().map_err(ServiceError::Config)?)
+    }
+
+    /// [`Store::rebuild`] into `ctl`, a controller with nothing admitted.
+    fn rebuild_from(&self, mut ctl: Controller) -> Result<(Controller, Matches), ServiceError> {
         let mut matches = Matches::new();
         if let Some(v) = self.snapshot_json()? {
             let bad = |message: String| ServiceError::BadSnapshot {
@@ -802,14 +809,15 @@ fn parse_request(body: &[u8]) -> Result<Request, Reply> {
             None => Err(err(400, Some(f), format!("{f}: missing (a host name)"))),
         }
     };
+    // at most what the store's INTEGER columns hold (i64), refused before the controller sees it
     let positive = |f: &str, what: &str| -> Result<u64, Reply> {
         match m.get(f) {
             Some(v) => match v.as_u64() {
-                Some(n) if n >= 1 => Ok(n),
+                Some(n) if n >= 1 && i64::try_from(n).is_ok() => Ok(n),
                 _ => Err(err(
                     400,
                     Some(f),
-                    format!("{f}: expected {what} as a whole number >= 1, got {v}"),
+                    format!("{f}: expected {what} as a whole number >= 1 (below 2^63), got {v}"),
                 )),
             },
             None => Err(err(400, Some(f), format!("{f}: missing ({what})"))),
@@ -1200,7 +1208,8 @@ impl Service {
     fn post_compact(&mut self, query: &str) -> Reply {
         let mut keep = 0i64;
         for kv in query.split('&').filter(|kv| !kv.is_empty()) {
-            match kv.split_once('=') {
+            // a bare `keep` is `keep=` (as `GET /log` reads it): a value that is no number
+            match kv.split_once('=').or((kv == "keep").then_some((kv, ""))) {
                 Some(("keep", v)) => match v.parse::<i64>() {
                     Ok(n) if n >= 0 => keep = n,
                     _ => {

@@ -9,8 +9,11 @@
 //!
 //! Prints `listening on http://ADDR:PORT` once it accepts requests (with `--listen
 //! 127.0.0.1:0` the port the system chose), and stops on SIGINT / SIGTERM or, with
-//! `--stdin-stop`, when its standard input closes. Exit status 2 for a usage error, 1 for a store
-//! or configuration error (the message names the file and what differs).
+//! `--stdin-stop`, when its standard input closes. Exit status 2 for a usage error, settings
+//! that cannot build a controller among them (`--k 3`, `--queues 9`, `--system qjump`); 1 for a
+//! store error (the message names the file and what differs, as for a store made with other
+//! settings) or a `--listen` address that cannot be bound. Settings are checked and the port
+//! bound before the store is opened, so a start refused for either writes nothing.
 //!
 //! `--io-timeout` (default 10 s): how long one read or write of a client's connection may wait
 //! and how long a request's body may take to arrive (408 after); each client has a thread of
@@ -200,6 +203,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // the settings, then the port, before anything is written
+    if let Err(e) = args.cfg.controller() {
+        eprintln!("latnet-ctld: {e}");
+        return ExitCode::from(2);
+    }
+    let endpoint = match Endpoint::open(&args.listen, tls) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("latnet-ctld: --listen {}: {e}", args.listen);
+            return ExitCode::from(1);
+        }
+    };
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("latnet-ctld: {}: {e}", dir.display());
@@ -210,17 +225,12 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("latnet-ctld: {e}");
-            return ExitCode::from(1);
+            // settings that build no controller are a usage error (checked above already)
+            let config = matches!(e, latnet_ctld::ServiceError::Config(_));
+            return ExitCode::from(if config { 2 } else { 1 });
         }
     };
     svc.set_log_keep(args.log_keep);
-    let endpoint = match Endpoint::open(&args.listen, tls) {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("latnet-ctld: --listen {}: {e}", args.listen);
-            return ExitCode::from(1);
-        }
-    };
     let stop = Arc::new(AtomicBool::new(false));
     // SIGINT / SIGTERM end the process as usual: every request is committed to the store
     // (one transaction) before it is answered, so nothing answered is lost.

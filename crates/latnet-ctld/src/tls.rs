@@ -9,17 +9,19 @@
 //! port. rustls 0.23 with the *ring* provider does the cryptography, TLS 1.2 and 1.3 only.
 //!
 //! A client speaking plain HTTP to the TLS port gets a plain `400` saying so, not a hang or a
-//! reset. Certificates and keys are PEM files (`latnet-ctld --tls-cert FILE --tls-key FILE`,
+//! reset (counted in `GET /metrics` as an answer, and as a failed handshake). Certificates and keys are PEM files (`latnet-ctld --tls-cert FILE --tls-key FILE`,
 //! read again on SIGHUP: [`crate::Swap`];
 //! `scripts/tls-certs.sh` makes a CA and a certificate it signed).
 
-use crate::http::linger_close;
+use crate::err;
+use crate::http::{linger_close, respond};
+use crate::metrics::Metrics;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
-use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,34 +77,60 @@ pub fn server_config(
     Ok(Arc::new(cfg))
 }
 
-/// The answer to plain HTTP on the TLS port.
-const PLAIN_HTTP: &str = "{\"error\": \"this port speaks HTTPS: use https://\"}";
-
 /// Do the TLS handshake on `tcp` (within `io_timeout`), let `talk` read and write through it,
-/// then close it, saying so (`close_notify`). A plain-HTTP request is answered 400.
+/// then close it, saying so (`close_notify`). A plain-HTTP request is answered 400. Every `Err`
+/// (why the connection ended before or during the handshake) is counted in `metrics` as a
+/// failed handshake before anything is written, the 400 also as an answer.
 pub(crate) fn accept(
+    tcp: TcpStream,
+    cfg: Arc<ServerConfig>,
+    io_timeout: Duration,
+    metrics: &Metrics,
+    talk: impl FnOnce(&mut StreamOwned<ServerConnection, TcpStream>),
+) -> Result<(), String> {
+    let failed = || metrics.tls_failed.fetch_add(1, Ordering::Relaxed);
+    let Some(mut s) = handshake(tcp, cfg, io_timeout, metrics, failed).inspect_err(|e| {
+        if e != PLAIN_HTTP {
+            failed();
+        }
+    })?
+    else {
+        return Ok(());
+    };
+    talk(&mut s);
+    s.conn.send_close_notify();
+    let _ = s.conn.complete_io(&mut s.sock);
+    linger_close(&s.sock);
+    Ok(())
+}
+
+/// Why a connection that spoke plain HTTP ended (counted before its answer, not again).
+const PLAIN_HTTP: &str = "plain HTTP on the TLS port (answered 400)";
+
+/// The handshake of [`accept`]: the stream, or `None` if the client closed before a byte.
+/// `failed` counts the plain-HTTP one before its 400 is written.
+fn handshake(
     mut tcp: TcpStream,
     cfg: Arc<ServerConfig>,
     io_timeout: Duration,
-    talk: impl FnOnce(&mut StreamOwned<ServerConnection, TcpStream>),
-) -> Result<(), String> {
+    metrics: &Metrics,
+    failed: impl Fn() -> u64,
+) -> Result<Option<StreamOwned<ServerConnection, TcpStream>>, String> {
     let mut first = [0u8; 1];
     match tcp.peek(&mut first) {
-        Ok(0) => return Ok(()), // a port scan, a health check of the TCP port
+        Ok(0) => return Ok(None), // a port scan, a health check of the TCP port
         Ok(_) => {}
         Err(e) => return Err(format!("before the handshake: {e}")),
     }
     if first[0] != 0x16 {
         // not a TLS handshake record
         if first[0].is_ascii_uppercase() {
-            let _ = write!(
-                tcp,
-                "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{PLAIN_HTTP}",
-                PLAIN_HTTP.len()
-            );
+            // counted here, before the answer, and not again by the caller
+            failed();
+            let reply = err(400, None, "this port speaks HTTPS: use https://");
+            let _ = respond(&mut tcp, metrics, "GET", reply, true);
             linger_close(&tcp);
-            return Err("plain HTTP on the TLS port (answered 400)".into());
+            return Err(PLAIN_HTTP.into());
         }
         return Err(format!("not a TLS handshake (first byte {:#04x})", first[0]));
     }
@@ -121,10 +149,5 @@ pub(crate) fn accept(
         }
     }
     tcp.set_read_timeout(Some(io_timeout)).map_err(|e| e.to_string())?;
-    let mut s = StreamOwned::new(conn, tcp);
-    talk(&mut s);
-    s.conn.send_close_notify();
-    let _ = s.conn.complete_io(&mut s.sock);
-    linger_close(&s.sock);
-    Ok(())
+    Ok(Some(StreamOwned::new(conn, tcp)))
 }

@@ -977,13 +977,13 @@ fn bodies_come_chunked_or_after_100_continue_and_bad_heads_are_refused() {
         (huge.as_str(), 431, "larger than"),
         ("HELLO\r\n\r\n", 400, "expected METHOD TARGET HTTP/1.1"),
         ("GET /flows HTTP/3\r\n\r\n", 505, "HTTP/1.1 or HTTP/1.0"),
-        ("POST /flows HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400, "Content-Length"),
+        ("POST /flows HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n", 400, "Content-Length"),
     ] {
         let (st, text) = http(&addr, raw);
         assert_eq!(st, status, "{text}");
         assert!(text.contains(why), "{text}");
     }
-    let (_, text) = http(&addr, "GET /flows HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let (_, text) = http(&addr, "GET /flows HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     let list: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(list.as_array().map(Vec::len), Some(2));
     stop.store(true, Ordering::Relaxed);
@@ -1030,13 +1030,13 @@ fn beyond_the_most_connections_a_new_one_hears_503_and_a_freed_place_is_taken_ag
         assert!(s.read(&mut buf).unwrap() > 0);
         held.push(s);
     }
-    let (st, text) = http(&addr, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let (st, text) = http(&addr, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(st, 503, "{text}");
     assert!(text.contains("connections are open"), "{text}");
     held.truncate(most - 1);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let (st, _) = http(&addr, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+        let (st, _) = http(&addr, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         if st == 200 {
             break;
         }
@@ -1102,7 +1102,7 @@ fn metrics_count_what_the_service_did_in_the_prometheus_format() {
     let (auth_w, auth_r) =
         (format!("Authorization: Bearer {w}\r\n"), format!("Authorization: Bearer {r}\r\n"));
     // a token is needed, as for every request but GET /health
-    let (st, _) = http(&addr, "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let (st, _) = http(&addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(st, 401);
     let before = metrics(&addr, &auth_r);
     assert_eq!(before["latnet_ctld_flows"], 0.0);
@@ -1172,7 +1172,7 @@ fn metrics_count_what_the_service_did_in_the_prometheus_format() {
     assert!(ask("HEAD", "/log?after=1&wait=5000", &auth_r).starts_with("HTTP/1.1 200"));
     assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
     let raw =
-        format!("POST /metrics HTTP/1.1\r\n{auth_w}Content-Length: 0\r\nConnection: close\r\n\r\n");
+        format!("POST /metrics HTTP/1.1\r\nHost: x\r\n{auth_w}Content-Length: 0\r\nConnection: close\r\n\r\n");
     assert_eq!(http(&addr, &raw).0, 405);
     // a 405 says what is allowed (RFC 9110: an Allow header)
     for (m, path, allow) in [
@@ -1187,6 +1187,173 @@ fn metrics_count_what_the_service_did_in_the_prometheus_format() {
     }
     assert!(!ask("GET", "/nothing", &auth_r).contains("Allow:"));
     drop(kept);
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+/// `latnet-ctld ARGS --db DB --stdin-stop` with nothing on its standard input (so that a start
+/// that succeeds stops at once): its exit status and standard error.
+fn ctld(args: &[&str], db: &Path) -> (Option<i32>, String) {
+    use std::process::{Command, Stdio};
+    let out = Command::new(env!("CARGO_BIN_EXE_latnet-ctld"))
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .arg("--stdin-stop")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_start_refused_for_its_settings_writes_no_store_and_the_corrected_one_starts() {
+    let db = tmp("bad-start");
+    let with = |f: fn(&mut ServiceConfig)| {
+        let mut c = cfg(4);
+        f(&mut c);
+        c
+    };
+    for bad in [
+        cfg(3),
+        with(|c| c.system = "foo".into()),
+        with(|c| c.system = "qjump".into()),
+        with(|c| c.queues = 9),
+    ] {
+        let e = Service::open(&db, bad.clone()).unwrap_err();
+        assert!(matches!(e, ServiceError::Config(_)), "{bad:?}: {e}");
+        assert!(!db.exists(), "{bad:?} made a store");
+    }
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    assert_eq!(svc.handle("GET", "/config", b"").1["k"], 4);
+}
+
+#[test]
+fn the_binary_says_2_for_settings_it_cannot_use_and_touches_no_store_before_it_listens() {
+    let db = tmp("bad-binary");
+    let free = ["--listen", "127.0.0.1:0"];
+    for (args, why) in [
+        (&["--k", "3"][..], "even k"),
+        (&["--k", "4", "--system", "foo"], "foo"),
+        (&["--k", "4", "--system", "qjump"], "qjump"),
+        (&["--k", "4", "--queues", "9"], "9 queues"),
+    ] {
+        let (code, err) = ctld(&[args, &free[..]].concat(), &db);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert!(!db.exists(), "{args:?} made a store");
+    }
+    // a port in use: a store error's status, and no store either
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, err) = ctld(&["--k", "6", "--listen", &addr], &db);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&addr), "{err}");
+    assert!(!db.exists(), "a start that could not listen made a store");
+    let (code, err) = ctld(&["--k", "4", "--listen", "127.0.0.1:0"], &db);
+    assert_eq!(code, Some(0), "{err}");
+    // a store made with other settings is still refused, as a store error
+    let (code, err) = ctld(&["--k", "6", "--listen", "127.0.0.1:0"], &db);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("k = 4"), "{err}");
+}
+
+#[test]
+fn numbers_the_store_cannot_hold_are_a_400_naming_the_field_and_change_nothing() {
+    let db = tmp("huge");
+    let mut svc = Service::open(&db, cfg(4)).unwrap();
+    let ok = json!({"src": "h0_0_0", "dst": "h3_1_1", "rate_bps": 2_000_000u64,
+                    "burst_bytes": 3000, "deadline_ns": 10_000_000u64});
+    for field in ["deadline_ns", "rate_bps", "burst_bytes"] {
+        for n in [1u64 << 63, u64::MAX] {
+            let mut body = ok.clone();
+            body[field] = json!(n);
+            let (st, r) = post(&mut svc, body);
+            assert_eq!((st, r["field"].as_str()), (400, Some(field)), "{r}");
+            assert!(r["error"].as_str().unwrap().contains(field), "{r}");
+        }
+    }
+    let (_, health) = svc.handle("GET", "/health", b"");
+    assert_eq!(health["last"], 0, "{health}");
+    assert_eq!(post(&mut svc, ok).0, 201);
+    // the largest the store holds is taken (and refused or admitted by the controller)
+    let mut body = json!({"src": "h0_0_0", "dst": "h3_1_1", "rate_bps": 2_000_000u64,
+                          "burst_bytes": 3000, "deadline_ns": i64::MAX as u64});
+    let (st, r) = post(&mut svc, body.clone());
+    assert_eq!(st, 201, "{r}");
+    body["deadline_ns"] = json!(1u64 << 63);
+    assert_eq!(post(&mut svc, body).0, 400);
+    drop(svc);
+    assert_eq!(Service::open(&db, cfg(4)).unwrap().controller().len(), 2);
+}
+
+#[test]
+fn compact_with_a_bare_keep_names_what_keep_expects() {
+    let mut svc = Service::open(&tmp("bare-keep"), cfg(4)).unwrap();
+    for q in ["keep", "keep="] {
+        let (st, r) = svc.handle("POST", &format!("/compact?{q}"), b"");
+        assert_eq!(st, 400, "{r}");
+        assert_eq!(r["field"], "keep");
+        assert_eq!(r["error"], "keep: expected a whole number >= 0, got \"\"", "{q}");
+    }
+    let (st, r) = svc.handle("POST", "/compact?kept=1", b"");
+    assert_eq!((st, r["field"].as_str()), (400, Some("kept")), "{r}");
+}
+
+#[test]
+fn blank_lines_before_a_head_count_against_its_time() {
+    let svc = Service::open(&tmp("blank-slow"), cfg(4)).unwrap();
+    let timeout = Duration::from_millis(600);
+    let (addr, stop, t) = start(svc, ServeOptions { io_timeout: timeout, tokens: None });
+    let mut s = TcpStream::connect(&addr).unwrap();
+    // far fewer than the blank lines it refuses by their number, over twice the timeout
+    for _ in 0..12 {
+        if s.write_all(b"\r\n").is_err() {
+            break;
+        }
+        std::thread::sleep(timeout / 5);
+    }
+    let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.set_read_timeout(Some(timeout * 4)).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert_eq!(answers(&out).first().map(|a| a.0), Some(408), "{out:?}");
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+#[test]
+fn metrics_with_a_trailing_slash_is_the_same_text() {
+    let svc = Service::open(&tmp("metrics-slash"), cfg(4)).unwrap();
+    let (addr, stop, t) = start(svc, ServeOptions::default());
+    for path in ["/metrics", "/metrics/"] {
+        let raw = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(raw.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.contains("Content-Type: text/plain; version=0.0.4"), "{path}: {out}");
+        assert!(out.contains("\nlatnet_ctld_flows 0\n"), "{path}: {out}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+#[test]
+fn http_1_1_needs_a_host_and_takes_an_absolute_target() {
+    let svc = Service::open(&tmp("host"), cfg(4)).unwrap();
+    let (addr, stop, t) = start(svc, ServeOptions::default());
+    let (st, text) = http(&addr, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert_eq!(st, 400, "{text}");
+    assert!(text.contains("Host"), "{text}");
+    let raw =
+        format!("GET http://{addr}/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let (st, text) = http(&addr, &raw);
+    assert_eq!(st, 200, "{text}");
+    assert!(text.contains("\"ok\":true"), "{text}");
+    // HTTP/1.0 has no Host to require
+    let (st, text) = http(&addr, "GET /health HTTP/1.0\r\n\r\n");
+    assert_eq!(st, 200, "{text}");
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }

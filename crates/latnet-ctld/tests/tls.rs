@@ -170,6 +170,16 @@ fn requests_over_tls_are_answered_in_order_and_plain_http_is_told_where_it_is() 
     let got = answers(&out);
     assert_eq!(got.first().map(|a| a.0), Some(400), "{out}");
     assert!(got[0].1.contains("https://"), "{out}");
+    assert!(out.contains("\r\nDate: "), "{out}");
+    // and it is counted as an answer like any other (and as a failed handshake)
+    let raw = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let text = &answers(&https(&svc.addr, &cfg, raw).unwrap())[0].1;
+    for line in [
+        "latnet_ctld_responses_total{code=\"400\"} 1",
+        "latnet_ctld_tls_handshake_failures_total 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
     svc.end();
 }
 

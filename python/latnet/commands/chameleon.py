@@ -677,11 +677,31 @@ def cmd_live(args: argparse.Namespace) -> int:
     return 0
 
 
+def _io_timeout(text: str) -> float:
+    """An argparse type: ``--io-timeout``'s seconds, from 0.001 to 3600 (what latnet-ctld takes)."""
+    try:
+        s = float(text)
+    except ValueError:
+        s = float("nan")
+    if not 0.001 <= s <= 3600:
+        raise argparse.ArgumentTypeError(f"expected seconds from 0.001 to 3600, got {text!r}")
+    return s
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
     from ..testbed import binary
 
+    # usage errors said here, as `eval` says them (latnet-ctld would exit 2 for them too)
+    why = None
+    if not args.topology and args.k % 2:
+        why = f"--k: a fat-tree needs an even k of at least 2, got {args.k}"
+    elif args.system.startswith("chameleon") and args.queues not in (1, 2, 4, 8):
+        why = f"--queues: no default delay budgets for {args.queues} queues (1, 2, 4 or 8)"
+    if why is not None:
+        print(f"latnet: {why}", file=sys.stderr)
+        return 2
     argv = [binary("latnet-ctld"), "--db", args.db, "--listen", args.listen]
     argv += ["--system", args.system, "--queues", str(args.queues)]
     if args.topology:
@@ -741,7 +761,7 @@ def register_serve(sub) -> None:
     )
     s.add_argument(
         "--io-timeout",
-        type=float,
+        type=_io_timeout,
         default=10.0,
         metavar="SECONDS",
         help="how long a client's read or write may wait and its request body may take to "
