@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
-from . import LatnetError, ScenarioError, ScenarioWarning, UsageError, __version__
+from . import LatnetError, ScenarioError, UsageError, __version__
 from . import check as check_scenario
 from . import run as run_scenario
 from ._latnet import duration_ns
-from .commands import register_all, seed
+from .commands import register_all, scenario_warnings, seed
 from .progress import time_bar
 from .reproduce import EMULATED, SEEDS, SWEEPS, load
 from .table import flow_table, tcp_table
@@ -113,24 +112,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
             names.append(f"pcap/ ({pcaps} link captures)")
         print(f"\nwrote {', '.join(names)} to {out}/")
     return 0
-
-
-@contextmanager
-def scenario_warnings(show: bool = True):
-    """Print the ScenarioWarnings issued inside as ``latnet: warning: ...`` on stderr (``show``
-    False: drop them, said already)."""
-    import warnings
-
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always", ScenarioWarning)
-        try:
-            yield
-        finally:
-            for w in seen:
-                if not issubclass(w.category, ScenarioWarning):
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-                elif show:
-                    print(f"latnet: warning: {w.message}", file=sys.stderr)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import check, run
+from . import ScenarioWarning, check, run
 from ._latnet import LatnetError, ScenarioError, apply_overrides
 
 __all__ = [
@@ -119,23 +120,37 @@ def checked(text: str, label: str, sets: list[tuple[str, str]]) -> str:
     """``apply``, then read the result as a scenario: ScenarioError naming ``label`` and the
     key when a key or value is wrong (without line numbers, which would point into the
     rewritten text rather than the user's file; with no ``sets`` the text is the file's, and the
-    error keeps its line)."""
+    error keeps its line). Its warnings (:class:`~latnet.ScenarioWarning`) are issued again,
+    placed the same way."""
     if not sets:
         check(text=text, name=label)
         return text
     text = apply(text, label, sets)
-    try:
-        check(text=text, name=label)
-    except ScenarioError as e:
-        m = re.match(r"^(.*?):(\d+):\d+: (.*)$", str(e), re.S)
-        if not m:
-            raise
-        where, line, msg = m.group(1), int(m.group(2)), m.group(3)
-        key = _key_at(text, line)
-        if key and not msg.startswith("`"):
-            msg = f"`{key}`: {msg}"
-        raise ScenarioError(f"{where}: {msg}") from None
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ScenarioWarning)
+        try:
+            check(text=text, name=label)
+        except ScenarioError as e:
+            raise ScenarioError(_by_key(str(e), text)) from None
+    for w in seen:
+        if issubclass(w.category, ScenarioWarning):
+            warnings.warn(_by_key(str(w.message), text), ScenarioWarning, stacklevel=2)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return text
+
+
+def _by_key(message: str, text: str) -> str:
+    """A message about rewritten scenario ``text`` (``where:line:col: what``) without the line,
+    which would point into the rewritten text, naming the key of that line instead."""
+    m = re.match(r"^(.*?):(\d+):\d+: (.*)$", message, re.S)
+    if not m:
+        return message
+    where, line, msg = m.group(1), int(m.group(2)), m.group(3)
+    key = _key_at(text, line)
+    if key and not msg.startswith("`"):
+        msg = f"`{key}`: {msg}"
+    return f"{where}: {msg}"
 
 
 def _key_at(text: str, line: int) -> str | None:
@@ -346,7 +361,10 @@ def local_cluster(workers: int = 2, timeout_s: float = 60.0) -> Iterator[str]:
 def run_point(task: dict) -> dict:
     """One run of a sweep (a Dask / pool task): the scenario text with the point's values set,
     run with ``seed``; the flows' summary without per-packet records."""
-    res = run(text=task["text"], name=task["name"], seed=task["seed"], packets=False)
+    with warnings.catch_warnings():
+        # said by `checked` before the sweep started, once per point rather than per run
+        warnings.simplefilter("ignore", ScenarioWarning)
+        res = run(text=task["text"], name=task["name"], seed=task["seed"], packets=False)
     s = res.summary
     return {
         "point": task["point"],

@@ -180,6 +180,30 @@ def test_sweep_checks_every_point_before_running(tmp_path, capsys):
     assert f"{bad}:{line}:" in err, err
 
 
+def test_a_point_that_cuts_a_flow_off_warns_once_naming_the_point_and_key(tmp_path, capsys):
+    """Moving r0's link to r1 leaves cbr0 no path: the sweep says so once for that point (not
+    per seed or run, not in Python's warning format, without a line of the rewritten text), and
+    runs it (cbr0 lost whole there)."""
+    sets = [a for k, v in SHORT for a in ("--set", f"{k}={v}")]
+    out = tmp_path / "cut"
+    argv = ["sweep", str(DUMBBELL), "--quiet", "--out", str(out), "--seeds", "2", *sets]
+    assert main([*argv, "--vary", "links[5].b=r0,r1", "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    warned = [x for x in err.splitlines() if "warning" in x.lower()]
+    assert warned == [
+        f"latnet: warning: {DUMBBELL} (links[5].b=r1): `flows[0].dst`: no path from "
+        '"l0" to "r0" over the links (through switches): every packet is dropped as no-route'
+    ], err
+    rows = pd.read_csv(out / "sweep.csv")
+    cut = rows[(rows["links[5].b"] == "r1") & (rows["flow"] == "cbr0")]
+    assert len(cut) == 2 and (cut["loss_rate"] == 1).all(), cut
+    kept = rows[(rows["links[5].b"] == "r0") & (rows["flow"] == "cbr0")]
+    assert (kept["loss_rate"] < 1).all(), kept
+    # the library warns as Python does, once per point, before anything runs
+    with pytest.warns(latnet.ScenarioWarning, match=r"\(links\[5\]\.b=r1\): `flows\[0\]\.dst`"):
+        sweep.run_sweep(DUMBBELL, vary=[("links[5].b", ["r1"])], seeds=[1], sets=SHORT, workers=1)
+
+
 def test_scheduler_errors_say_what_is_missing(monkeypatch, capsys):
     """No scheduler at the address: an error saying so, after the timeout (shortened here);
     --scheduler with a seed that is not a sweep: a usage error naming the seeds that are."""

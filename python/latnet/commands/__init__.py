@@ -11,6 +11,10 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import warnings
+from contextlib import contextmanager
+
+from .. import ScenarioWarning
 
 
 def whole(least: int, most: int = 2**64 - 1):
@@ -99,3 +103,21 @@ def run_progress(enabled: bool, total: int, desc: str):
         bar.refresh()
 
     return cb, bar.close
+
+
+@contextmanager
+def scenario_warnings(show: bool = True):
+    """Print the ScenarioWarnings issued inside as ``latnet: warning: ...`` on stderr as they
+    come (``show`` False: drop them, said already); other warnings as before."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ScenarioWarning)
+        before = warnings.showwarning
+
+        def shown(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, ScenarioWarning):
+                before(message, category, filename, lineno, file, line)
+            elif show:
+                print(f"latnet: warning: {message}", file=sys.stderr)
+
+        warnings.showwarning = shown
+        yield

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import sweep
 from ..plot import SWEEP_METRICS
-from . import run_progress, whole
+from . import run_progress, scenario_warnings, whole
 
 
 def _assignment(many: bool):
@@ -79,15 +79,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{npoints} points x {len(seeds)} seeds = {total} runs on {where}", file=sys.stderr)
     cb, close = run_progress(not args.quiet and sys.stderr.isatty(), total, "sweep")
     try:
-        runs = sweep.run_sweep(
-            path,
-            vary=vary,
-            seeds=seeds,
-            sets=sets,
-            scheduler=args.scheduler,
-            workers=args.workers,
-            progress=cb,
-        )
+        with scenario_warnings():
+            runs = sweep.run_sweep(
+                path,
+                vary=vary,
+                seeds=seeds,
+                sets=sets,
+                scheduler=args.scheduler,
+                workers=args.workers,
+                progress=cb,
+            )
     finally:
         close()
     out = Path(args.out) if args.out else Path("out") / f"sweep-{path.stem}"
