@@ -55,7 +55,8 @@ def start_margins(switch_ports: int, flows: int) -> tuple[int, int]:
 
 class EmuResults(SummaryFrames):
     """Results of an emulated run: ``summary`` is the dict of ``results.json``; ``pcaps`` the
-    link captures (``out/pcap/<node>-<peer>.pcap``) and ``queues`` the queue series
+    link captures (``out/pcap/<node>-<peer>.pcap``, ``<node>-<peer>.1.pcap`` for the second of
+    parallel links, as the simulator names them) and ``queues`` the queue series
     (``queues.csv`` as a DataFrame), ``hops`` and ``packets`` the per-hop and per-packet
     records (``hops.csv`` and ``packets.csv``, the simulator's columns, ``id`` empty;
     ``packets`` has a row per packet sent: received, dropped by a switch or ``end-of-run``
@@ -159,7 +160,7 @@ def run_emu(
     """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``).
 
     With ``pcap`` (``None``: the scenario's ``[output] pcap``), the switches capture every link
-    direction into ``out/pcap/<node>-<peer>.pcap``
+    direction into ``out/pcap/<node>-<peer>.pcap`` (parallel links: ``<node>-<peer>.1.pcap``, ...)
     as the simulator does: each frame stamped at the start of its emulated transmission,
     counted from the scenario's time zero (see ``latnet-switch run --pcap``). With ``queues`` (an
     interval such as ``"1ms"``; else the scenario's ``[output] queues``) they sample the queues

@@ -139,7 +139,8 @@ class Testbed:
         self.time_zero_after_ns = time_zero_after_ns
         self.time_zero_ns: int | None = None
         # With ``pcap_dir``, every switch writes a capture of each port it emulates (its own
-        # egress ports and its hosts'): ``<node>-<peer>.pcap``, as the simulator names them.
+        # egress ports and its hosts'): ``<node>-<peer>.pcap`` (``.1.pcap`` for the second of
+        # parallel links), as the simulator names them.
         self.pcap_dir = Path(pcap_dir).resolve() if pcap_dir is not None else None
         # With ``queues`` (an interval, e.g. "1ms"; else the scenario's ``[output] queues``),
         # every switch samples the queues of the ports it emulates into its final statistics.

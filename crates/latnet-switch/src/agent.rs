@@ -1,7 +1,7 @@
 //! The Chameleon host agent: what the controller decided, programmed into hosts' kernels.
 //!
 //! One agent serves one or more hosts of an emulated testbed (each in its network namespace).
-//! It polls the controller service (`latnet chameleon serve`, [`latnet-ctld`]) and keeps, for
+//! It polls the controller service (`latnet chameleon serve`, `latnet-ctld`) and keeps, for
 //! every admitted flow whose source is one of its hosts:
 //!
 //! * a **tagger** entry ([`crate::tagger`]): the flow's packets (its `match`, to each address

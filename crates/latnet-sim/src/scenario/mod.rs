@@ -577,14 +577,9 @@ fn check_dilation(cx: ErrCtx<'_>, sc: &Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// The nodes a frame from host `src` can reach over `links`: through switches only (hosts do
-/// not forward), whatever the routes say.
-fn reachable(nodes: &[NodeSpec], links: &[LinkSpec], src: usize) -> Vec<bool> {
-    let mut adj = vec![Vec::new(); nodes.len()];
-    for l in links {
-        adj[l.a].push(l.b);
-        adj[l.b].push(l.a);
-    }
+/// The nodes a frame from host `src` can reach over the links (`adj`: each node's neighbours):
+/// through switches only (hosts do not forward), whatever the routes say.
+fn reachable(nodes: &[NodeSpec], adj: &[Vec<usize>], src: usize) -> Vec<bool> {
     let mut seen = vec![false; nodes.len()];
     seen[src] = true;
     let mut next = vec![src];
@@ -843,6 +838,11 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     let mut flows = Vec::with_capacity(raw.flows.len());
     let mut flow_names: HashMap<String, usize> = HashMap::new();
     let mut reach: HashMap<usize, Vec<bool>> = HashMap::new(); // per source host
+    let mut adj = vec![Vec::new(); nodes.len()]; // each node's neighbours over the links
+    for l in &links {
+        adj[l.a].push(l.b);
+        adj[l.b].push(l.a);
+    }
     let mut warnings = Vec::new();
     let mut tcp_listeners: HashMap<(usize, u16), usize> = HashMap::new();
     for (i, f) in raw.flows.iter().enumerate() {
@@ -874,7 +874,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
                 "source and destination are the same host",
             ));
         }
-        if !reach.entry(src).or_insert_with(|| reachable(&nodes, &links, src))[dst] {
+        if !reach.entry(src).or_insert_with(|| reachable(&nodes, &adj, src))[dst] {
             warnings.push(cx.at(
                 Some(f.dst.span()),
                 key("dst"),
