@@ -12,8 +12,8 @@
 //! whatever its mean gap (a Poisson source whose mean gap is under 1 ns still advances on
 //! average), and a run whose durations are `k` times longer and rates `k` times slower
 //! (`[sim] dilation`, with `k` dividing the rates) draws the same gaps in the same units: its
-//! instants divided by `k` are the undilated ones to within 1 ns (sender `jitter` aside: its
-//! draws depend on its bound, which dilation scales).
+//! instants divided by `k` are the undilated ones to within 1 ns (2 ns with a sender `jitter`,
+//! one draw scaled to its bound: see [`Source::with_jitter`]).
 //!
 //! | kind | parameters | pattern |
 //! |---|---|---|
@@ -224,7 +224,12 @@ impl Source {
         if self.jitter == 0 {
             return Some(t);
         }
-        let late = Duration::from_nanos(rng.gen_range(0..=self.jitter));
+        // One 64-bit draw scaled to `[0, jitter]` (multiply and shift: uniform to within
+        // `(jitter + 1) / 2^64`): a bound `k` times longer draws `k` times the delay, to within
+        // `k` ns, so a dilated run's delay is the undilated one to within 1 ns.
+        let r: u64 = rng.gen();
+        let late =
+            Duration::from_nanos(((u128::from(r) * (u128::from(self.jitter) + 1)) >> 64) as u64);
         self.out = t.checked_add_duration(late)?.max(self.out);
         Some(self.out)
     }
