@@ -249,12 +249,27 @@ pub struct Controller {
 pub(crate) const WIRE_MAX_TAGS: usize = 16;
 
 impl Controller {
-    /// A controller with nothing reserved. Fails if the configuration is invalid or its tag
-    /// scheme cannot encode every switch port and queue of the topology.
+    /// A controller with nothing reserved. Fails if the configuration is invalid, if its tag
+    /// scheme cannot encode every switch port and queue of the topology, or if its per-hop
+    /// constant and budgets are so large that their sum along a path could exceed `u64` ns.
     pub fn new(topo: Arc<Topology>, cfg: CtlConfig) -> Result<Controller, String> {
         cfg.validate()?;
         if cfg.max_tags == 0 || cfg.max_tags > WIRE_MAX_TAGS {
             return Err(format!("max_tags must be 1 to {WIRE_MAX_TAGS}, got {}", cfg.max_tags));
+        }
+        // Delays are summed in u64 ns along paths (at most one hop per node): refuse a per-hop
+        // constant or budget so large that a sum could wrap, which would promise a guarantee
+        // far below the real one (or panic in a debug build).
+        let largest = cfg.switch.budgets.iter().chain(&cfg.host.budgets).copied().max();
+        let hop = largest.unwrap_or(Duration::ZERO).as_nanos().checked_add(cfg.per_hop.as_nanos());
+        let nodes = u64::try_from(topo.nodes().len()).unwrap_or(u64::MAX);
+        if hop.and_then(|h| h.checked_mul(nodes)).is_none() {
+            return Err(format!(
+                "per_hop {} plus the largest queue budget {}, summed over a path of up to {nodes} \
+                 hops, exceeds 2^64 ns: use smaller values",
+                cfg.per_hop,
+                largest.unwrap_or(Duration::ZERO)
+            ));
         }
         let shaping = Shaping { enabled: cfg.shaping, l_max_nb: nanobits(cfg.l_max) };
         let mut ports = Vec::with_capacity(topo.ports().len());
@@ -561,8 +576,9 @@ impl Controller {
     /// the controller left empty) if it has admitted flows, or if `cp` does not describe a state
     /// this controller could have reached: a request it would find invalid, an id twice or not
     /// below `next_id`, a path that is not one from the source to the destination over this
-    /// topology, a queue the port lacks, more switches than tags, a guarantee above the
-    /// deadline, or reservations some queue cannot hold within its budget and buffer.
+    /// topology (each node at most once, forwarding only at switches), a queue the port lacks,
+    /// more switches than tags, a guarantee above the deadline, or reservations some queue
+    /// cannot hold within its budget and buffer.
     pub fn restore(&mut self, cp: &Checkpoint) -> Result<(), String> {
         if !self.flows.is_empty() || self.next_id != 0 {
             return Err("the controller has admitted flows already".into());
@@ -589,12 +605,23 @@ impl Controller {
             let topo = self.topo.clone();
             let mut node = r.src;
             let mut switches = 0;
+            let mut seen = BTreeSet::new();
             for h in path {
                 let Some(port) = topo.ports().get(h.port) else {
                     return Err(at(format!("no port {}", h.port)));
                 };
                 if port.node != node {
                     return Err(at(format!("port {} does not leave the path's node", h.port)));
+                }
+                // a path the search can return visits each node once and forwards only through
+                // switches (a host forwards nothing: a flow routed through one is lost there)
+                if !seen.insert(node) {
+                    let name = &topo.nodes()[node].name;
+                    return Err(at(format!("the path visits {name} twice")));
+                }
+                if node != r.src && topo.is_host(node) {
+                    let name = &topo.nodes()[node].name;
+                    return Err(at(format!("the path goes through host {name}")));
                 }
                 if usize::from(h.queue) >= self.queues_of(h.port).budgets.len() {
                     return Err(at(format!("port {} has no queue {}", h.port, h.queue)));

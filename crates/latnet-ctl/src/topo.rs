@@ -193,10 +193,19 @@ impl Topology {
             return Err("a fat-tree needs at least one host per edge switch".into());
         }
         let half = k / 2;
-        let total = k * half * hosts_per_edge + k * k + half * half;
-        if total > MAX_NODES {
-            return Err(format!("k = {k} with {hosts_per_edge} hosts per edge is too large"));
-        }
+        // checked: `k` and `hosts_per_edge` come from users, and a product that wrapped would
+        // pass the size check and then build (or try to) an enormous network
+        let total = k
+            .checked_mul(half)
+            .and_then(|x| x.checked_mul(hosts_per_edge))
+            .and_then(|x| x.checked_add(k.checked_mul(k)?))
+            .and_then(|x| x.checked_add(half.checked_mul(half)?));
+        let Some(total) = total.filter(|&t| t <= MAX_NODES) else {
+            return Err(format!(
+                "k = {k} with {hosts_per_edge} hosts per edge is too large (at most {MAX_NODES} \
+                 nodes)"
+            ));
+        };
         let mut nodes = Vec::with_capacity(total);
         let mut links = Vec::new();
         let mut node = |name: String, kind: NodeKind| {

@@ -4,8 +4,8 @@
 use crate::{controller, fat_tree, req};
 use latnet_ctl::eval::{self, EvalOptions, SystemKind};
 use latnet_ctl::{
-    BurstModel, Controller, CtlConfig, QueueSet, Rejection, RerouteConfig, Routing, Topology,
-    Workload,
+    BurstModel, Checkpoint, Controller, CtlConfig, PathHop, QueueSet, Rejection, RerouteConfig,
+    Routing, Topology, Workload,
 };
 use latnet_units::{Bytes, Duration};
 use proptest::prelude::*;
@@ -350,4 +350,79 @@ fn the_flows_a_request_moved_are_reported_also_when_it_is_refused() {
         }
     }
     assert!(admitted_moves > 0 && refused_moves > 0, "{admitted_moves} {refused_moves}");
+}
+
+/// Delays are summed in u64 ns along paths: a per-hop constant (or a budget) so large that a
+/// sum could wrap is refused when the controller is built. Before, `min_delay` overflowed at
+/// the first request (a panic in a debug build; in a release build the sums wrapped, and a
+/// request with the largest deadline was admitted with a guarantee far below the real one).
+#[test]
+fn delays_whose_path_sums_could_wrap_are_refused_up_front() {
+    let t = fat_tree(4, 2);
+    let mut cfg = CtlConfig::chameleon(4).unwrap_or_else(|e| panic!("{e}"));
+    cfg.per_hop = Duration::from_nanos(u64::MAX / 2);
+    let e = Controller::new(t.clone(), cfg.clone()).unwrap_err();
+    assert!(e.contains("per_hop") && e.contains("2^64"), "{e}");
+    cfg.per_hop = Duration::ZERO;
+    cfg.switch.budgets[3] = Duration::from_nanos(u64::MAX / 3);
+    let e = Controller::new(t.clone(), cfg.clone()).unwrap_err();
+    assert!(e.contains("largest queue budget"), "{e}");
+    // large but representable: built, and a request is decided without overflow
+    cfg.switch.budgets[3] = Duration::from_secs(3600);
+    cfg.per_hop = Duration::from_secs(60);
+    let mut c = controller(&t, cfg);
+    let mut r = req(&t, "h0_0_0", "h3_1_1", 1, 200, 50);
+    r.deadline = Duration::from_nanos(u64::MAX);
+    let a = c.request(r).unwrap_or_else(|e| panic!("{e}"));
+    let e = c.flow(a.id).unwrap_or_else(|| panic!("admitted"));
+    let sum: u64 = e.hops.iter().map(|h| h.budget.as_nanos() + 60_000_000_000).sum();
+    assert_eq!(e.guarantee.as_nanos(), sum);
+}
+
+/// A checkpoint whose path forwards through another host (which forwards nothing) or visits
+/// a switch twice describes no state the search can reach, and is refused, naming it.
+#[test]
+fn a_checkpoint_path_through_a_host_or_around_a_loop_is_refused() {
+    let t = fat_tree(4, 2);
+    let cfg = || CtlConfig::chameleon(8).unwrap_or_else(|e| panic!("{e}"));
+    let n = |s: &str| t.node_id(s).unwrap_or_else(|| panic!("{s}"));
+    let hop = |a: &str, b: &str| {
+        let port = t.node_ports(n(a)).iter().copied().find(|&p| t.port(p).peer == n(b));
+        PathHop { port: port.unwrap_or_else(|| panic!("{a}-{b}")), queue: 0 }
+    };
+    let r = req(&t, "h0_0_0", "h0_1_0", 1, 200, 50);
+    let cp = |path: Vec<PathHop>| Checkpoint {
+        flows: vec![(0, r, path)],
+        next_id: 1,
+        stats: Default::default(),
+        rerouted: vec![],
+    };
+    let direct = vec![
+        hop("h0_0_0", "e0_0"),
+        hop("e0_0", "a0_0"),
+        hop("a0_0", "e0_1"),
+        hop("e0_1", "h0_1_0"),
+    ];
+    let mut c = controller(&t, cfg());
+    c.restore(&cp(direct.clone())).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.len(), 1);
+    let via_host = [
+        vec![hop("h0_0_0", "e0_0"), hop("e0_0", "h0_0_1"), hop("h0_0_1", "e0_0")],
+        direct[1..].to_vec(),
+    ]
+    .concat();
+    let around = [
+        vec![hop("h0_0_0", "e0_0"), hop("e0_0", "a0_0"), hop("a0_0", "e0_0")],
+        direct[1..].to_vec(),
+    ]
+    .concat();
+    for (path, want) in
+        [(via_host, "flow 0: the path goes through host h0_0_1"), (around, "visits e0_0 twice")]
+    {
+        let mut fresh = controller(&t, cfg());
+        let e = fresh.restore(&cp(path)).map(|()| "restored".to_owned()).unwrap_or_else(|e| e);
+        assert!(e.contains(want), "{e}");
+        assert!(fresh.is_empty());
+        assert_eq!(fresh.snapshot(), controller(&t, cfg()).snapshot());
+    }
 }

@@ -16,6 +16,19 @@ fn fat_tree_sizes_match_the_paper() {
     assert!(Topology::fat_tree(4, 0, Rate::from_gbps(1)).is_err());
 }
 
+/// Sizes whose node count does not fit a `usize` are refused like any other too-large size.
+/// Before, the count was computed unchecked: a panic in a debug build, and in a release build
+/// a wrapped count that passed the size check (k = 4 with 2^63 - 1 hosts per edge counted 12
+/// nodes) and then tried to build the network.
+#[test]
+fn fat_tree_sizes_that_overflow_are_refused() {
+    for (k, m) in [(1usize << 33, 1usize), (4, usize::MAX / 2), (1 << 31, 1 << 31), (2, usize::MAX)]
+    {
+        let e = Topology::fat_tree(k, m, Rate::from_gbps(1)).map(|t| t.nodes().len()).unwrap_err();
+        assert!(e.contains("too large"), "k = {k}, {m} per edge: {e}");
+    }
+}
+
 #[test]
 fn shortest_path_ports_between_pods_of_a_k4_fat_tree() {
     let t = Topology::fat_tree(4, 2, Rate::from_gbps(1)).unwrap_or_else(|e| panic!("{e}"));
