@@ -42,3 +42,27 @@ def test_pacing_helpers():
 
     with pytest.raises(ValueError, match="mode"):
         pacing.scenario("tbf", 1.0, "1s")
+
+
+def test_a_flow_without_goodput_prints_dashes_not_a_crash(capsys):
+    """A flow that moves nothing in a period (stalled, starved) has no CV, and a period where
+    no flow moves has no Jain's index: the tables print "-" and the document holds null (the
+    printer raised TypeError on them, and the targets' Jain went into the JSON as NaN)."""
+    import pandas as pd
+
+    rows = [
+        {"t_s": k * 3.0 + j + 1.0, "flow": f"dtn{i + 1}", "goodput_bps": 0.0 if i == 0 else 1e6}
+        for k in range(4)
+        for j in range(3)
+        for i in range(k + 1)
+    ]
+    ps = pacing.periods(pd.DataFrame(rows), 3.0)
+    t = pacing.mode_table("htb", ps, 3.0, {})
+    assert t["rows"][0]["ours"]["cv1"] is None and t["rows"][0]["ours"]["jain"] is None
+    assert t["rows"][1]["ours"]["cv2"] == 0.0
+    targets = pacing.targets_table({"htb": ps, "fq": [{**p, "jain": float("nan")} for p in ps]})
+    fq = next(r for r in targets["rows"] if r["label"] == "fq")["ours"]
+    assert fq["jain"] is None and fq["meets_jain"] is False
+    json.dumps([t, targets], allow_nan=False)
+    out = capsys.readouterr().out
+    assert "P1 (0-3 s)" in out and " - " in out

@@ -19,12 +19,18 @@
 //! * **Announce**: when a port's `N` changes, every counted connection on it is told on its
 //!   next packet toward the sender (usually an ACK) by the same REPORT option — piggybacked, so
 //!   the switch never creates packets. Disable with `announce = false`.
+//! * **Several counting switches**: every REPORT toward the sender of a counted connection is
+//!   tightened to the switch's share if that is smaller, and a switch remembers the last
+//!   REPORT that reached it (the switches nearer the receiver): its own announcement starts
+//!   from that, so a change at a switch that is not the bottleneck never tells the sender a
+//!   looser share than the path's.
 //! * **Deregister**: a FIN or RST in either direction, a DEREGISTER option, or no packet of the
 //!   connection in either direction for `idle_timeout` (default 5 s) removes it from its port's
 //!   count.
 //!
 //! Parameters: `idle_timeout`, `max_flows` (default 65,536: a registration beyond is not
-//! counted, and is counted in `table_full`), `announce`. Counters: [`CounterStats`].
+//! counted, and is counted in `table_full`; so is one at a port that already counts 65,535, the
+//! most the option's 16-bit count can say), `announce`. Counters: [`CounterStats`].
 //! A packet with a malformed large-flow option is refused with `malformed-option`; the switch
 //! drops and counts it.
 
@@ -137,7 +143,11 @@ type ConnKey = (IpAddr, IpAddr, u16, u16);
 struct Entry {
     port: u32,
     last_seen: Time,
+    /// The count last told to the sender.
     told: u16,
+    /// `(count, rate)` of the last filled REPORT that reached this switch toward the sender:
+    /// the tightest share of the switches nearer the receiver.
+    path: Option<(u16, u32)>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -286,13 +296,16 @@ impl LargeFlowCounter {
                 port.rate_kbps = kbps(egress_rate);
                 if let Some(e) = self.flows.get_mut(&fwd) {
                     e.last_seen = now; // retransmitted SYN
-                } else if self.flows.len() >= self.spec.max_flows as usize {
+                } else if self.flows.len() >= self.spec.max_flows as usize || port.count == u16::MAX
+                {
+                    // the table, or the port's 16-bit count (the option's), is full
                     self.stats.table_full += 1;
                     return Ok(CounterAction::None);
                 } else {
                     let port = self.ports.entry(egress).or_default();
-                    port.count = port.count.saturating_add(1);
-                    self.flows.insert(fwd, Entry { port: egress, last_seen: now, told: 0 });
+                    port.count += 1;
+                    self.flows
+                        .insert(fwd, Entry { port: egress, last_seen: now, told: 0, path: None });
                     self.stats.registered += 1;
                 }
                 let p = self.ports.get(&egress).copied().unwrap_or_default();
@@ -314,35 +327,41 @@ impl LargeFlowCounter {
         let Some(e) = self.flows.get(&rev).copied() else { return Ok(CounterAction::None) };
         let p = self.ports.get(&e.port).copied().unwrap_or_default();
         let synack = syn && ack;
+        let announce = self.spec.announce && e.told != p.count;
+        // what the switches nearer the receiver say on this packet, and said last
+        let arriving = opt.filter(|o| o.msg == LargeFlowMsg::Report && o.filled());
+        let path = arriving.map(|o| (o.count, o.rate_kbps)).or(e.path);
         let mut action = CounterAction::Seen;
-        if synack || (self.spec.announce && e.told != p.count) {
+        let mut ok = true;
+        if synack || announce || arriving.is_some() {
             let mut o = opt
                 .filter(|o| o.msg == LargeFlowMsg::Report)
                 .unwrap_or(LargeFlowOption::new(LargeFlowMsg::Report));
-            let mut ok = true;
+            let mut dirty = false;
+            if let Some((c, r)) = path.filter(|_| !o.filled()) {
+                // a REPORT of our own must not loosen the tightest share the sender was told
+                o.fill(c, r);
+                dirty = true;
+            }
             if o.is_tighter(p.count, p.rate_kbps) {
                 o.fill(p.count, p.rate_kbps);
-                ok = self.write(pkt, &o);
+                dirty = true;
             }
-            if ok {
-                if synack {
-                    self.stats.reports += 1;
-                    action = CounterAction::Reported { count: p.count };
-                } else {
-                    self.stats.announcements += 1;
-                    action = CounterAction::Announced { count: p.count };
-                }
+            ok = !dirty || self.write(pkt, &o);
+            if ok && synack {
+                self.stats.reports += 1;
+                action = CounterAction::Reported { count: p.count };
+            } else if ok && announce {
+                self.stats.announcements += 1;
+                action = CounterAction::Announced { count: p.count };
             }
-            if let Some(e) = self.flows.get_mut(&rev) {
-                e.last_seen = now;
-                if ok {
-                    e.told = p.count;
-                }
-            }
-            return Ok(action);
         }
         if let Some(e) = self.flows.get_mut(&rev) {
             e.last_seen = now;
+            e.path = path;
+            if ok && (synack || announce) {
+                e.told = p.count;
+            }
         }
         Ok(action)
     }

@@ -221,3 +221,97 @@ fn table_is_bounded() {
     assert_eq!(c.stats().table_full, 1);
     assert_eq!(c.flows(), 2);
 }
+
+/// A port's count is 16 bits (the option's `count`) while the table holds 65,536 flows by
+/// default: the 65,536th registration on one port must not be counted (it was, with the count
+/// stuck at 65,535, so the count then ran one below the flows still counted).
+#[test]
+fn a_port_count_never_wraps_or_sticks() {
+    let mut c = LargeFlowCounter::new(CounterSpec::default());
+    let n = usize::from(u16::MAX) + 1;
+    for k in 0..n {
+        let (host, sport) = ((k >> 16) as u8 + 1, k as u16);
+        let mut s = seg(host, 100, sport, 5201, TcpFlags::SYN, Some(LargeFlowMsg::Register));
+        let _ = c.process(t(0), &mut s, PORT, RATE);
+    }
+    assert_eq!(c.count(PORT), u16::MAX);
+    assert_eq!(c.flows(), usize::from(u16::MAX), "every counted flow is in the count");
+    assert_eq!(c.stats().table_full, 1);
+    // removing one flows brings the count down with it
+    let mut f = seg(1, 100, 7, 5201, TcpFlags::FIN | TcpFlags::ACK, None);
+    assert_eq!(
+        c.process(t(0), &mut f, PORT, RATE),
+        Ok(CounterAction::Deregistered { count: 65534 })
+    );
+    assert_eq!(c.flows(), 65534);
+}
+
+/// Two counting switches on the path, the 100 Mbit/s one the bottleneck. A second large flow
+/// that crosses only the 1 Gbit/s switch changes that switch's count; its announcement must
+/// not tell the first flow the looser share 1 Gbit/s / 2 (it did, in both orders of the
+/// switches, and the sender then paced at five times its bottleneck share).
+#[test]
+fn an_announcement_never_loosens_the_path_share() {
+    let (gig, hundred) = (Rate::from_gbps(1), Rate::from_mbps(100));
+    for loose_nearest_sender in [true, false] {
+        let mut loose = LargeFlowCounter::new(CounterSpec::default());
+        let mut tight = LargeFlowCounter::new(CounterSpec::default());
+        // toward the receiver, then back toward the sender
+        let fwd = |p: &mut Packet, l: &mut LargeFlowCounter, t_: &mut LargeFlowCounter| {
+            if loose_nearest_sender {
+                let _ = l.process(t(0), p, 1, gig).unwrap();
+                let _ = t_.process(t(0), p, 2, hundred).unwrap();
+            } else {
+                let _ = t_.process(t(0), p, 2, hundred).unwrap();
+                let _ = l.process(t(0), p, 1, gig).unwrap();
+            }
+        };
+        let back = |p: &mut Packet, l: &mut LargeFlowCounter, t_: &mut LargeFlowCounter| {
+            if loose_nearest_sender {
+                let _ = t_.process(t(0), p, 7, hundred).unwrap();
+                let _ = l.process(t(0), p, 8, gig).unwrap();
+            } else {
+                let _ = l.process(t(0), p, 8, gig).unwrap();
+                let _ = t_.process(t(0), p, 7, hundred).unwrap();
+            }
+        };
+        fwd(&mut syn(1), &mut loose, &mut tight);
+        let mut sa = synack(1);
+        back(&mut sa, &mut loose, &mut tight);
+        assert_eq!(report(&sa), Some((1, 100_000)));
+        // flow 2 (to another receiver) crosses only the loose switch
+        let mut s2 = seg(2, 101, 40002, 5201, TcpFlags::SYN, Some(LargeFlowMsg::Register));
+        assert_eq!(
+            loose.process(t(0), &mut s2, 1, gig),
+            Ok(CounterAction::Registered { count: 2 })
+        );
+        let mut a = ack_to(1);
+        back(&mut a, &mut loose, &mut tight);
+        let share = report(&a).map(|(n, r)| u64::from(r) * 1000 / u64::from(n));
+        assert!(
+            share.is_none_or(|s| s <= 100_000_000),
+            "loose switch nearest the sender: {loose_nearest_sender}: told {:?}",
+            report(&a)
+        );
+        // the bottleneck's own changes still reach the sender, down and up again
+        let mut s3 = seg(3, 102, 40003, 5201, TcpFlags::SYN, Some(LargeFlowMsg::Register));
+        assert_eq!(
+            tight.process(t(0), &mut s3, 2, hundred),
+            Ok(CounterAction::Registered { count: 2 })
+        );
+        let mut a = ack_to(1);
+        back(&mut a, &mut loose, &mut tight);
+        assert_eq!(report(&a), Some((2, 100_000)));
+        let mut f3 = seg(3, 102, 40003, 5201, TcpFlags::FIN | TcpFlags::ACK, None);
+        let _ = tight.process(t(0), &mut f3, 2, hundred);
+        let mut a = ack_to(1);
+        back(&mut a, &mut loose, &mut tight);
+        assert_eq!(report(&a), Some((1, 100_000)));
+        // and when flow 2 leaves the loose switch, its announcement keeps the path's share
+        let mut f2 = seg(2, 101, 40002, 5201, TcpFlags::FIN | TcpFlags::ACK, None);
+        let _ = loose.process(t(0), &mut f2, 1, gig);
+        let mut a = ack_to(1);
+        back(&mut a, &mut loose, &mut tight);
+        assert!(matches!(report(&a), None | Some((1, 100_000))), "{:?}", report(&a));
+    }
+}

@@ -158,12 +158,17 @@ impl<'a> TcpOption<'a> {
     /// Writes the option at the start of `buf`; returns its length.
     ///
     /// Errors: `Truncated` if `buf` is too short; `Malformed` for an `Unknown` with a known
-    /// kind or data over 38 bytes.
+    /// kind or data over 38 bytes, or a SACK without blocks (`SackBlocks::default()`), which
+    /// [`TcpOption::parse`] would refuse.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        if let TcpOption::Unknown { kind, data } = self {
-            if matches!(*kind, 0..=5 | 8) || data.len() > MAX_OPTIONS_LEN - 2 {
+        match self {
+            TcpOption::Unknown { kind, data }
+                if matches!(*kind, 0..=5 | 8) || data.len() > MAX_OPTIONS_LEN - 2 =>
+            {
                 return Err(malformed("unknown option"));
             }
+            TcpOption::Sack(s) if s.as_slice().is_empty() => return Err(malformed("sack length")),
+            _ => {}
         }
         let n = self.buffer_len();
         let have = buf.len();
@@ -318,6 +323,17 @@ mod tests {
         let got: Vec<_> = TcpOptions::new(b.as_slice()).collect::<Result<_>>().expect("ok");
         assert_eq!(got[2], TcpOption::Sack(s));
         assert!(SackBlocks::new(&[(0, 0); 5]).is_none());
+    }
+
+    /// What the emitter writes, the parser reads: a SACK of no blocks (the `Default` of
+    /// `SackBlocks`) was written as `[5, 2]`, which every parser refuses, so a `TcpRepr` built
+    /// on it failed `check()` and `TcpRepr::emit` panicked.
+    #[test]
+    fn a_sack_without_blocks_is_not_emitted() {
+        let empty = TcpOption::Sack(SackBlocks::default());
+        let mut b = [0u8; 8];
+        assert_eq!(empty.emit(&mut b), Err(malformed("sack length")));
+        assert!(TcpOptionBuf::new(&[TcpOption::SackPermitted, empty]).is_err());
     }
 
     #[test]

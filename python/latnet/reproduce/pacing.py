@@ -169,6 +169,12 @@ def _r(x: float, nd: int) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, nd)
 
 
+def _fmt(x: float | None, spec: str) -> str:
+    """``x`` formatted, or "-" where there is no number (a flow with no goodput in a period
+    has no CV; a period where no flow moved, no Jain's index)."""
+    return "-" if x is None else format(x, spec)
+
+
 def _row(label: str, p: dict, paper=None) -> dict:
     ours = {"sum": _r(p["sum"], 2), "utilisation_pct": _r(100 * p["sum"] * 1e6 / C_BPS, 2)}
     for i, v in enumerate(p["flows"]):
@@ -265,13 +271,14 @@ def targets_table(summary: dict[str, list[dict]], title: str = "") -> dict:
     for m, ps in summary.items():
         last = ps[3]
         util = 100 * last["sum"] * 1e6 / C_BPS
+        jain_last = _r(last["jain"], 5)
         row = {
             "label": m,
             "ours": {
                 "utilisation_pct": round(util, 2),
-                "jain": round(last["jain"], 5),
+                "jain": jain_last,
                 "meets_util": util >= TARGET_UTIL_PCT,
-                "meets_jain": last["jain"] >= TARGET_JAIN,
+                "meets_jain": jain_last is not None and last["jain"] >= TARGET_JAIN,
             },
         }
         if m in PAPER:
@@ -296,7 +303,7 @@ def targets_table(summary: dict[str, list[dict]], title: str = "") -> dict:
                     r["label"],
                     f"{r['ours']['utilisation_pct']:.2f}",
                     f"{r['paper']['utilisation_pct']:g}" if "paper" in r else "-",
-                    f"{r['ours']['jain']:.5f}",
+                    _fmt(r["ours"]["jain"], ".5f"),
                     f"{r['paper']['jain']:g}" if "paper" in r else "-",
                     "yes" if r["ours"]["meets_util"] else "no",
                     "yes" if r["ours"]["meets_jain"] else "no",
@@ -325,17 +332,17 @@ def _print_mode(t: dict) -> None:
     for r in t["rows"]:
         o, p = r["ours"], r.get("paper")
         n = sum(1 for k in o if k.startswith("t") and k[1:].isdigit())
-        flows = " ".join(f"{o[f't{i + 1}']:.2f}" for i in range(n))
-        cvs = " ".join(f"{o[f'cv{i + 1}']:.1f}" for i in range(n))
+        flows = " ".join(_fmt(o[f"t{i + 1}"], ".2f") for i in range(n))
+        cvs = " ".join(_fmt(o[f"cv{i + 1}"], ".1f") for i in range(n))
         if p:
             pf = " ".join(f"{p[f't{i + 1}']:.2f}" for i in range(n))
             pc = " ".join(f"{p[f'cv{i + 1}']:.1f}" for i in range(n))
             body.append(
-                [r["label"], f"{o['sum']:.2f}", f"{p['sum']:g}", flows, pf]
-                + [f"{o['jain']:.5f}", f"{p['jain']:g}", cvs, pc]
+                [r["label"], _fmt(o["sum"], ".2f"), f"{p['sum']:g}", flows, pf]
+                + [_fmt(o["jain"], ".5f"), f"{p['jain']:g}", cvs, pc]
             )
         else:
-            body.append([r["label"], f"{o['sum']:.2f}", "-", flows, "-"])
-            body[-1] += [f"{o['jain']:.5f}", "-", cvs, "-"]
+            body.append([r["label"], _fmt(o["sum"], ".2f"), "-", flows, "-"])
+            body[-1] += [_fmt(o["jain"], ".5f"), "-", cvs, "-"]
     print()
     print(render(headers, body, title=t["title"]))

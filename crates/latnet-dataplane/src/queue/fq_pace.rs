@@ -205,8 +205,11 @@ impl Queue for FqPace {
     }
 
     fn dequeue(&mut self, now: Time) -> Option<Packet> {
-        // at most two passes: one may only hand out credit
-        for _ in 0..2 * self.rr.len() {
+        // Round robin until a flow sends (as Linux's `fq_dequeue` loops): a flow out of credit
+        // gets a quantum and goes to the back, as often as it takes (a packet may be many
+        // quanta long). Stop once every listed flow in a row was held by its pacing time.
+        let mut held = 0;
+        while held < self.rr.len() {
             let i = self.rr.pop_front()?;
             let f = &mut self.flows[i];
             if f.q.is_empty() {
@@ -215,11 +218,13 @@ impl Queue for FqPace {
             }
             if self.maxrate.is_some() && f.time_next > now {
                 self.rr.push_back(i);
+                held += 1;
                 continue;
             }
             if f.credit <= 0 {
                 f.credit += self.quantum;
                 self.rr.push_back(i);
+                held = 0;
                 continue;
             }
             let Some(pkt) = f.q.pop_front() else { continue };
@@ -358,6 +363,47 @@ mod tests {
         }
         let t0 = Time::from_nanos(2_000_000_000);
         assert!(q.dequeue(t0).is_some() && q.dequeue(t0).is_some(), "no pacing: back to back");
+    }
+
+    /// A packet longer than a quantum needs several rounds of credit: the queue keeps handing
+    /// it out until a flow may send, instead of reporting nothing while `next_ready` says now
+    /// (which stalled the port: jumbo frames under the default 3028-byte quantum).
+    #[test]
+    fn packets_longer_than_the_quantum_never_stall_the_queue() {
+        let spec = FqSpec {
+            quantum: Some(Bytes::new(100)),
+            initial_quantum: Some(Bytes::new(1000)),
+            ..FqSpec::default()
+        };
+        let mut q = FqPace::new(&spec).unwrap();
+        for k in 0..5 {
+            let _ = q.enqueue(Time::ZERO, pkt(1, k));
+            let _ = q.enqueue(Time::ZERO, pkt(2, 100 + k));
+        }
+        let order: Vec<u32> =
+            std::iter::from_fn(|| q.dequeue(Time::ZERO)).map(|p| p.meta.flow).collect();
+        assert_eq!(order, [1, 2, 1, 2, 1, 2, 1, 2, 1, 2], "DRR still alternates");
+        // default quantum, 9018-byte frames
+        let mut q = FqPace::new(&FqSpec::default()).unwrap();
+        let m = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        for k in 0..10 {
+            let mut f = Vec::new();
+            let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 1, 1));
+            build_udp_ipv4(&mut f, m, m, a, b, 0, Ecn::NotEct, 64, 1, 2, 8958).unwrap();
+            let _ = q.enqueue(Time::ZERO, Packet::new(f, 8958, Meta { id: k, ..Meta::default() }));
+        }
+        assert_eq!(std::iter::from_fn(|| q.dequeue(Time::ZERO)).count(), 10);
+        // paced flows that are all waiting still give nothing, and say when
+        let spec = FqSpec { maxrate: Some(Rate::from_mbps(8)), ..spec };
+        let mut q = FqPace::new(&spec).unwrap();
+        for k in 0..2 {
+            let _ = q.enqueue(Time::ZERO, pkt(1, k));
+            let _ = q.enqueue(Time::ZERO, pkt(2, 100 + k));
+        }
+        assert!(q.dequeue(Time::ZERO).is_some() && q.dequeue(Time::ZERO).is_some());
+        assert!(q.dequeue(Time::ZERO).is_none());
+        assert_eq!(q.next_ready(Time::ZERO), Some(Time::from_nanos(1_000_000)));
+        assert!(q.dequeue(Time::from_nanos(1_000_000)).is_some());
     }
 
     #[test]
