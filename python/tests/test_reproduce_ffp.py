@@ -12,7 +12,12 @@ from latnet.reproduce import ffp
 
 def test_reproduce_ffp_quick_structure_and_equality(tmp_path, capsys):
     assert main(["reproduce", "ffp", "--quick", "--out", str(tmp_path)]) == 0
-    doc = json.loads((tmp_path / "reproduce-ffp.json").read_text())
+
+    def no_constants(c):
+        raise AssertionError(f"{c} is not JSON")
+
+    # strict JSON: an empty part's time is null, never NaN
+    doc = json.loads((tmp_path / "reproduce-ffp.json").read_text(), parse_constant=no_constants)
     assert doc["seed"] == "ffp" and doc["quick"] is True
     ids = [t["id"] for t in doc["tables"]]
     assert ids == [
@@ -29,14 +34,18 @@ def test_reproduce_ffp_quick_structure_and_equality(tmp_path, capsys):
     for r in ll.values():
         assert r["ours"]["pof_ns"] > 0 and r["ours"]["pof_ffp_ns"] > 0
         assert {"reduction_pct_low", "reduction_pct_high"} <= set(r["paper"])
+    assert ll["wsm"]["paper"]["note"] == "no significant difference"
     mixed = doc["tables"][2]["rows"]
     assert [r["label"] for r in mixed] == ["0%", "20%", "50%", "80%", "100%"]
+    assert mixed[0]["ours"]["pof_ll_ns"] is None and mixed[-1]["ours"]["pof_normal_ns"] is None
+    assert mixed[1]["ours"]["pof_ll_ns"] > 0
     # every measured packet was decided as the plain pipeline decides it
     assert doc["tables"][-1]["rows"][0]["ours"]["mismatches"] == 0
     for name in ffp.SCENARIOS:
         assert (tmp_path / "ffp-rules" / f"{name}.jsonl").stat().st_size > 0
     out = capsys.readouterr().out
     assert "paper less %" in out and "decisions that differ from the plain pipeline: 0" in out
+    assert "no packet I/O" in out and "nan" not in out
 
 
 def test_ffp_measure_checks_decisions_and_refuses_bad_input():

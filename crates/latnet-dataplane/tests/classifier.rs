@@ -32,6 +32,10 @@ struct Case {
     now: Time,
     /// values of installed masks, to draw packets near rules
     values: Vec<(u8, Key, Key)>,
+    /// Packet bytes; fields lie within them (or just past their end).
+    pkt_bytes: usize,
+    /// Longest match field, in bits (wide fields give keys of several 64-bit words).
+    max_field: u16,
 }
 
 const PKT_BYTES: usize = 20;
@@ -45,15 +49,28 @@ impl Case {
             next_id: 0,
             now: Time::ZERO,
             values: Vec::new(),
+            pkt_bytes: PKT_BYTES,
+            max_field: 12,
         }
+    }
+
+    /// A case whose fields are up to 200 bits wide over a 64-byte packet, so that keys span
+    /// several words and fields straddle word boundaries.
+    fn wide(seed: u64) -> Case {
+        Case { pkt_bytes: 64, max_field: 200, ..Case::new(seed) }
     }
 
     fn field(&mut self) -> Field {
         if self.rng.gen_bool(0.1) {
             Field::meta(self.rng.gen_range(0..40), self.rng.gen_range(1..10))
         } else {
+            if self.max_field > 12 && self.rng.gen_bool(0.5) {
+                let len = self.rng.gen_range(12..=self.max_field);
+                let bits = self.pkt_bytes as u16 * 8;
+                return Field::packet(self.rng.gen_range(0..bits.saturating_sub(len) + 8), len);
+            }
             Field::packet(
-                self.rng.gen_range(0..(PKT_BYTES as u16 * 8 - 12)),
+                self.rng.gen_range(0..(self.pkt_bytes as u16 * 8 - 12)),
                 self.rng.gen_range(1..12),
             )
         }
@@ -74,15 +91,21 @@ impl Case {
                 TableKind::Lpm => 1,
                 _ => self.rng.gen_range(1..=3),
             };
-            let fields: Vec<Field> = (0..nf)
+            let mut fields: Vec<Field> = (0..nf)
                 .map(|_| {
                     let mut f = self.field();
                     if kind == TableKind::Lpm {
-                        f.length = self.rng.gen_range(4..=16);
+                        f.length = self.rng.gen_range(4..=16.max(self.max_field.min(160)));
                     }
                     f
                 })
                 .collect();
+            // wide fields: keep the key within its 384 bits
+            let mut budget = 384u16;
+            for (i, f) in fields.iter_mut().enumerate() {
+                f.length = f.length.min(budget - (nf - i - 1) as u16);
+                budget -= f.length;
+            }
             let miss = self.actions(id, n, true);
             let spec = TableSpec {
                 id,
@@ -226,7 +249,7 @@ impl Case {
 
     /// A packet whose bits come from a rule's value (under its mask) where possible.
     fn packet(&mut self) -> Vec<u8> {
-        let mut p: Vec<u8> = (0..PKT_BYTES).map(|_| self.rng.gen()).collect();
+        let mut p: Vec<u8> = (0..self.pkt_bytes).map(|_| self.rng.gen()).collect();
         if self.rng.gen_bool(0.1) {
             // sometimes a tagged frame, so that pop_tag has work to do
             p[12] = 0x81;
@@ -263,7 +286,10 @@ impl Case {
 }
 
 fn run_case(seed: u64, packets: usize) -> usize {
-    let mut c = Case::new(seed);
+    run_case_with(Case::new(seed), seed, packets)
+}
+
+fn run_case_with(mut c: Case, seed: u64, packets: usize) -> usize {
     let cfg = FfpConfig {
         lut_capacity: [4, 16, 64, 1024][c.rng.gen_range(0..4)],
         max_extra_rules: [1, 3, 64][c.rng.gen_range(0..3)],
@@ -420,6 +446,18 @@ fn differential_100k() {
         seed += 1;
     }
     assert!(total >= 100_000);
+}
+
+/// The same with keys of several words: wide fields straddling word boundaries, LPM over
+/// up to 160 bits.
+#[test]
+fn differential_wide_keys() {
+    let mut total = 0;
+    let mut seed = 500_000;
+    while total < 30_000 {
+        total += run_case_with(Case::wide(seed), seed, 1_000);
+        seed += 1;
+    }
 }
 
 #[test]
@@ -639,5 +677,171 @@ mod never_panics {
                 "fields": [{"offset": prio, "length": id % 1000}], "size": id, "miss": [act]}});
             let _ = text::parse_json(&t.to_string(), &specs);
         }
+    }
+}
+
+/// Apply JSON control messages in order; the reply (or error text) of each.
+fn apply_json(c: &mut Classifier, specs: &mut Vec<TableSpec>, msgs: &[&str]) -> Vec<String> {
+    use latnet_dataplane::classifier::text;
+    msgs.iter()
+        .map(|m| match text::parse_json(m, specs) {
+            Ok(ctl) => match c.apply(Time::ZERO, &ctl) {
+                Ok(_) => {
+                    if let Control::Table(TableMod::Add(s)) = &ctl {
+                        specs.push(s.clone());
+                    }
+                    "ok".to_owned()
+                }
+                Err(e) => e.to_string(),
+            },
+            Err(e) => e.to_string(),
+        })
+        .collect()
+}
+
+/// A goto that cannot work with the table it names is refused when that table exists: it
+/// used to be installed, and every packet then missed the target table.
+#[test]
+fn gotos_must_suit_the_target_table() {
+    for algo in [Algo::Pof, Algo::Strong] {
+        let mut c = Classifier::new(algo, Some(FfpConfig::default()), 1);
+        let mut specs = Vec::new();
+        let r = apply_json(
+            &mut c,
+            &mut specs,
+            &[
+                r#"{"table_add": {"id": 0, "name": "eth", "kind": "mask", "fields": ["eth.type"], "size": 8}}"#,
+                r#"{"table_add": {"id": 1, "name": "fib", "kind": "exact", "fields": ["eth.dst"], "size": 8}}"#,
+                r#"{"table_add": {"id": 2, "name": "ports", "kind": "linear", "size": 4}}"#,
+                r#"{"flow_mod": {"table": "eth", "id": 1, "actions": ["goto_direct fib 0"]}}"#,
+                r#"{"flow_mod": {"table": "eth", "id": 2, "actions": ["goto ports"]}}"#,
+                r#"{"flow_mod": {"table": "eth", "id": 3, "actions": ["goto_direct ports 4"]}}"#,
+                r#"{"table_miss": {"table": "eth", "miss": ["goto ports"]}}"#,
+                r#"{"flow_mod": {"table": "eth", "id": 4, "actions": ["goto_direct ports 3"]}}"#,
+                r#"{"flow_mod": {"table": "eth", "id": 5, "actions": ["goto fib"]}}"#,
+                r#"{"flow_mod": {"command": "modify", "table": "eth", "id": 5, "actions": ["goto_direct fib 1"]}}"#,
+            ],
+        );
+        let want = [
+            "ok",
+            "ok",
+            "ok",
+            "goto_direct needs a linear one",
+            "is linear and has no key",
+            "table 2 has 4 entries",
+            "is linear and has no key",
+            "ok",
+            "ok",
+            "goto_direct needs a linear one",
+        ];
+        for (i, (got, want)) in r.iter().zip(want).enumerate() {
+            assert!(got.contains(want), "{algo:?} message {i}: {got:?} does not say {want:?}");
+        }
+    }
+}
+
+/// An LPM table over several fields matches a prefix of their concatenation; a rule naming
+/// one of them used to place the value right-aligned in the whole key (10.0.0.0/8 on the
+/// second field of two became a /8 of zeros on the first).
+#[test]
+fn an_lpm_over_several_fields_takes_its_prefix_as_key() {
+    let mut c = Classifier::new(Algo::Strong, None, 1);
+    let mut specs = Vec::new();
+    let r = apply_json(
+        &mut c,
+        &mut specs,
+        &[
+            r#"{"table_add": {"id": 0, "name": "pair", "kind": "lpm", "fields": ["ipv4.src", "ipv4.dst"], "size": 8}}"#,
+            r#"{"flow_mod": {"table": "pair", "id": 1, "match": {"ipv4.src": "0x0a000000/8"}, "actions": ["output 1"]}}"#,
+            r#"{"flow_mod": {"table": "pair", "id": 2, "match": {"key": "0x0a00000000000000/8"}, "actions": ["output 2"]}}"#,
+            r#"{"table_add": {"id": 1, "name": "one", "kind": "lpm", "fields": ["ipv4.dst"], "size": 8}}"#,
+            r#"{"flow_mod": {"table": "one", "id": 1, "match": {"ipv4.dst": "10.0.0.0/8"}, "actions": ["output 1"]}}"#,
+        ],
+    );
+    assert!(r[1].contains("write it as \"key\""), "{}", r[1]);
+    assert_eq!([&r[0], &r[2], &r[3], &r[4]], ["ok"; 4]);
+    // the "key" rule matches source 10/8
+    let mut p = vec![0u8; 40];
+    p[26] = 10;
+    assert_eq!(
+        c.process(Time::ZERO, &mut p, 0, 64).verdict,
+        latnet_dataplane::classifier::Verdict::Output(2)
+    );
+}
+
+/// Errors in table ids and raw fields name what is wrong (they said "data did not match any
+/// variant of untagged enum"); duplicate table and field names are refused.
+#[test]
+fn table_ids_fields_and_names_are_refused_clearly() {
+    use latnet_dataplane::classifier::text;
+    let eth = r#"{"table_add": {"id": 0, "name": "eth", "kind": "mask", "fields": ["eth.type"], "size": 8}}"#;
+    let Control::Table(TableMod::Add(spec)) = text::parse_json(eth, &[]).unwrap() else {
+        unreachable!()
+    };
+    let specs = vec![spec];
+    let cases = [
+        (r#"{"flow_mod": {"table": 300, "id": 1}}"#, "table id must be 0..=255, got 300"),
+        (r#"{"flow_mod": {"table": -1, "id": 1}}"#, "table id must be 0..=255, got -1"),
+        (r#"{"flow_mod": {"table": true, "id": 1}}"#, "a table id 0..=255 or a table name"),
+        (
+            r#"{"table_add": {"id": 1, "kind": "mask", "fields": [{"offset": 70000, "length": 3}], "size": 8}}"#,
+            "field offset 70000 is beyond 65535 bits",
+        ),
+        (
+            r#"{"table_add": {"id": 1, "kind": "mask", "fields": [{"offset": 0, "len": 3}], "size": 8}}"#,
+            "unknown field `len`",
+        ),
+        (
+            r#"{"table_add": {"id": 1, "kind": "mask", "fields": [7], "size": 8}}"#,
+            "a field name or {name, offset, length, meta}",
+        ),
+        (
+            r#"{"table_add": {"id": 1, "name": "eth", "kind": "mask", "fields": ["eth.src"], "size": 8}}"#,
+            "table 0 is already called \"eth\"",
+        ),
+        (
+            r#"{"table_add": {"id": 1, "kind": "mask", "fields": ["eth.src", {"name": "eth.src", "offset": 0, "length": 8}], "size": 8}}"#,
+            "fields[1]: the name \"eth.src\" is taken",
+        ),
+        (r#"{"flow_mod": {"table": "eth", "id": 1, "match": {"eth.type": "0x"}}}"#, "hex digits"),
+    ];
+    for (text_in, want) in cases {
+        let e = text::parse_json(text_in, &specs).unwrap_err().to_string();
+        assert!(e.contains(want), "{text_in}: error {e:?} does not say {want:?}");
+    }
+    // TOML takes the same forms
+    let bad = "id = 1\nkind = \"mask\"\nfields = [{ offset = 99999, length = 1 }]\nsize = 2";
+    let e = toml::from_str::<text::TableText>(bad).unwrap_err().to_string();
+    assert!(e.contains("field offset 99999 is beyond 65535 bits"), "{e}");
+    let good =
+        "id = 1\nkind = \"mask\"\nfields = [\"eth.src\", { offset = 3, length = 1 }]\nsize = 2";
+    let t: text::TableText = toml::from_str(good).unwrap();
+    assert_eq!(
+        t.fields,
+        [
+            text::FieldText::Named("eth.src".into()),
+            text::FieldText::Raw { name: None, offset: 3, length: 1, meta: false }
+        ]
+    );
+}
+
+/// A LUT holds the number of records configured (rounded up to whole 4-way sets): 5,000 used
+/// to become 8,192.
+#[test]
+fn a_lut_holds_the_capacity_configured() {
+    for (asked, got) in [(5000, 5000), (16_384, 16_384), (1, 4), (4097, 4100)] {
+        let mut c = Classifier::new(
+            Algo::Pof,
+            Some(FfpConfig { lut_capacity: asked, ..Default::default() }),
+            1,
+        );
+        let m = latnet_dataplane::classifier::text::parse_json(
+            r#"{"table_add": {"id": 0, "kind": "mask", "fields": ["eth.type"], "size": 8}}"#,
+            &[],
+        )
+        .unwrap();
+        c.apply(Time::ZERO, &m).unwrap();
+        let Classifier::Composite(cp) = &c else { unreachable!() };
+        assert_eq!(cp.lut_stats()[0].capacity, got, "asked {asked}");
     }
 }

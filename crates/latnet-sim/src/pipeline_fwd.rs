@@ -12,7 +12,8 @@
 //! * Without `processing` the packet is enqueued at its arrival instant. With it, the switch
 //!   is one server: a packet starts processing when the previous one is done and is enqueued
 //!   after its modelled cost (see [`Processing`]); the cost is labelled modelled in the docs,
-//!   it is not measured by the simulator.
+//!   it is not measured by the simulator. The `low_latency` cost is the fast path's: with
+//!   `ffp = false` every packet costs `normal`.
 
 use crate::scenario::{PipelineSpec, Processing};
 use crate::switch::{Forward, SwitchCtx};
@@ -64,9 +65,11 @@ impl PipelineForwarder {
         if let Some(q) = d.queue {
             pkt.meta.priority = q.min(7);
         }
-        // Every processed packet occupies the processor, whatever its verdict.
+        // Every processed packet occupies the processor, whatever its verdict. Only the fast
+        // path is cheaper: without it a low-latency packet crosses the tables like any other.
+        let fast = d.low_latency && matches!(self.cls, Classifier::Composite(_));
         let done = self.processing.map(|cost| {
-            let base = if d.low_latency { cost.low_latency } else { cost.normal };
+            let base = if fast { cost.low_latency } else { cost.normal };
             self.busy_until = start + base + cost.per_stage.saturating_mul(u64::from(d.stages));
             self.busy_until
         });
@@ -136,6 +139,32 @@ mod tests {
         for f in &over.flows {
             assert_eq!(f.sent, f.received + f.dropped + f.in_flight_at_end, "{}", f.name);
         }
+    }
+
+    #[test]
+    fn without_the_fast_path_every_packet_pays_the_pipeline_cost() {
+        // The modelled `low_latency` cost is the fast path's: a pipeline without it processes
+        // low-latency packets in the match-action tables like any other.
+        let base = scenario();
+        let run = |ffp: &str| {
+            let extra =
+                format!("ffp = {ffp}\nprocessing = {{ normal = \"20us\", low_latency = \"2us\" }}");
+            let src = base.replacen("[[pipelines]]\n", &format!("[[pipelines]]\n{extra}\n"), 1);
+            let src = src.replacen("ffp = true\n", "", 1);
+            let sc = Scenario::from_str_named("p.toml", &src).unwrap_or_else(|e| panic!("{e}"));
+            Simulator::new(sc).run()
+        };
+        let min = |r: &crate::Results, n: &str| {
+            let f = r.flows.iter().find(|f| f.name == n).unwrap_or_else(|| panic!("{n}"));
+            f.latency_ns.as_ref().map_or(0, |s| s.min)
+        };
+        let (with, without) = (run("true"), run("false"));
+        assert!(
+            min(&without, "control") >= min(&with, "control") + 18_000,
+            "{} vs {}",
+            min(&without, "control"),
+            min(&with, "control")
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ use std::hash::BuildHasher;
 /// Settings of the fast path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FfpConfig {
-    /// Records per LUT (rounded up to a multiple of the 4 ways).
+    /// Records per LUT (rounded up to whole sets of 4 ways).
     pub lut_capacity: usize,
     /// An entry whose extra-rule list grows beyond this many rules has its records reset.
     pub max_extra_rules: usize,
@@ -90,7 +90,7 @@ struct Lut {
 
 impl Lut {
     fn new(capacity: usize, nwords: usize, seed: u64) -> Lut {
-        let sets = capacity.div_ceil(WAYS).max(1).next_power_of_two();
+        let sets = capacity.div_ceil(WAYS).max(1);
         let n = sets * WAYS;
         Lut {
             sets,
@@ -110,9 +110,16 @@ impl Lut {
         self.hasher.hash_one(&key.w[..self.nwords]) | 1
     }
 
+    /// First way of `h`'s set: the high bits of `h` scaled to the number of sets (any number,
+    /// not only powers of two, so the capacity is the one configured).
+    #[inline]
+    fn base(&self, h: u64) -> usize {
+        ((u128::from(h) * self.sets as u128) >> 64) as usize * WAYS
+    }
+
     #[inline]
     fn find(&mut self, h: u64, key: &Key) -> Option<usize> {
-        let base = (h as usize & (self.sets - 1)) * WAYS;
+        let base = self.base(h);
         for i in base..base + WAYS {
             if self.tags[i] == h && self.keys[i].w[..self.nwords] == key.w[..self.nwords] {
                 self.clock += 1;
@@ -125,7 +132,7 @@ impl Lut {
 
     /// Insert (or overwrite); returns whether a record was evicted.
     fn insert(&mut self, h: u64, key: &Key, rec: Rec) -> bool {
-        let base = (h as usize & (self.sets - 1)) * WAYS;
+        let base = self.base(h);
         let mut victim = base;
         let mut evicted = false;
         let mut found = false;

@@ -140,11 +140,15 @@ pub fn parse_value(text: &str, bits: usize) -> Result<Key, String> {
     if bits == 0 || bits > KEY_BITS {
         return Err(format!("field width {bits} is out of range"));
     }
-    if bits == 48 && t.len() == 17 && t.matches(':').count() == 5 {
+    if bits == 48 && t.matches(':').count() == 5 && !t.contains("::") {
         let mut v = 0u64;
         for part in t.split(':') {
-            let b = u8::from_str_radix(part, 16)
-                .map_err(|_| format!("expected a MAC address like 02:00:00:00:00:01, got {t:?}"))?;
+            let b = (matches!(part.len(), 1 | 2) && part.bytes().all(|c| c.is_ascii_hexdigit()))
+                .then(|| u8::from_str_radix(part, 16).ok())
+                .flatten()
+                .ok_or_else(|| {
+                    format!("expected a MAC address like 02:00:00:00:00:01, got {t:?}")
+                })?;
             v = (v << 8) | u64::from(b);
         }
         k.put_bits(0, 48, v);
@@ -169,6 +173,9 @@ pub fn parse_value(text: &str, bits: usize) -> Result<Key, String> {
         return Ok(k);
     }
     if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        if hex.is_empty() {
+            return Err(format!("expected hex digits after 0x, got {t:?}"));
+        }
         let hex = hex.trim_start_matches('0');
         if hex.is_empty() {
             return Ok(k);
@@ -237,5 +244,23 @@ mod tests {
         assert!(parse_value("nonsense", 16).is_err());
         assert!(parse_value("0xzz", 16).is_err());
         assert!(parse_value("1", 0).is_err());
+    }
+
+    #[test]
+    fn a_bare_0x_is_not_zero() {
+        // "0x" alone was read as the value 0
+        assert!(parse_value("0x", 16).unwrap_err().contains("hex digits after 0x"));
+        assert!(parse_value("0X", 8).is_err());
+        assert_eq!(parse_value("0x00", 8).unwrap(), Key::ZERO);
+    }
+
+    #[test]
+    fn macs_with_short_groups_are_macs() {
+        // "2:0:0:0:0:1" was refused as "looks like an IPv6 address"
+        assert_eq!(parse_value("2:0:0:0:0:1", 48).unwrap().get_bits(0, 48), 0x0200_0000_0001);
+        assert_eq!(parse_value("a:b:c:d:e:F", 48).unwrap().get_bits(0, 48), 0x0a0b_0c0d_0e0f);
+        let e = parse_value("02:00:00:00:00:100", 48).unwrap_err();
+        assert!(e.contains("expected a MAC address"), "{e}");
+        assert!(parse_value("+2:0:0:0:0:1", 48).unwrap_err().contains("MAC"));
     }
 }

@@ -12,7 +12,7 @@ use super::control::{
     TableStats,
 };
 use super::field::META_BYTES;
-use super::instr::{execute, Fate, Frame, Next, TableId};
+use super::instr::{execute, Fate, Frame, Instruction, Next, TableId};
 use super::key::Key;
 use super::table::{check_instructions, Algo, Entry, Table, TableKind};
 use latnet_units::{Duration, Time};
@@ -122,6 +122,7 @@ impl Pipeline {
         match tm {
             TableMod::Add(spec) => {
                 spec.check()?;
+                self.check_targets(&spec.miss)?;
                 let slot = &mut self.tables[usize::from(spec.id)];
                 if slot.is_some() {
                     return Err(ControlError::TableExists(spec.id));
@@ -131,6 +132,7 @@ impl Pipeline {
             }
             TableMod::SetMiss { table, miss } => {
                 check_instructions(*table, miss)?;
+                self.check_targets(miss)?;
                 let t = self.table_mut(*table).ok_or(ControlError::NoSuchTable(*table))?;
                 t.set_miss(miss.clone());
                 Ok(Change::None)
@@ -144,7 +146,48 @@ impl Pipeline {
         }
     }
 
+    /// Gotos to tables that exist must suit them: `GotoDirect` reaches an index of a linear
+    /// table, `GotoTable` any other kind (a linear table has no key: every packet would miss).
+    /// Targets created later are not checked; a goto to a missing table drops as `NoTable`.
+    fn check_targets(&self, list: &[Instruction]) -> Result<(), ControlError> {
+        for ins in list {
+            let Some(t) = ins.goto_target() else { continue };
+            let Some(spec) = self.table(t).map(|x| x.spec()) else { continue };
+            let bad = |m: String| Err(ControlError::BadInstruction(m));
+            match (ins, spec.kind) {
+                (Instruction::GotoDirect { index, .. }, TableKind::Linear)
+                    if *index >= spec.max_entries =>
+                {
+                    return bad(format!(
+                        "goto_direct {t} {index}: table {t} has {} entries",
+                        spec.max_entries
+                    ));
+                }
+                (Instruction::GotoDirect { .. }, TableKind::Linear) => {}
+                (Instruction::GotoDirect { .. }, kind) => {
+                    return bad(format!(
+                        "goto_direct {t}: table {t} is a {} table; goto_direct needs a linear one \
+                         (use goto {t})",
+                        kind.as_str()
+                    ))
+                }
+                (_, TableKind::Linear) => {
+                    return bad(format!(
+                        "goto {t}: table {t} is linear and has no key; reach its entries with \
+                         goto_direct {t} INDEX"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     fn flow_mod(&mut self, now: Time, fm: &FlowMod) -> Result<Change, ControlError> {
+        if fm.command != FlowCommand::Delete && self.table(fm.table).is_some() {
+            check_instructions(fm.table, &fm.instructions)?;
+            self.check_targets(&fm.instructions)?;
+        }
         let t = self.tables[usize::from(fm.table)]
             .as_mut()
             .ok_or(ControlError::NoSuchTable(fm.table))?;

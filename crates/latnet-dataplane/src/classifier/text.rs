@@ -17,7 +17,8 @@
 //! Fields: a name from [`field::catalogue`](super::field::catalogue) or
 //! `{name, offset, length, meta}` (bits). Match values (mask tables): `"v"` (exact),
 //! `"v/len"` (prefix of the field), `"v&mask"` (any mask), `"*"` (wildcard, as an absent
-//! field); exact tables need every field; LPM tables take one `"v/len"` on their one field.
+//! field); exact tables need every field; LPM tables take one `"v/len"` on their field (an LPM
+//! table over several fields matches a prefix of their concatenation, written `"key"`).
 //! Values: decimal, `0x` hex, MAC, IPv4 or IPv6 addresses. Actions: `goto T`,
 //! `goto_direct T I`, `set_field F V`, `set_queue Q`, `push_tag [TPID] TCI`, `pop_tag`,
 //! `output P`, `drop` (T a table id or name, F a field name or `OFFSET:LEN` / `meta:OFFSET:LEN`).
@@ -32,8 +33,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// A table named by id or by name.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TableRef {
     /// By id.
     Id(u8),
@@ -41,9 +41,34 @@ pub enum TableRef {
     Name(String),
 }
 
+impl<'de> Deserialize<'de> for TableRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = TableRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a table id 0..=255 or a table name")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<TableRef, E> {
+                u8::try_from(v)
+                    .map(TableRef::Id)
+                    .map_err(|_| E::custom(format!("table id must be 0..=255, got {v}")))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<TableRef, E> {
+                u64::try_from(v)
+                    .map_err(|_| E::custom(format!("table id must be 0..=255, got {v}")))
+                    .and_then(|v| self.visit_u64(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<TableRef, E> {
+                Ok(TableRef::Name(v.to_owned()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// A field as written.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FieldText {
     /// A catalogue name.
     Named(String),
@@ -56,9 +81,54 @@ pub enum FieldText {
         /// Length in bits.
         length: u16,
         /// In the metadata rather than the packet.
-        #[serde(default)]
         meta: bool,
     },
+}
+
+/// `{name, offset, length, meta}` as written, before the range checks.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFieldText {
+    name: Option<String>,
+    offset: u64,
+    length: u64,
+    #[serde(default)]
+    meta: bool,
+}
+
+impl<'de> Deserialize<'de> for FieldText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = FieldText;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a field name or {name, offset, length, meta} (bits)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FieldText, E> {
+                Ok(FieldText::Named(v.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<FieldText, A::Error> {
+                use serde::de::Error;
+                let r =
+                    RawFieldText::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                let bits = |what: &str, v: u64| {
+                    u16::try_from(v).map_err(|_| {
+                        A::Error::custom(format!("field {what} {v} is beyond 65535 bits"))
+                    })
+                };
+                Ok(FieldText::Raw {
+                    name: r.name,
+                    offset: bits("offset", r.offset)?,
+                    length: bits("length", r.length)?,
+                    meta: r.meta,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A table definition as written.
@@ -184,13 +254,21 @@ impl TableText {
     /// The typed definition (`tables`: the tables defined so far, for goto names).
     pub fn to_spec(&self, tables: &[TableSpec]) -> Result<TableSpec, ControlError> {
         let mut fields = Vec::with_capacity(self.fields.len());
-        let mut names = Vec::with_capacity(self.fields.len());
+        let mut names: Vec<String> = Vec::with_capacity(self.fields.len());
         for (i, f) in self.fields.iter().enumerate() {
             let (n, f) = field_of(f, i).map_err(|e| perr(format!("fields[{i}]: {e}")))?;
+            if names.contains(&n) {
+                return Err(perr(format!(
+                    "fields[{i}]: the name {n:?} is taken by another field (matches name fields)"
+                )));
+            }
             names.push(n);
             fields.push(f);
         }
         let name = self.name.clone().unwrap_or_else(|| format!("t{}", self.id));
+        if let Some(t) = tables.iter().find(|t| t.name == name && t.id != self.id) {
+            return Err(perr(format!("name: table {} is already called {name:?}", t.id)));
+        }
         let mut known = tables.to_vec();
         let spec = TableSpec {
             id: self.id,
@@ -282,6 +360,15 @@ impl RuleText {
                     Some(x) if self.matcher.len() == 1 => x,
                     _ => return Err(perr("match: an LPM rule takes exactly one \"value/len\"")),
                 };
+                if spec.fields.len() > 1 && name != "key" {
+                    // the prefix runs over the concatenated fields, not over the one named
+                    return Err(perr(format!(
+                        "match {name:?}: table {:?} matches a prefix of its {} fields together \
+                         ({width} bits): write it as \"key\" = \"value/len\"",
+                        spec.name,
+                        spec.fields.len()
+                    )));
+                }
                 let bits = width;
                 let (v, m) =
                     parse_masked(text, bits).map_err(|e| perr(format!("match {name:?}: {e}")))?;

@@ -8,8 +8,9 @@
 //! ffp = true             # the Fast-Forwarding Path in front (default true)
 //! lut_capacity = 4096    # records per fast-path table (default 16384)
 //! # modelled per-packet processing cost (optional; default none): the switch works on one
-//! # packet at a time; a packet whose every hit was low-latency costs `low_latency`, any other
-//! # `normal`, each plus `per_stage` per table visited; a backlog above `max_backlog` drops
+//! # packet at a time; with the fast path (ffp) a packet whose every hit was low-latency costs
+//! # `low_latency`, any other `normal`, each plus `per_stage` per table visited; a backlog
+//! # above `max_backlog` drops
 //! processing = { normal = "5us", low_latency = "1.2us", per_stage = "0ns", max_backlog = "10ms" }
 //! tables = [
 //!   { id = 0, name = "eth", kind = "mask", fields = ["eth.type"], size = 16 },
@@ -53,7 +54,8 @@ pub struct PipelineSpec {
 
 /// A modelled per-packet processing cost: the switch is one server that handles packets in
 /// arrival order; each costs `low_latency` if every entry it hit was a low-latency entry (the
-/// fast path's traffic), `normal` otherwise, plus `per_stage` per table visited. Take the
+/// fast path's traffic; without the fast path, `ffp = false`, every packet costs `normal`),
+/// `normal` otherwise, plus `per_stage` per table visited. Take the
 /// figures from measurements (e.g. `latnet reproduce ffp`). A packet that would wait more than
 /// `max_backlog` for the server is dropped as `processing-overload`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
