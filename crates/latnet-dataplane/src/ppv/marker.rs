@@ -347,16 +347,42 @@ impl PvMarker {
             Ok(None) => false,
             _ => return Err(DropReason::MalformedOption),
         };
-        // The value is for the frame as sent: count the option it will carry.
-        let size = pkt.wire_len().get() + if had { 0 } else { 4 };
-        let pv = self.value_for(now, key, size, &pkt.meta);
-        match latnet_wire::option_edit::set_ip_option_in(
-            &mut pkt.data,
-            &h,
-            kinds,
-            &pv.0.to_be_bytes(),
-        ) {
-            Ok(_) => {
+        // The value is for the frame as sent: count the option it will carry. IPv4 grows by
+        // the 4 option bytes; IPv6 by what the hop-by-hop header grows (8 for a new header,
+        // 0 to 8 with padding in an existing one), so there the option is inserted first with
+        // a placeholder and the value written into it (no IPv6 header checksum to mend).
+        let v6_insert = !had && matches!(h.l3, latnet_wire::L3::Ipv6 { .. });
+        let written = if v6_insert {
+            match latnet_wire::option_edit::set_ip_option_in(&mut pkt.data, &h, kinds, &[0, 0]) {
+                Ok(r) => {
+                    let pv = self.value_for(now, key, pkt.wire_len().get(), &pkt.meta);
+                    match pkt.data.get_mut(r) {
+                        Some(d) if d.len() == 2 => {
+                            d.copy_from_slice(&pv.0.to_be_bytes());
+                            Ok(pv)
+                        }
+                        _ => return Err(DropReason::MalformedOption),
+                    }
+                }
+                Err(_) => {
+                    let _ = self.value_for(now, key, pkt.wire_len().get(), &pkt.meta);
+                    Err(())
+                }
+            }
+        } else {
+            let size = pkt.wire_len().get() + if had { 0 } else { 4 };
+            let pv = self.value_for(now, key, size, &pkt.meta);
+            latnet_wire::option_edit::set_ip_option_in(
+                &mut pkt.data,
+                &h,
+                kinds,
+                &pv.0.to_be_bytes(),
+            )
+            .map(|_| pv)
+            .map_err(|_| ())
+        };
+        match written {
+            Ok(pv) => {
                 self.stats.marked += 1;
                 if !had {
                     self.stats.inserted += 1;
@@ -374,6 +400,7 @@ impl PvMarker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use latnet_wire::Ecn as Ecn6;
     use std::net::Ipv4Addr;
 
     fn key(i: u8) -> FlowKey {
@@ -442,6 +469,40 @@ mod tests {
         assert!((share(250_000) - 0.25).abs() < 0.02, "{per:?}");
         assert!((share(500_000) - 0.25).abs() < 0.02, "{per:?}");
         assert!((share(10_000_000) - 0.50).abs() < 0.02, "{per:?}");
+    }
+
+    /// The rate is measured on frames as sent: an IPv6 packet without a hop-by-hop header
+    /// gains 8 bytes (a new header holding the option), an IPv4 one 4. Frames of 1000 bytes
+    /// as sent, one every 8 us: 1 Gbit/s exactly, for both.
+    #[test]
+    fn rate_counts_the_bytes_the_value_adds() {
+        use latnet_wire::EthernetAddress;
+        use std::net::Ipv6Addr;
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let mut m = PvMarker::new(&MarkerSpec::default(), 1).unwrap();
+        let (a6, b6) = (Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED);
+        let (a4, b4) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        for i in 0..50u64 {
+            let now = Time::from_nanos(i * 8_000);
+            let mut f = Vec::new();
+            latnet_wire::build_udp_ipv6(&mut f, mac, mac, a6, b6, 0, Ecn6::Ect1, 64, 1, 2, 100)
+                .unwrap();
+            let virt = 1000 - 8 - f.len() as u32;
+            let mut p = Packet::new(f, virt, Meta::default());
+            m.mark(now, &mut p).unwrap().unwrap();
+            assert_eq!(p.wire_len().get(), 1000);
+            let mut f = Vec::new();
+            latnet_wire::build_udp_ipv4(&mut f, mac, mac, a4, b4, 0, Ecn6::Ect1, 64, 1, 2, 100)
+                .unwrap();
+            let virt = 1000 - 4 - f.len() as u32;
+            let mut p = Packet::new(f, virt, Meta::default());
+            m.mark(now, &mut p).unwrap().unwrap();
+            assert_eq!(p.wire_len().get(), 1000);
+        }
+        let k6 = (IpAddr::V6(a6), IpAddr::V6(b6), 17, 1, 2);
+        let k4 = (IpAddr::V4(a4), IpAddr::V4(b4), 17, 1, 2);
+        assert_eq!(m.rate_estimate(k4), Some(1_000_000_000));
+        assert_eq!(m.rate_estimate(k6), Some(1_000_000_000));
     }
 
     #[test]

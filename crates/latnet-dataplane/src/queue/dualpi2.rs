@@ -31,7 +31,10 @@
 //!   dequeue is below `min_backlog` (Linux: 2 MTU); the native step or ramp still applies.
 //!
 //! Scheduling between the queues: `wrr` — Linux's credit scheme giving Classic
-//! `c_protection` percent (10) when both are backlogged — or `time-shifted` FIFO (RFC 9332):
+//! `c_protection` percent (10) when both are backlogged: L4S goes while the credit is at most
+//! 0 (it starts at `mtu (wc - wl)`, so L4S first), a sent L4S packet adds `wc * size`, a sent
+//! Classic packet takes `wl * size` (`wl = 100 - wc`), and the credit changes only while both
+//! queues hold packets (it is reset when both are empty) — or `time-shifted` FIFO (RFC 9332):
 //! the L4S head goes first unless it arrived more than `tshift` after the Classic head.
 //!
 //! Probabilities are integers scaled by 2^32; the update computes each term as
@@ -308,6 +311,8 @@ impl DualPi2 {
         })
     }
 
+    /// Linux `dualpi2_calculate_c_protection`: `mtu * (wc - wl)`; the L4S queue is served
+    /// while the credit is at most 0.
     fn credit_init(cfg: &Dualpi2Config) -> i64 {
         let wc = i64::from(cfg.c_protection);
         (cfg.mtu.get() as i64) * (wc - (100 - wc))
@@ -427,9 +432,9 @@ impl DualPi2 {
             (false, false) => Some(match self.cfg.scheduler {
                 Dualpi2Scheduler::Wrr => {
                     if self.credit <= 0 {
-                        CLASSIC
-                    } else {
                         L4S
+                    } else {
+                        CLASSIC
                     }
                 }
                 Dualpi2Scheduler::TimeShifted => {
@@ -487,20 +492,22 @@ impl Queue for DualPi2 {
     fn dequeue(&mut self, now: Time) -> Option<Packet> {
         self.catch_up(now);
         loop {
-            let class = self.pick()?;
+            let Some(class) = self.pick() else {
+                // both empty (Linux `dualpi2_reset_c_protection`)
+                self.credit = Self::credit_init(&self.cfg);
+                return None;
+            };
+            // WRR credit (Linux `dequeue_packet`): changes only while the other queue holds
+            // packets too, and only for a packet that is sent (not one the AQM drops)
+            let both = !self.q[L4S].is_empty() && !self.q[CLASSIC].is_empty();
             let mut h = self.q[class].pop()?;
             let size = h.pkt.wire_len().get() as i64;
-            if self.cfg.scheduler == Dualpi2Scheduler::Wrr {
-                let wc = i64::from(self.cfg.c_protection);
-                if class == CLASSIC {
-                    self.credit += (100 - wc) * size;
-                } else {
-                    self.credit -= wc * size;
-                }
-            }
-            if self.q[L4S].is_empty() && self.q[CLASSIC].is_empty() {
-                self.credit = Self::credit_init(&self.cfg);
-            }
+            let wc = i64::from(self.cfg.c_protection);
+            let credit_change = match (both, class) {
+                (false, _) => 0,
+                (true, L4S) => wc * size,
+                (true, _) => -(100 - wc) * size,
+            };
             let sojourn = now - h.pkt.meta.arrival;
             let backlog = self.q[L4S].bytes() + self.q[CLASSIC].bytes();
             let signals = backlog >= self.cfg.min_backlog;
@@ -536,6 +543,12 @@ impl Queue for DualPi2 {
                 false
             };
             let marked = mark && dualq::mark_ce(&mut h);
+            if self.cfg.scheduler == Dualpi2Scheduler::Wrr {
+                self.credit += credit_change;
+            }
+            if self.q[L4S].is_empty() && self.q[CLASSIC].is_empty() {
+                self.credit = Self::credit_init(&self.cfg);
+            }
             self.n.sent(now, class, &h.pkt, sojourn, marked);
             return Some(h.pkt);
         }

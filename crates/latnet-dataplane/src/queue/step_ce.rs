@@ -81,11 +81,14 @@ impl StepCe {
 
 impl Queue for StepCe {
     fn enqueue(&mut self, now: Time, mut pkt: Packet) -> Verdict {
-        let over = match self.threshold {
-            Threshold::Packets(k) => self.fifo.len() >= k as usize,
-            Threshold::Bytes(b) => self.fifo.byte_len() >= b,
-            Threshold::Sojourn(_) => false,
-        };
+        // a packet the full queue refuses is neither marked nor counted as marked
+        let fits = self.fifo.limits().check(self.fifo.len(), self.fifo.byte_len(), &pkt).is_none();
+        let over = fits
+            && match self.threshold {
+                Threshold::Packets(k) => self.fifo.len() >= k as usize,
+                Threshold::Bytes(b) => self.fifo.byte_len() >= b,
+                Threshold::Sojourn(_) => false,
+            };
         if over && !self.signal(&mut pkt) {
             self.stats.on_drop(DropReason::AqmDrop);
             return Verdict::drop(pkt, DropReason::AqmDrop);
@@ -203,6 +206,28 @@ mod tests {
         assert!(q.dequeue(t(200_000)).is_none());
         assert_eq!(q.poll_drop().map(|d| d.reason), Some(DropReason::AqmDrop));
         assert_eq!(q.stats().ce_marks, 1);
+    }
+
+    /// A packet refused by the full queue was not marked: `ce_marks` counts only packets
+    /// that carry the mark on (a full queue is above any threshold, so every refused ECT
+    /// packet was once counted as marked).
+    #[test]
+    fn tail_dropped_packets_are_not_counted_as_marked() {
+        let limits = QueueLimits { limit_packets: 2, ..QueueLimits::default() };
+        let mut q = StepCe::new(limits, Threshold::Packets(1), NonEct::Drop);
+        for _ in 0..2 {
+            assert_eq!(q.enqueue(t(0), pkt(Ecn::Ect1)), Verdict::Enqueued);
+        }
+        match q.enqueue(t(0), pkt(Ecn::Ect1)) {
+            Verdict::Dropped(d) => assert_eq!(d.reason, DropReason::QueueFullPackets),
+            v => panic!("{v:?}"),
+        }
+        let ce = std::iter::from_fn(|| q.dequeue(t(1)))
+            .filter(|p| ecn_of(&p.data) == Some(Ecn::Ce))
+            .count() as u64;
+        assert_eq!(ce, 1);
+        assert_eq!(q.stats().ce_marks, ce);
+        assert_eq!(q.stats().drops.get(DropReason::QueueFullPackets), 1);
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! | `period` | 10 ms | CTV update period `T` |
 //! | `bins` | 1024 | PV histogram bins, log scale: bin = `floor(bins * log2(PV + 1) / 16)` |
 //! | `ctv_rule` | `budget` | how CTV is found (below) |
+//! | `budget_gain` | 1/4 | `budget` rule: weight `g` of the backlog error, in (0, 1] |
 //! | `drain` | `fifo` | order in which a VQ's service removes records: `fifo`, `lowest-pv`, `highest-pv` |
 //! | `classic_ecn` | false | mark ECT(0) Classic packets instead of dropping them |
 //! | `default_pv` | 0 | value of a packet without a value option |
@@ -37,13 +38,15 @@
 //! What a VQ holds: a record for every packet *sent* from the physical queues it covers
 //! (forwarded or CE-marked; a dropped packet loads no link, so not a dropped one). The VQ is
 //! served at `C_vi` continuously (integer bit·ns, remainders carried). It also keeps `H_IN_i`,
-//! the histogram of the values of every packet dequeued for it during the current period
-//! (dropped ones included: the offered load).
+//! the histogram of the values of every packet that arrived for it (at enqueue) during the
+//! current period — AQM-dropped ones and ones a full physical queue refused included: the
+//! offered load.
 //!
 //! `ctv_rule`:
 //!
 //! * `budget` (default): the bytes VQ_i may admit in the next period are
-//!   `B_i = C_vi T + (C_vi D_i - backlog_i)`; `CTV_i` is the highest value `v` with
+//!   `B_i = C_vi T + g (C_vi D_i - backlog_i)` (at most the link's `C T`, at least 0);
+//!   `CTV_i` is the highest value `v` with
 //!   `H_IN_i(PV >= v) >= B_i`, so that packets with `PV > CTV_i` — about what arrived above it
 //!   last period — fill the budget; no threshold when `H_IN_i` holds less than `B_i`. With
 //!   stationary arrivals this drives the VQ backlog to `C_vi D_i` and the admitted rate to
@@ -54,8 +57,10 @@
 //!   It is a PV-selective ramp on the virtual backlog: it regulates reacting senders, but with
 //!   senders that do not react it does not settle at `C_vi` (the property tests show both).
 //!
-//! A CTV is reported as the highest PV of its histogram bin, so "`PV > CTV`" means "in a
-//! higher bin". "No threshold" forwards everything (value 0 included).
+//! Within the bin where the bytes counted from the top reach the amount sought, the CTV is
+//! interpolated as if the bin's bytes were spread evenly over its values (rounded so that no
+//! more than that amount passes), so "`PV > CTV`" compares exact 16-bit values. "No
+//! threshold" forwards everything (value 0 included).
 //!
 //! Counters: [`QueueStats`] overall and per class, CE marks, drops (`aqm-drop`,
 //! `queue-full-*`, `malformed`, `malformed-option`), and an [`AqmReport`]: per-epoch sojourn

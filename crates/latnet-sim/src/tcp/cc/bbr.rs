@@ -21,8 +21,9 @@
 //!
 //! ECN (option `bbr_ecn`, after BBRv2's `tcp_bbr2.c` defaults, reference constants of the L4S
 //! seed): per round the fraction of bytes acknowledged with ECE updates
-//! `ecn_alpha = (1 - 1/16) ecn_alpha + 1/16 * ce_ratio`; in a round with marks, the lower bounds
-//! `inflight_lo` and `bw_lo` are cut by `(1 - ecn_alpha / 3)`; a round with more than 50 %
+//! `ecn_alpha = (1 - 1/16) ecn_alpha + 1/16 * ce_ratio` (starting at 1, so that a flow
+//! starting into a congested bottleneck responds at once); in a round with marks, the lower
+//! bounds `inflight_lo` and `bw_lo` are cut by `(1 - ecn_alpha / 3)`; a round with more than 50 %
 //! marked bytes sets `inflight_hi = inflight * (1 - 0.3)` and ends an up-probe; in cruising
 //! phases cwnd stays below `inflight_hi * (1 - 15 %)` headroom. The lower bounds reset at each
 //! up-probe. ECN is acted on only while the minimum RTT is at most 5 ms (`ecn_max_rtt`). This
@@ -46,6 +47,7 @@ const FULL_BW_ROUNDS: u32 = 3;
 // BBRv2 ECN constants
 const ECN_G_SHIFT: u32 = 4;
 const ECN_THRESH: u64 = 512; // 50 % of 1024
+const ECN_ALPHA_INIT: u64 = 1024; // 1.0, tcp_bbr2.c `bbr_ecn_alpha_init`: respond quickly
 const BETA_NUM: u64 = 7; // 1 - 0.3
 const HEADROOM_NUM: u64 = 85; // 1 - 15 %
 const ECN_MAX_RTT: Duration = Duration::from_millis(5);
@@ -129,7 +131,7 @@ impl Bbr {
             conservation: false,
             rng: p.seed | 1,
             ecn: p.bbr_ecn,
-            ecn_alpha: 0,
+            ecn_alpha: ECN_ALPHA_INIT,
             round_delivered: 0,
             round_ce: 0,
             inflight_lo: None,
@@ -541,6 +543,23 @@ mod tests {
         b.on_rto(Time::ZERO, 0, false);
         assert_eq!(b.cwnd(), MSS);
         assert!(!b.uses_prr());
+    }
+
+    /// BBRv2 starts `ecn_alpha` at 1.0 (`bbr_ecn_alpha_init = BBR_UNIT`, "to respond quickly
+    /// to congestion if the bottleneck is congested when the flow starts up"): the first
+    /// round with marks (10 %) gives alpha = 1 - 1/16 + 0.1/16 and cuts `inflight_lo` by a
+    /// third of that.
+    #[test]
+    fn first_marked_round_cuts_about_a_third() {
+        let mut b = Bbr::new(&params(true));
+        b.rtprop = Some(Duration::from_millis(1));
+        b.cwnd = 100 * MSS;
+        b.round_start = true;
+        let s = AckSample { acked: 100 * MSS, ece_acked: 10 * MSS, ..AckSample::default() };
+        b.update_ecn(&s);
+        // ratio 102/1024; alpha = 1024 - 64 + 102 / 16 = 966
+        assert_eq!(b.ecn_alpha, 966);
+        assert_eq!(b.inflight_lo, Some(100 * MSS * (3072 - 966) / 3072));
     }
 
     #[test]

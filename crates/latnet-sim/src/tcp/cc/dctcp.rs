@@ -50,9 +50,15 @@ impl AlphaEstimator {
         if s.snd_una < end {
             return false;
         }
-        // Linux dctcp_update_alpha: alpha += F * 1024 / 16 - alpha / 16
+        // Linux dctcp_update_alpha: alpha += F * 1024 / 16 - alpha / 16, where the decay is
+        // min_not_zero(alpha, alpha / 16): below 16/1024 alpha drops to 0 at once (it would
+        // never decay further in integers)
         let f = (self.ce_acked << (10 - G_SHIFT)) / self.acked.max(1);
-        self.alpha = (self.alpha - (self.alpha >> G_SHIFT) + f).min(ALPHA_ONE);
+        let decay = match self.alpha >> G_SHIFT {
+            0 => self.alpha,
+            d => d,
+        };
+        self.alpha = (self.alpha - decay + f).min(ALPHA_ONE);
         self.acked = 0;
         self.ce_acked = 0;
         self.window_end = Some(s.snd_nxt);
@@ -167,6 +173,22 @@ mod tests {
         }
         // 0.3 * 1024 = 307; Linux's integer update settles where alpha / 16 == 19 (<= 319).
         assert!((300..=320).contains(&c.alpha()), "alpha {}", c.alpha());
+    }
+
+    /// Without marks alpha decays to 0 (RFC 8257: `alpha = (1 - g) alpha`; Linux
+    /// `alpha -= min_not_zero(alpha, alpha >> g)` takes the last 15/1024 away at once), so a
+    /// flow that saw no marks for long does not reduce on its first one.
+    #[test]
+    fn alpha_decays_to_zero_without_marks() {
+        let mut e = AlphaEstimator::default();
+        let mut una = 0;
+        for _ in 0..200 {
+            una += 10 * MSS;
+            let s = AckSample { acked: 10 * MSS, snd_una: una, snd_nxt: una, ..Default::default() };
+            e.on_ack(&s);
+        }
+        assert_eq!(e.alpha(), 0);
+        assert_eq!(e.reduced(100 * MSS, 2 * MSS), 100 * MSS);
     }
 
     #[test]
