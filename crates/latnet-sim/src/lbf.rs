@@ -51,6 +51,12 @@
 //! links under the seed's convention (a real switch could not; the seed's PoC avoided the
 //! question with a link model in which serialization never delays arrival, which is
 //! `switching = "cut-through"`).
+//!
+//! Under cut-through a frame toward a faster egress than it came in on joins the queue only
+//! once its last bit is near (`tail - serialization out` after its first bit; the runners count
+//! that wait as serialization). The switch computes the budgets from that instant (eligible
+//! time, deadline, `late_at`), and under `physical` counts the wait as latency: in `spent` at
+//! arrival and in the hop cost at transmission.
 
 use crate::hdr;
 use crate::net::{Topology, NO_PORT};
@@ -144,6 +150,8 @@ struct PortInfo {
     ser_counted: bool,
     /// Damper bound of the host owning the port (zero for a switch's port).
     host_damper: Duration,
+    /// The port transmitting toward this one on the same link.
+    reverse: usize,
 }
 
 /// What every LBF participant of a run shares (read-only).
@@ -151,6 +159,8 @@ struct PortInfo {
 pub struct LbfNet {
     fib: LbfFib,
     ports: Vec<PortInfo>,
+    /// Ports of each node, by local index (what `Meta::ingress_port` holds).
+    node_ports: Vec<Vec<usize>>,
     settings: Vec<Option<LbfSettings>>,
     flows: Vec<Option<FlowSlo>>,
     convention: LatencyConvention,
@@ -175,6 +185,38 @@ impl LbfNet {
         let transit = now.saturating_duration_since(pkt.meta.arrival);
         let Some(p) = self.ports.get(port) else { return transit };
         transit + p.delay + self.counted_ser(port, pkt)
+    }
+
+    /// Under `cut-through`, how long switch `node` has `pkt` (from its first bit) before it can
+    /// queue it on `port`: toward a faster egress the frame waits for its last bit, `tail -
+    /// serialization out`, `tail` being its serialization on the ingress link (the rule of the
+    /// simulator and of the real-time switch). The runners count the wait as serialization
+    /// (`ser_so_far`): under `physical` it is latency, under `exclude-serialization` it is not.
+    fn cut_through_wait(&self, node: usize, port: usize, pkt: &Packet) -> Duration {
+        if self.switching != Switching::CutThrough {
+            return Duration::ZERO;
+        }
+        let tx = |p: &PortInfo| {
+            p.rate.tx_time(pkt.wire_len() + Bytes::new(u64::from(p.overhead))).unwrap_or_default()
+        };
+        let upstream = self
+            .node_ports
+            .get(node)
+            .and_then(|ps| ps.get(usize::from(pkt.meta.ingress_port)))
+            .and_then(|&local| self.ports.get(local))
+            .and_then(|p| self.ports.get(p.reverse));
+        match (upstream, self.ports.get(port)) {
+            (Some(up), Some(out)) => tx(up).saturating_sub(tx(out)),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The part of [`Self::cut_through_wait`] the run's convention counts as latency.
+    fn counted_wait(&self, node: usize, port: usize, pkt: &Packet) -> Duration {
+        match self.convention {
+            LatencyConvention::Physical => self.cut_through_wait(node, port, pkt),
+            LatencyConvention::ExcludeSerialization => Duration::ZERO,
+        }
     }
 
     /// The serialization of `pkt` on `port` where the run's convention counts it.
@@ -453,6 +495,11 @@ impl LbfSwitch {
             LbfMode::RestSlo => 0,
             _ => r.value_ns,
         };
+        // Cut-through toward a faster egress, the frame joins the queue only once its last bit
+        // is near: budgets run from then, and the wait is latency under `physical`.
+        let at = now + self.net.cut_through_wait(self.node, port, pkt);
+        let latency =
+            latency.saturating_add(self.net.counted_wait(self.node, port, pkt).as_nanos());
         let spent = latency.saturating_add(rml);
         if let Some(ub) = r.upper_ns {
             if spent > ub {
@@ -470,14 +517,14 @@ impl LbfSwitch {
                     }
                 }
             }
-            pkt.meta.late_at = Some(after(now, ub - spent));
+            pkt.meta.late_at = Some(after(at, ub - spent));
         }
         let qmin = lower_budget(r.lower_ns.saturating_sub(spent), hops, &self.settings);
-        pkt.meta.eligible = after(now, qmin);
+        pkt.meta.eligible = after(at, qmin);
         let ub_eff = r.upper_ns.or(self.settings.best_effort_upper.map(Duration::as_nanos));
         if let Some(ub) = ub_eff {
             let qmax = ub.saturating_sub(spent) / u64::from(hops.max(1));
-            pkt.meta.deadline = Some(after(now, qmax.max(qmin)));
+            pkt.meta.deadline = Some(after(at, qmax.max(qmin)));
         }
         if r.upper_ns.is_some() && self.settings.upper == UpperPolicy::Drop {
             pkt.meta.expires = match self.settings.expire {
@@ -493,7 +540,8 @@ impl LbfSwitch {
     pub fn on_transmit(&mut self, now: Time, port: usize, pkt: &mut Packet) {
         let Ok(h) = parse_headers(&pkt.data) else { return };
         let Ok(Some(loc)) = wire::locate(&pkt.data, &h, self.settings.udp_shim) else { return };
-        let cost = self.net.hop_cost(now, port, pkt).as_nanos();
+        let wait = self.net.counted_wait(self.node, port, pkt);
+        let cost = (self.net.hop_cost(now, port, pkt) + wait).as_nanos();
         let mark = self.settings.upper == UpperPolicy::Mark
             && !loc.repr.late
             && pkt.meta.late_at.is_some_and(|t| now > t);
@@ -658,6 +706,7 @@ impl LbfState {
                     .as_ref()
                     .and_then(|l| l.host_damper.get(p.node).copied())
                     .unwrap_or_default(),
+                reverse: p.reverse,
             })
             .collect();
         let settings = sc.lbf.as_ref().map(|l| l.nodes.clone()).unwrap_or_default();
@@ -670,6 +719,7 @@ impl LbfState {
         let net = Arc::new(LbfNet {
             fib: LbfFib::build(sc, topo),
             ports,
+            node_ports: topo.node_ports.clone(),
             settings,
             flows,
             convention: sc.sim.latency,

@@ -720,3 +720,99 @@ slo = { lower = "0us", upper = "500us" }
     assert_eq!(f.received, f.sent, "{:?}", f.drops);
     assert!(f.latency_ns.as_ref().is_some_and(|l| l.min >= 830_000 && l.max <= 900_000));
 }
+
+/// h1 -10M- s1 -1G- s2 -1G- h2: `sim` with `latency`, `switching`, and F1's `slo`.
+fn fast_egress(latency: &str, switching: &str, slo: &str) -> String {
+    format!(
+        r#"
+[sim]
+duration = "50ms"
+switching = "{switching}"
+latency = "{latency}"
+[defaults.link]
+rate = "1Gbps"
+delay = "10us"
+[[nodes]]
+name = "h1"
+kind = "host"
+[[nodes]]
+name = "s1"
+kind = "switch"
+[[nodes]]
+name = "s2"
+kind = "switch"
+[[nodes]]
+name = "h2"
+kind = "host"
+[[links]]
+a = "h1"
+b = "s1"
+rate = "10Mbps"
+queue_b = {{ kind = "lbf" }}
+[[links]]
+a = "s1"
+b = "s2"
+queue_a = {{ kind = "lbf" }}
+[[links]]
+a = "s2"
+b = "h2"
+queue_a = {{ kind = "lbf" }}
+[lbf]
+budget = "equal"
+[[flows]]
+name = "F1"
+src = "h1"
+dst = "h2"
+size = 1000
+traffic = {{ kind = "cbr", rate = "1Mbps" }}
+slo = {slo}
+"#
+    )
+}
+
+/// Under cut-through a switch sending toward a faster link than the frame came in on must wait
+/// for the frame's last bit (here 800 us in on 10 Mbit/s, 8 us out on 1 Gbit/s: 792 us at s1).
+/// Under `physical` that wait is latency, and every way of carrying the latency so far must
+/// see it: the unhindered packet arrives at exactly its lower bound (the latency-so-far field
+/// and rest-SLO had missed the wait, arriving 792 us late at 5,792 us).
+#[test]
+fn a_frame_waiting_for_its_last_bit_still_meets_the_lower_bound_exactly() {
+    for (latency, switching) in [
+        ("physical", "cut-through"),
+        ("physical", "store-and-forward"),
+        ("exclude-serialization", "cut-through"),
+    ] {
+        for carry in ["latency-so-far", "timestamp", "rest-slo"] {
+            let slo = format!("{{ lower = \"5ms\", carry = \"{carry}\" }}");
+            let r = run_text(&fast_egress(latency, switching, &slo));
+            let f = &r.flows[0];
+            let l = f.latency_ns.as_ref().unwrap();
+            assert!(f.received > 5, "{latency} {switching} {carry}");
+            assert_eq!((l.min, l.max), (5_000_000, 5_000_000), "{latency} {switching} {carry}");
+        }
+    }
+}
+
+/// The same wait and an upper bound of 500 us. Physically the frame cannot be whole at h2
+/// before 830 us (800 us on the slow link, three 10 us delays, 8 us into h2): hopeless on
+/// arrival at s1, where it is dropped early (it had been counted as expiring in s1's queue).
+/// Under `exclude-serialization` the wait is serialization, not latency: every packet arrives
+/// with 30 us, on time (s1 had let it expire in the queue, 792 us of waiting for its last bit
+/// being taken for lateness).
+#[test]
+fn the_wait_for_the_last_bit_is_lateness_only_under_the_physical_convention() {
+    for carry in ["latency-so-far", "timestamp", "rest-slo"] {
+        let slo = format!("{{ lower = \"0us\", upper = \"500us\", carry = \"{carry}\" }}");
+        let r = run_text(&fast_egress("physical", "cut-through", &slo));
+        let f = &r.flows[0];
+        assert!(f.sent > 5);
+        assert_eq!(f.drops.get("hopeless-early-drop"), Some(&f.sent), "{carry}: {:?}", f.drops);
+        assert_eq!(r.lbf.as_ref().unwrap().flows[0].early_drops.get("s1"), Some(&f.sent));
+        let r = run_text(&fast_egress("exclude-serialization", "cut-through", &slo));
+        let f = &r.flows[0];
+        assert_eq!(f.received, f.sent, "{carry}: {:?}", f.drops);
+        let lf = &r.lbf.as_ref().unwrap().flows[0];
+        assert_eq!((lf.on_time, lf.late_marked + lf.late_unmarked), (f.sent, 0), "{carry}");
+        assert_eq!(f.latency_ns.as_ref().map(|l| (l.min, l.max)), Some((30_000, 30_000)));
+    }
+}

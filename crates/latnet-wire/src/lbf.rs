@@ -409,7 +409,8 @@ pub struct LbfLocation {
 /// `udp_shim` says), then, if `udp_shim`, at the start of the UDP payload. `Ok(None)`: no block
 /// (a best-effort packet). Errors (`Layer::Lbf`): an option of the LBF type with the wrong
 /// length, two LBF options, a shim cut short or with the wrong length octet, or a block that
-/// fails [`LbfRepr::parse`].
+/// fails [`LbfRepr::parse`]; and (`Layer::Ipv6Option`) a hop-by-hop option area that cannot be
+/// walked (an option's length running past the header), whether or not it holds an LBF option.
 pub fn locate(frame: &[u8], h: &Headers, udp_shim: bool) -> Result<Option<LbfLocation>> {
     if let L3::Ipv6 { offset, upper_offset } = h.l3 {
         let first = offset + crate::ipv6::HEADER_LEN;
