@@ -11,6 +11,7 @@ and prove (network calculus) that each flow gets the latency it was promised.
 
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 
@@ -30,6 +31,27 @@ class ScenarioWarning(UserWarning):
     """A scenario that is valid but most likely not what was meant (a flow no link path joins:
     every packet dropped as ``no-route``); the message names the file, line and key. The
     ``latnet`` command prints it as ``latnet: warning: ...``."""
+
+
+def _source(what: str, scenario, text, name) -> Path | None:
+    """The scenario's path (``None`` for ``text``), or a UsageError / TypeError naming the
+    argument that cannot be used."""
+    if scenario is not None and text is not None:
+        raise UsageError(f"{what}: give a scenario path or text=, not both")
+    if scenario is None and text is None:
+        raise UsageError(f"{what}: give a scenario path or text=")
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text: expected the scenario's TOML as str, got {type(text).__name__}")
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected str, got {type(name).__name__}")
+    if scenario is None:
+        return None
+    try:
+        return Path(os.fsdecode(scenario))
+    except TypeError:
+        raise TypeError(
+            f"scenario: expected a path (str or os.PathLike), got {type(scenario).__name__}"
+        ) from None
 
 
 def _warn(messages: list[str]) -> None:
@@ -73,13 +95,20 @@ def run(
     ``[output]``. ``queues`` (an interval such as ``"1ms"``) samples every port's
     queue into ``Results.queues``.
     ``progress(now_ns, end_ns, events)`` is called about every 1 % of virtual time; returning
-    ``False`` stops the run early. ``progress=True`` draws a bar on stderr instead (tqdm).
+    ``False`` stops the run early, and an exception it raises stops the run and is raised.
+    ``progress=True`` draws a bar on stderr instead (tqdm). The run gives up the GIL between
+    these reports: other Python threads run meanwhile.
     What the scenario holds that is valid but most likely not meant (a flow no link path
     joins) is a :class:`ScenarioWarning` (and in ``Results.warnings``).
     """
-    if (scenario is None) == (text is None):
-        raise LatnetError("give a scenario path or text=, not both")
-    path = None if scenario is None else Path(scenario)
+    path = _source("run", scenario, text, name)
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64
+    ):
+        whole = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
+        raise (UsageError if whole else TypeError)(
+            f"seed: expected a whole number >= 0 (below 2^64), got {seed!r}"
+        )
     close = None
     if progress is True or progress is False:
         from .progress import time_bar
@@ -95,7 +124,7 @@ def run(
             path=path,
             text=text,
             name=name,
-            seed=seed,
+            seed=None if seed is None else int(seed),
             packets=packets,
             pcap=pcap,
             queues=queues,
@@ -117,7 +146,7 @@ def check(
     """Validate a scenario without running it; returns a one-line description. ``name`` labels
     ``text`` in error messages. What is valid but most likely not meant is a
     :class:`ScenarioWarning` (as in :func:`run`)."""
-    path = None if scenario is None else Path(scenario)
+    path = _source("check", scenario, text, name)
     about, warnings = _check(path=path, text=text, name=name)
     _warn(warnings)
     return about
@@ -127,8 +156,9 @@ def read_pcap(path: str | os.PathLike[str]):
     """The frames of a link capture (simulated or emulated, ``pcap/<node>-<peer>.pcap``) as a
     DataFrame: ``t_ns`` (start of transmission, from the scenario's time zero), ``wire_len``,
     ``captured``, the flow fields (``src``, ``dst``, ``proto``, ``sport``, ``dport``, ``dscp``,
-    ``ecn``) and the LBF block if the frame carries one (``lbf_carrier`` ``udp-shim`` or
-    ``ipv6``, ``lbf_mode``, ``lbf_late``, ``lbf_lower_ns``, ``lbf_upper_ns``,
+    ``ecn``; nullable ``Int32``, ``<NA>`` for a frame whose headers do not parse) and the LBF
+    block if the frame carries one (``lbf_carrier`` ``udp-shim`` or ``ipv6``, ``lbf_mode``,
+    ``lbf_late`` (nullable ``Int8``), ``lbf_lower_ns``, ``lbf_upper_ns``,
     ``lbf_value_ns``: the latency so far, timestamp or damper hold, as the block's mode says;
     the three ``_ns`` columns are nullable ``UInt64``, ``<NA>`` without a block), the
     large-flow option of switch-assisted pacing if the frame carries one (``lf_type``
@@ -145,7 +175,12 @@ def read_pcap(path: str | os.PathLike[str]):
     from ._latnet import pcap_frames_csv
 
     text = pcap_frames_csv(Path(path))
-    dtypes = {"src": "string", "dst": "string", "lbf_carrier": "string", "lbf_mode": "string"}
+    # every column typed, so that an empty capture, or one with a frame that does not parse,
+    # has the dtypes of any other
+    dtypes = dict.fromkeys(("t_ns", "wire_len", "captured"), "int64")
+    dtypes |= dict.fromkeys(("proto", "sport", "dport", "dscp", "ecn"), "Int32")
+    dtypes |= {"src": "string", "dst": "string", "lbf_carrier": "string", "lbf_mode": "string"}
+    dtypes |= {"lbf_late": "Int8", "error": "object"}
     dtypes |= {"lf_type": "string", "lf_filled": "Int8", "lf_count": "Int32"}
     dtypes |= {"lf_rate_kbps": "Int64"}
     # the block's fields are unsigned 64-bit: nullable UInt64 keeps every value exact

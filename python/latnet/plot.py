@@ -11,15 +11,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def latency_cdf(results, path: str | os.PathLike[str], flows: list[str] | None = None) -> str:
-    """Draw the end-to-end latency CDF of each flow (or of ``flows``) into a PNG at ``path``.
+def latency_cdf(results, path: str | os.PathLike[str], flows: str | list[str] | None = None) -> str:
+    """Draw the end-to-end latency CDF of each flow (or of ``flows``: a name or a list of
+    names) into a PNG at ``path``; a flow that received nothing has no line.
 
     Needs per-packet records (``latnet.run(..., packets=True)``, the default).
     """
     pk = results.packets
     if pk is None:
         raise ValueError("latency_cdf needs per-packet records: run with packets=True")
-    names = flows or [f["name"] for f in results.summary["flows"]]
+    known = [f["name"] for f in results.summary["flows"]]
+    names = known if flows is None else [flows] if isinstance(flows, str) else list(flows)
+    unknown = [n for n in names if n not in known]
+    if unknown or (flows is not None and not names):
+        raise ValueError(
+            f"flows: expected names of the run's flows ({', '.join(known) or 'none'}), "
+            f"got {', '.join(map(repr, unknown)) or 'none'}"
+        )
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     for name in names:
         lat = pk.loc[(pk["flow"] == name) & pk["received"], "latency_ns"].to_numpy()
@@ -32,7 +40,10 @@ def latency_cdf(results, path: str | os.PathLike[str], flows: list[str] | None =
     ax.set_ylabel("fraction of packets")
     ax.set_title(f"{results.summary['scenario']}: end-to-end latency CDF")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    if ax.get_lines():
+        ax.legend(loc="lower right", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no packet received", ha="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,6 +15,18 @@ from ._latnet import SimResults
 _NONE64 = np.iinfo(np.uint64).max
 _NONE32 = np.iinfo(np.uint32).max
 _LAT = ("min", "mean", "p50", "p90", "p99", "p999", "max")
+#: Columns of ``Results.flows`` (also those of a run without flows).
+FLOW_COLUMNS = ["flow", "src", "dst", "priority", "size", "sent", "received", "dropped"]
+FLOW_COLUMNS += ["in_flight_at_end", "loss_rate", "throughput_bps"]
+FLOW_COLUMNS += [f"latency_{k}_ns" for k in _LAT] + ["jitter_ns"]
+_HOP_COLUMNS = ["hop", "node", "toward", *_LAT]
+_LBF_FLOW_COLUMNS = ["flow", "lower_ns", "upper_ns", "carry", "encap", "received", "early"]
+_LBF_FLOW_COLUMNS += ["on_time", "late_marked", "late_unmarked", "marked_but_on_time"]
+_LBF_FLOW_COLUMNS += ["sender_damper_violations", "early_drops", "expired"]
+_LBF_SWITCH_COLUMNS = ["node", "lbf_packets", "best_effort", "malformed", "early_drops"]
+_LBF_SWITCH_COLUMNS += ["marked_late", "damper_violations"]
+#: Files ``Results.write`` writes only for some runs (besides ``pcap/*.pcap``).
+_OPTIONAL_FILES = ("packets.csv", "hops.csv", "timeseries.csv", "queues.csv")
 
 
 class SummaryFrames:
@@ -35,8 +49,9 @@ class SummaryFrames:
                     row = {"hop": h["hop"], "node": h["node"], "toward": h["toward"]}
                     row.update({k: lat.get(k, np.nan) for k in _LAT})
                     rows.append(row)
-                return pd.DataFrame(rows)
-        raise KeyError(f"no flow named {flow!r}")
+                return pd.DataFrame(rows, columns=_HOP_COLUMNS)
+        names = ", ".join(f["name"] for f in self.summary["flows"]) or "none"
+        raise KeyError(f"no flow named {flow!r} (flows: {names})")
 
     @cached_property
     def lbf_flows(self) -> pd.DataFrame | None:
@@ -54,7 +69,7 @@ class SummaryFrames:
             row["early_drops"] = sum(f["early_drops"].values())
             row["expired"] = sum(f["expired"].values())
             rows.append(row)
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=None if rows else _LBF_FLOW_COLUMNS)
 
     @cached_property
     def lbf_drops(self) -> pd.DataFrame | None:
@@ -77,7 +92,11 @@ class SummaryFrames:
         """One row per LBF switch: SLO and best-effort packets forwarded, malformed blocks
         dropped, early drops, packets marked late and damper violations. ``None`` without LBF."""
         lbf = self.summary.get("lbf")
-        return None if lbf is None else pd.DataFrame(lbf["switches"])
+        if lbf is None:
+            return None
+        return pd.DataFrame(
+            lbf["switches"], columns=None if lbf["switches"] else _LBF_SWITCH_COLUMNS
+        )
 
     @cached_property
     def lbf_notifications(self) -> pd.DataFrame | None:
@@ -140,7 +159,7 @@ class Results(SummaryFrames):
                 row[f"latency_{k}_ns"] = lat.get(k, np.nan)
             row["jitter_ns"] = f["jitter_ns"] if f["jitter_ns"] is not None else np.nan
             rows.append(row)
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=FLOW_COLUMNS)
 
     @cached_property
     def ports(self) -> pd.DataFrame:
@@ -274,8 +293,24 @@ class Results(SummaryFrames):
         """The JSON summary, exactly as ``results.json`` holds it."""
         return self._raw.json()
 
-    def write(self, directory) -> list[str]:
+    def write(self, directory: str | os.PathLike[str]) -> list[str]:
         """Write results.json, flows.csv (and packets.csv, hops.csv if recorded, timeseries.csv
         with TCP flows, queues.csv with a queue series, pcap/<node>-<peer>.pcap with packet
-        captures)."""
-        return self._raw.write_dir(directory)
+        captures) into ``directory`` (created if need be); returns the paths written. Those of
+        these files an earlier run left in ``directory`` and this run does not write are
+        removed, so that the directory holds one run."""
+        try:
+            out = Path(os.fsdecode(directory))
+        except TypeError:
+            raise TypeError(
+                f"directory: expected a path (str or os.PathLike), got {type(directory).__name__}"
+            ) from None
+        written = self._raw.write_dir(out)
+        keep = {Path(w) for w in written}
+        stale = [out / name for name in _OPTIONAL_FILES]
+        if (out / "pcap").is_dir():
+            stale += sorted((out / "pcap").glob("*.pcap"))
+        for p in stale:
+            if p not in keep and p.is_file():
+                p.unlink()
+        return written

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
 
 def fmt_us(ns) -> str:
-    """Nanoseconds as microseconds with one decimal; '-' for missing."""
-    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+    """Nanoseconds as microseconds with one decimal; '-' for missing (None, NaN of any float
+    type, pandas' NA)."""
+    try:
+        missing = ns is None or bool(ns != ns)
+    except TypeError:  # pandas.NA: its comparisons are NA, which has no truth value
+        missing = True
+    if missing:
         return "-"
     return f"{ns / 1e3:.1f}"
 

@@ -1,6 +1,6 @@
 //! Python bindings: the private `latnet._latnet` module. Thin by design: it converts
 //! arguments, releases nothing the core does not own, and maps each Rust error to a named
-//! Python exception. Everything user-facing (CLI, tables, plots, DataFrames) is in the Python
+//! Python exception. A simulation run gives up the GIL between its progress reports. Everything user-facing (CLI, tables, plots, DataFrames) is in the Python
 //! package `latnet`.
 //!
 //! Exceptions: `latnet.ScenarioError` (a scenario file that cannot be used; the message names
@@ -222,19 +222,31 @@ fn run(
     }
     let warnings = sc.warnings.iter().map(ToString::to_string).collect();
     let mut err: Option<PyErr> = None;
-    let results = Simulator::new(sc).run_with_progress(|p| {
-        if let Err(e) = py.check_signals() {
-            err = Some(e);
-            return false;
-        }
-        let Some(cb) = &progress else { return true };
-        match cb.call1(py, (p.now.as_nanos(), p.end.as_nanos(), p.events)) {
-            Ok(v) => !v.bind(py).is(&*pyo3::types::PyBool::new(py, false)),
-            Err(e) => {
-                err = Some(e);
-                false
+    let sim = Simulator::new(sc);
+    // The run holds no Python object between reports: other Python threads run meanwhile, and
+    // the GIL is taken back for each report (signals, the callback).
+    let results = py.allow_threads(|| {
+        sim.run_with_progress(|p| {
+            // the report that closes a stopped run: the callback that raised (or the signal
+            // that stopped it) is not called again, and its exception is the one raised
+            if err.is_some() {
+                return false;
             }
-        }
+            Python::with_gil(|py| {
+                if let Err(e) = py.check_signals() {
+                    err = Some(e);
+                    return false;
+                }
+                let Some(cb) = &progress else { return true };
+                match cb.call1(py, (p.now.as_nanos(), p.end.as_nanos(), p.events)) {
+                    Ok(v) => !v.bind(py).is(&*pyo3::types::PyBool::new(py, false)),
+                    Err(e) => {
+                        err = Some(e);
+                        false
+                    }
+                }
+            })
+        })
     });
     match err {
         Some(e) => Err(e),
