@@ -95,11 +95,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         close()
     out = Path(args.out) if args.out else Path("out") / res.summary["scenario"]
     written = res.write(out)
-    if args.plot:
+    cdf = out / "latency_cdf.png"
+    if args.plot and res.packets is not None:
         from .plot import latency_cdf
 
-        if res.packets is not None:
-            written.append(latency_cdf(res, out / "latency_cdf.png"))
+        written.append(latency_cdf(res, cdf))
+    elif cdf.is_file():
+        cdf.unlink()  # an earlier run's: the directory holds one run (see Results.write)
     print(flow_table(res))
     tcp = tcp_table(res)
     if tcp is not None:

@@ -312,6 +312,21 @@ def test_cli_refuses_a_plot_without_packets_and_both_packet_flags(tmp_path, caps
     assert not out.exists()
 
 
+def test_cli_run_leaves_no_plot_of_an_earlier_run(tmp_path, capsys):
+    """A run into a directory where an earlier run drew latency_cdf.png removes it unless it
+    draws its own (it would show another run's latencies beside this run's files)."""
+    scen = tmp_path / "small.toml"
+    scen.write_text(SMALL.format(seed=1))
+    out = tmp_path / "o"
+    assert main(["run", str(scen), "--out", str(out), "--plot", "--quiet"]) == 0
+    assert (out / "latency_cdf.png").stat().st_size > 0
+    assert main(["run", str(scen), "--out", str(out), "--quiet"]) == 0
+    assert not (out / "latency_cdf.png").exists()
+    # nor the earlier run's per-packet records (this run recorded none)
+    assert (out / "flows.csv").is_file() and not (out / "packets.csv").exists()
+    capsys.readouterr()
+
+
 def test_run_takes_progress_true_for_a_bar_and_refuses_other_values(tmp_path, capsys):
     scen = tmp_path / "small.toml"
     scen.write_text(SMALL.format(seed=1))
