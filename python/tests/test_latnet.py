@@ -285,6 +285,9 @@ def test_queue_series_is_a_dataframe_and_a_csv(tmp_path, capsys):
     # the same series from the keyword and from the command line
     same = latnet.run(text=SMALL.format(seed=5), packets=False, queues="10ms").queues
     assert same.equals(q)
+    # an interval longer than the run: a series with no row, not None
+    none = latnet.run(text=SMALL.format(seed=5), packets=False, queues="100s").queues
+    assert none is not None and none.empty and list(none.columns) == list(q.columns)
     for bad in ("often", "0ms"):
         with pytest.raises(ValueError, match="queues: expected an interval"):
             latnet.run(text=SMALL.format(seed=5), queues=bad)

@@ -55,6 +55,10 @@ pub struct Results {
     /// Queue occupancy of every egress port per interval, when `[output] queues` is set.
     #[serde(skip)]
     pub queue_series: Vec<QueueRow>,
+    /// Whether the run sampled the queues (`queue_series` may still be empty: an interval
+    /// longer than the run).
+    #[serde(skip)]
+    pub queues_sampled: bool,
     /// Per egress port, its file name (see [`capture_names`]: `<node>-<peer>.pcap`, with a
     /// suffix for parallel links) and packet capture, when `[output] pcap = true` (see
     /// [`crate::pcap`]).
@@ -602,11 +606,12 @@ impl Results {
         Some(crate::tcp::report::series_csv(&self.timeseries, &names))
     }
 
-    /// The queue occupancy series as CSV (`queues.csv`), if the run sampled one: per sample
+    /// The queue occupancy series as CSV (`queues.csv`), if the run sampled one (the header
+    /// alone if no interval ended within the run): per sample
     /// and egress port, its `node`, `peer` and `link` (the link's index in the scenario, which
     /// tells parallel links between the same two nodes apart).
     pub fn queues_csv(&self) -> Option<String> {
-        if self.queue_series.is_empty() {
+        if self.queue_series.is_empty() && !self.queues_sampled {
             return None;
         }
         let mut out = String::from("t_ns,node,peer,link,packets,bytes,max_packets,max_bytes\n");

@@ -830,6 +830,7 @@ impl Simulator {
             lbf,
             emulation: None,
             log: self.log,
+            queues_sampled: self.queues.is_some(),
             queue_series: self.queues.map(|q| q.rows).unwrap_or_default(),
             pcaps: match self.pcap {
                 Some(c) => {

@@ -424,4 +424,10 @@ traffic = { kind = "cbr", rate = "150Mbps" }
     assert!(csv.starts_with("t_ns,node,peer,link,packets,bytes,max_packets,max_bytes\n"));
     assert_eq!(csv.lines().count(), 1 + r.queue_series.len());
     assert!(run(&line("", flow)).queues_csv().is_none());
+    // an interval longer than the run and its drain: sampled, no interval ended, the header
+    // alone (it was no file, as if no series had been asked for)
+    let long = run(&line("[output]\nqueues = \"10s\"", flow));
+    assert!(long.queue_series.is_empty());
+    let header = csv.lines().next().unwrap().to_owned() + "\n";
+    assert_eq!(long.queues_csv(), Some(header));
 }

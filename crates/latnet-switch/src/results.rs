@@ -525,6 +525,8 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         // the switches write their captures themselves (`latnet-switch run --pcap`)
         pcaps: Vec::new(),
         // the switches' samples (`latnet-switch run --queues`), in the simulator's order
+        queues_sampled: sc.output.queues.is_some()
+            || switches.iter().any(|s| !s.queue_series.is_empty()),
         queue_series: {
             let mut rows: Vec<_> =
                 switches.iter().flat_map(|s| s.queue_series.iter().copied()).collect();
