@@ -211,10 +211,10 @@ impl LbfNet {
         }
     }
 
-    /// The part of [`Self::cut_through_wait`] the run's convention counts as latency.
-    fn counted_wait(&self, node: usize, port: usize, pkt: &Packet) -> Duration {
+    /// The part of a [`Self::cut_through_wait`] the run's convention counts as latency.
+    fn counted(&self, wait: Duration) -> Duration {
         match self.convention {
-            LatencyConvention::Physical => self.cut_through_wait(node, port, pkt),
+            LatencyConvention::Physical => wait,
             LatencyConvention::ExcludeSerialization => Duration::ZERO,
         }
     }
@@ -497,9 +497,9 @@ impl LbfSwitch {
         };
         // Cut-through toward a faster egress, the frame joins the queue only once its last bit
         // is near: budgets run from then, and the wait is latency under `physical`.
-        let at = now + self.net.cut_through_wait(self.node, port, pkt);
-        let latency =
-            latency.saturating_add(self.net.counted_wait(self.node, port, pkt).as_nanos());
+        let wait = self.net.cut_through_wait(self.node, port, pkt);
+        let at = now + wait;
+        let latency = latency.saturating_add(self.net.counted(wait).as_nanos());
         let spent = latency.saturating_add(rml);
         if let Some(ub) = r.upper_ns {
             if spent > ub {
@@ -540,7 +540,7 @@ impl LbfSwitch {
     pub fn on_transmit(&mut self, now: Time, port: usize, pkt: &mut Packet) {
         let Ok(h) = parse_headers(&pkt.data) else { return };
         let Ok(Some(loc)) = wire::locate(&pkt.data, &h, self.settings.udp_shim) else { return };
-        let wait = self.net.counted_wait(self.node, port, pkt);
+        let wait = self.net.counted(self.net.cut_through_wait(self.node, port, pkt));
         let cost = (self.net.hop_cost(now, port, pkt) + wait).as_nanos();
         let mark = self.settings.upper == UpperPolicy::Mark
             && !loc.repr.late
