@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -90,17 +91,27 @@ class EmuResults(SummaryFrames):
         return f"<latnet.EmuResults {s['scenario']!r} flows={len(s['flows'])}>"
 
 
+#: Longest a receiver may take to bind its sockets before a run gives up on it.
+RECEIVER_READY_S = 20.0
+
+
 def start_flows(tb: Testbed, t0: int, until: int) -> list[tuple[str, subprocess.Popen]]:
-    """Start a receiver on every destination host (until ``until``, CLOCK_MONOTONIC ns) and a
-    sender per flow whose time zero is ``t0``."""
+    """Start a receiver on every destination host (until ``until``, CLOCK_MONOTONIC ns) and,
+    once every receiver has bound its sockets, a sender per flow whose time zero is ``t0``.
+    (A machine that took past ``t0`` to start the receivers makes the senders late, which they
+    measure and report, rather than losing what they sent before anyone listened.)"""
     seed_args = ["--seed", str(tb.seed)] if tb.seed is not None else []
     procs: list[tuple[str, subprocess.Popen]] = []
     scenario = str(tb.scenario)
     for host in sorted({f["dst"] for f in tb.plan["flows"]}):
         argv = [*tb.rt(), tb.binary, "recv", "--scenario", scenario, "--host", host]
-        argv += ["--until", str(until), "--dir", str(tb.run_dir)]
+        argv += ["--until", str(until), "--dir", str(tb.run_dir), "--ready", "stdout"]
         argv += ["--out", str(tb.run_dir / f"recv-{host}.json")]
-        procs.append((f"receiver on {host}", tb.popen(host, argv, stderr=subprocess.PIPE)))
+        p = tb.popen(host, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs.append((f"receiver on {host}", p))
+    deadline = time.monotonic() + RECEIVER_READY_S
+    for what, p in procs:
+        _await_ready(what, p, deadline, procs)
     for f in tb.plan["flows"]:
         argv = [*tb.rt(), tb.binary, "send", "--scenario", scenario, "--flow", f["name"]]
         argv += ["--t0", str(t0), "--out", str(tb.run_dir / f"send-{f['name']}.json")]
@@ -108,6 +119,26 @@ def start_flows(tb: Testbed, t0: int, until: int) -> list[tuple[str, subprocess.
         sender = tb.popen(f["src"], argv, stderr=subprocess.PIPE)
         procs.append((f"sender of {f['name']}", sender))
     return procs
+
+
+def _await_ready(
+    what: str, p: subprocess.Popen, deadline: float, procs: list[tuple[str, subprocess.Popen]]
+) -> None:
+    """Wait for a receiver's ``ready`` line; on its exit or the deadline stop every process in
+    ``procs`` and raise, naming the receiver."""
+    assert p.stdout is not None
+    ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+    line = p.stdout.readline() if ready else b""
+    if line == b"ready\n":
+        return
+    for _, q in procs:
+        if q.poll() is None:
+            q.kill()
+    _, err = p.communicate(timeout=10)
+    if not ready:
+        raise LatnetError(f"{what} had not bound its sockets after {RECEIVER_READY_S:g} s")
+    msg = (err or b"").decode(errors="replace").strip()
+    raise LatnetError(f"{what} failed (status {p.returncode}): {msg}")
 
 
 def wait_all(procs: list[tuple[str, subprocess.Popen]], timeout: float) -> None:

@@ -12,6 +12,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -706,6 +707,65 @@ def test_one_process_finishes_every_switch_after_an_error(tmp_path, monkeypatch)
     assert f"statistics file {bad}" in str(e.value)
     assert json.loads(real("s1").read_text())["final"] is True
     assert not {ns for ns in netns_list() if ns.startswith(tb.prefix)}
+
+
+def test_senders_wait_for_receivers_that_start_late(tmp_path, monkeypatch):
+    """A machine that takes longer than the margin to start a receiver (here: the receiver is
+    held with SIGSTOP for 0.6 s, past the senders' time zero) makes the senders late, which
+    they report, but loses nothing: they start only once every receiver has bound its
+    sockets. (Before, what they sent before anyone listened was lost without a word.)"""
+    flows = cbr("probe", "h1", "10Mbps", 1000)
+    sc = scenario(tmp_path, two_hosts("100Mbps", "100us", '{ kind = "fifo" }', flows, "1s"))
+    real = Testbed.popen
+    held: list[threading.Timer] = []
+
+    def popen(self, node, argv, **kw):
+        p = real(self, node, argv, **kw)
+        if "recv" in argv:
+            os.kill(p.pid, signal.SIGSTOP)
+            held.append(threading.Timer(0.6, os.kill, (p.pid, signal.SIGCONT)))
+            held[-1].start()
+        return p
+
+    monkeypatch.setattr(Testbed, "popen", popen)
+    with Testbed(sc, run_dir=tmp_path / "run") as tb:
+        res, _ = run_flows(tb, tmp_path / "out")
+        got = latencies_us(tb, "probe")
+    assert len(held) == 1 and not held[0].is_alive()
+    (f,) = res.summary["flows"]
+    assert f["sent"] == f["received"] == len(got) > 1000, f
+    (sender,) = res.summary["emulation"]["senders"]
+    # run_flows' time zero is MARGIN (0.3 s) after it started: the sender began about 0.3 s late
+    assert sender["late_max_ns"] > 0.6e9 - MARGIN - 0.1e9, sender
+
+
+def test_a_receiver_that_fails_is_named_before_any_sender_starts(tmp_path):
+    """A receiver that cannot bind (its port is taken) stops the run with its error, before
+    any sender is started."""
+    flows = cbr("probe", "h1", "10Mbps", 1000) + "dst_port = 20001\n"
+    sc = scenario(tmp_path, two_hosts("100Mbps", "100us", '{ kind = "fifo" }', flows, "1s"))
+    with Testbed(sc, run_dir=tmp_path / "run") as tb:
+        addr = {n["name"]: n["address"] for n in tb.plan["nodes"]}["h3"]
+        squat = tb.popen("h3", [sys.executable, "-c", SQUAT, addr, "20001"], stdout=subprocess.PIPE)
+        try:
+            assert squat.stdout.readline() == b"bound\n"
+            with pytest.raises(latnet.LatnetError, match="receiver on h3 failed.*bind") as e:
+                start_flows(tb, now_ns() + MARGIN, now_ns() + MARGIN + 10**9)
+            assert "sender" not in str(e.value)
+            assert not (tb.run_dir / "send-probe.json").exists()
+        finally:
+            squat.kill()
+            squat.wait()
+
+
+#: Holds a UDP port (argv: address, port) until killed.
+SQUAT = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+print("bound", flush=True)
+time.sleep(60)
+"""
 
 
 TAGS = (

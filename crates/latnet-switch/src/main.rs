@@ -8,6 +8,7 @@
 //! latnet-switch plan    --scenario S.toml
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
+//!                       [--ready stdout]
 //! latnet-switch results --scenario S.toml --dir DIR --end-ns NS --out DIR [--seed N] [--t0 NS]
 //! latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
 //!                        [--pace socket|htb:DEV] [--out FILE]
@@ -59,6 +60,7 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
   recv     --host NAME --until NS --dir DIR [--out FILE]
+           [--ready stdout] (a line `ready` on stdout once every socket is bound)
   results  --dir DIR --end-ns NS --out DIR [--seed N] [--t0 NS]
            (also DIR/hops-<node>.csv into OUT/hops.csv, and with the run's time zero --t0 the
             receivers' DIR/packets-<flow>.csv and the switches' DIR/drops-<node>.csv into
@@ -249,7 +251,21 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
         "recv" => {
             let sc = scenario(&a)?;
             let dir = PathBuf::from(need(&a, "dir")?);
-            let rep = traffic::recv(&sc, need(&a, "host")?, num(&a, "until")?, &dir).map_err(io)?;
+            let announce = match a.get("ready").map(String::as_str) {
+                None => false,
+                Some("stdout") => true,
+                Some(v) => return Err(Fail::Usage(format!("--ready: expected stdout, got {v:?}"))),
+            };
+            let ready = || {
+                if announce {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(b"ready\n")?;
+                    out.flush()?;
+                }
+                Ok(())
+            };
+            let rep = traffic::recv(&sc, need(&a, "host")?, num(&a, "until")?, &dir, ready)
+                .map_err(io)?;
             write_json(a.get("out"), &rep)
         }
         "results" => {

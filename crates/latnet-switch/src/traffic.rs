@@ -375,8 +375,16 @@ pub const PACKET_LOG_HEADER: &str = "seq,send_ns,recv_ns,intact,late\n";
 /// signal; writes `packets-<flow>.csv` (`seq,send_ns,recv_ns,intact,late`, arrival order; `late`
 /// is the LBF block's late flag, 0 for flows without an SLO) into `dir`. `recv_ns` is the
 /// kernel's arrival stamp on `CLOCK_MONOTONIC` (the read instant where it gave none); a
-/// damper-mode flow's includes the final hold (the residue its packet carries).
-pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<RecvReport> {
+/// damper-mode flow's includes the final hold (the residue its packet carries). `ready` is
+/// called once every socket is bound: from then on nothing sent to the host is lost for want
+/// of a receiver.
+pub fn recv(
+    sc: &Scenario,
+    host: &str,
+    until_ns: u64,
+    dir: &Path,
+    ready: impl FnOnce() -> io::Result<()>,
+) -> io::Result<RecvReport> {
     let h = sc
         .node_index(host)
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no node {host:?}")))?;
@@ -415,6 +423,7 @@ pub fn recv(sc: &Scenario, host: &str, until_ns: u64, dir: &Path) -> io::Result<
         });
     }
     sys::install_stop_handler();
+    ready()?;
     let fds: Vec<_> = flows.iter().map(|f| f.sock.as_raw_fd()).collect();
     let mut ready = Vec::new();
     let mut buf = vec![0u8; 65_536];
