@@ -124,8 +124,8 @@ ATTEMPTS = 3
 def live(tmp_path, name, *extra, tokens=None):
     """One live run on a fresh service, run again (each on a fresh service: a run's requests
     change the service's state) while the machine stalled it, up to ``ATTEMPTS`` runs; the
-    least stalled is judged, whole (still stalled, it is judged all the same: its lateness is
-    printed)."""
+    least stalled is judged, whole (still stalled, it is judged all the same, its deadlines
+    allowing for its measured lateness, :func:`assert_in_time`; the lateness is printed)."""
     spec = tmp_path / "live.toml"
     spec.write_text(SPEC)
     runs = []
@@ -144,6 +144,20 @@ def live(tmp_path, name, *extra, tokens=None):
         warnings.warn(what, stacklevel=2)
     _, _, code, doc = min(runs)
     return code, doc, {f["name"]: f for f in doc["flows"]}
+
+
+def assert_in_time(doc: dict, f: dict) -> None:
+    """Every packet of admitted flow ``f`` arrived within its deadline. In a run the machine
+    stalled (``doc["stalled"]``, after ``ATTEMPTS`` runs), within its deadline plus what the
+    run's measured lateness can add on the flow's longest path: the worst lateness
+    (``late_max_ns``) at its sender and at each node that sent it on."""
+    if not doc["stalled"]:
+        assert f["over_deadline"] == 0, f
+        assert f["latency_ns"]["max"] <= f["deadline_ns"], f
+        return
+    elements = 1 + max(len(p["path"].split("-")) for p in f["paths"])
+    allowed = f["deadline_ns"] + elements * doc["emulation"]["late_max_ns"]
+    assert f["latency_ns"]["max"] <= allowed, (f, allowed)
 
 
 def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
@@ -180,8 +194,8 @@ def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
     assert b["paths"] == [whole]
     for f in (a, b):
         assert f["misrouted"] == 0 and f["lost_while_admitted"] == 0, f
-        assert f["over_deadline"] == 0, f
-    assert b["received"] == b["sent"] and b["latency_ns"]["max"] < b["deadline_ns"], b
+        assert_in_time(doc, f)
+    assert b["received"] == b["sent"], b
     # once removed, a is best effort, below b's 700 Mbit/s on s1 - m1: what it loses, it
     # loses there (a full best-effort queue), none of it while admitted
     assert a["dropped_at"] == {"s1": a["sent"] - a["received"]}, a
@@ -224,7 +238,7 @@ def test_agents_on_separate_hosts_keep_the_order_through_the_service(tmp_path, c
     assert second["reports"] >= 1 and second["report_errors"] == 0, second
     for f in (flows["a"], flows["b"]):
         assert f["misrouted"] == 0 and f["lost_while_admitted"] == 0, f
-        assert f["over_deadline"] == 0, f
+        assert_in_time(doc, f)
     assert code == 1  # c still breaks its promise
     # negative control: no waiting for the other agent
     _, doc, _ = live(tmp_path, "nowait", *extra, "--peer-wait-ms", "0", tokens=svc_tokens)
