@@ -19,7 +19,7 @@ from . import plot
 from ._latnet import LatnetError, ScenarioError, __version__
 from ._latnet import check as _check
 from ._latnet import run as _run
-from .results import Results
+from .results import Results, SavedResults
 
 
 class UsageError(LatnetError, ValueError):
@@ -64,11 +64,13 @@ def _warn(messages: list[str]) -> None:
 __all__ = [
     "LatnetError",
     "Results",
+    "SavedResults",
     "ScenarioError",
     "ScenarioWarning",
     "UsageError",
     "__version__",
     "check",
+    "load",
     "plot",
     "read_pcap",
     "run",
@@ -150,6 +152,17 @@ def check(
     about, warnings = _check(path=path, text=text, name=name)
     _warn(warnings)
     return about
+
+
+def load(directory: str | os.PathLike[str]) -> SavedResults:
+    """Read a run's output directory back (``latnet run --out``, :meth:`Results.write`, a sweep's
+    point, an emulated run): a :class:`SavedResults` with the tables :class:`Results` has, the
+    same columns and dtypes, read from ``results.json`` and the CSV files beside it.
+
+        >>> res = latnet.load("out/demo")
+        >>> res.flows[["flow", "latency_p99_ns"]]
+    """
+    return SavedResults(directory)
 
 
 def read_pcap(path: str | os.PathLike[str]):

@@ -14,7 +14,6 @@ Emulated latency is physical (application send to application receive); see
 from __future__ import annotations
 
 import glob
-import json
 import os
 import select
 import shutil
@@ -25,10 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import pandas as pd
-
 from . import LatnetError
-from .results import SummaryFrames
+from .results import SavedResults
 from .table import duration_text
 from .testbed import Testbed
 
@@ -54,37 +51,20 @@ def start_margins(switch_ports: int, flows: int) -> tuple[int, int]:
     return START_MARGIN_NS + extra, senders
 
 
-class EmuResults(SummaryFrames):
-    """Results of an emulated run: ``summary`` is the dict of ``results.json``; ``pcaps`` the
-    link captures (``out/pcap/<node>-<peer>.pcap``, ``<node>-<peer>.1.pcap`` for the second of
-    parallel links, as the simulator names them) and ``queues`` the queue series
-    (``queues.csv`` as a DataFrame), ``hops`` and ``packets`` the per-hop and per-packet
-    records (``hops.csv`` and ``packets.csv``, the simulator's columns, ``id`` empty;
-    ``packets`` has a row per packet sent: received, dropped by a switch or ``end-of-run``
-    (lost in a host or in flight at the end), instants from the
-    scenario's time zero) when the run was asked for them; ``hop_latency(flow)``
-    (from the sender's stamp to each emulated start of transmission); with LBF, ``lbf_flows``,
-    ``lbf_switches``, ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the
-    receivers' early / on-time / late count uses the measured, physical latency);
+class EmuResults(SavedResults):
+    """Results of an emulated run, read back from its output directory (a
+    :class:`~latnet.results.SavedResults`): ``summary`` is the dict of ``results.json``, with
     ``summary["emulation"]`` how late the machine made the run, per switch and sender
-    (:func:`latnet.table.emulation_timing` says it in one line)."""
-
-    def __init__(self, out: Path):
-        self.out = out
-        self.summary: dict = json.loads((out / "results.json").read_text())
-        self.packets = None
-        if (out / "packets.csv").exists():
-            empty = {"id": [""], "latency_ns": [""]}
-            pk = pd.read_csv(out / "packets.csv", keep_default_na=False, na_values=empty)
-            pk.insert(5, "received", pk["latency_ns"].notna())
-            self.packets = pk
-        self.pcaps: list[Path] = sorted((out / "pcap").glob("*.pcap"))
-        self.queues = None
-        self.hops = None
-        if (out / "queues.csv").exists():
-            self.queues = pd.read_csv(out / "queues.csv")
-        if (out / "hops.csv").exists():
-            self.hops = pd.read_csv(out / "hops.csv")
+    (:func:`latnet.table.emulation_timing` says it in one line); ``flows``, ``ports`` and the
+    other tables as for a simulated run; ``pcaps`` the link captures
+    (``out/pcap/<node>-<peer>.pcap``, ``<node>-<peer>.1.pcap`` for the second of parallel
+    links, as the simulator names them); ``queues``, ``hops`` and ``packets`` when the run was
+    asked for them (the simulator's columns, ``id`` empty; ``packets`` has a row per packet
+    sent: received, dropped by a switch or ``end-of-run`` (lost in a host or in flight at the
+    end), instants from the scenario's time zero); ``hop_latency(flow)`` (from the sender's
+    stamp to each emulated start of transmission); with LBF, ``lbf_flows``, ``lbf_switches``,
+    ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the receivers' early /
+    on-time / late count uses the measured, physical latency)."""
 
     def __repr__(self) -> str:
         s = self.summary
@@ -251,7 +231,9 @@ def least_stalled(
     """Run ``run(dir)`` into ``base/NAME`` again while the machine stalls it: ``late_ns`` of its
     result (how far the run's switches or senders fell behind the machine's clock) above
     ``stall_ns``, up to ``attempts`` runs in all. Returns the least stalled attempt's result, in
-    ``base/NAME`` (the others' files in ``NAME.stalled-K``), and every attempt's lateness.
+    ``base/NAME`` (the others' files in ``NAME.stalled-K``), and every attempt's lateness. A
+    result that reads its files when asked (a :class:`~latnet.results.SavedResults`, such as
+    :class:`EmuResults`) is opened again in ``base/NAME``.
 
     A stall of the machine (a virtual machine paused, a core taken away) holds every packet in
     flight: what a run measures then is the machine, not the network it emulates."""
@@ -275,7 +257,10 @@ def least_stalled(
     best = late.index(min(late))
     shutil.rmtree(base / name, ignore_errors=True)
     (base / f"{name}.stalled-{best + 1}").rename(base / name)
-    return results[best], late
+    kept = results[best]
+    if isinstance(kept, SavedResults):
+        kept = type(kept)(base / name)  # type: ignore[assignment]
+    return kept, late
 
 
 def stall_report(late: dict[str, list[int]], stall_ns: int) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from functools import cached_property
@@ -30,10 +31,96 @@ _OPTIONAL_FILES = ("packets.csv", "hops.csv", "timeseries.csv", "queues.csv")
 
 
 class SummaryFrames:
-    """Tables of a run's ``summary`` as DataFrames (simulated or emulated runs): per-hop
-    latency and the LBF outcomes."""
+    """Tables of a run's ``summary`` as DataFrames (simulated or emulated runs): per flow,
+    per port, per TCP flow, per-hop latency and the LBF outcomes."""
 
     summary: dict
+
+    @cached_property
+    def flows(self) -> pd.DataFrame:
+        """One row per flow: packets sent, received, dropped, in flight at the end, loss,
+        throughput, latency statistics and jitter."""
+        rows = []
+        for f in self.summary["flows"]:
+            lat = f["latency_ns"] or {}
+            row = {
+                "flow": f["name"],
+                "src": f["src"],
+                "dst": f["dst"],
+                "priority": f["priority"],
+                "size": f["size"],
+                "sent": f["sent"],
+                "received": f["received"],
+                "dropped": f["dropped"],
+                "in_flight_at_end": f["in_flight_at_end"],
+                "loss_rate": f["dropped"] / max(1, f["sent"] - f["in_flight_at_end"]),
+                "throughput_bps": f["throughput_bps"],
+            }
+            for k in _LAT:
+                row[f"latency_{k}_ns"] = lat.get(k, np.nan)
+            row["jitter_ns"] = f["jitter_ns"] if f["jitter_ns"] is not None else np.nan
+            rows.append(row)
+        return pd.DataFrame(rows, columns=FLOW_COLUMNS)
+
+    @cached_property
+    def ports(self) -> pd.DataFrame:
+        """One row per egress port: rate, packets and bytes sent, utilisation, peak queue and
+        drops."""
+        rows = []
+        for p in self.summary["ports"]:
+            q = p["queue"]
+            rows.append(
+                {
+                    "node": p["node"],
+                    "peer": p["peer"],
+                    "rate_bps": p["rate_bps"],
+                    "tx_packets": p["tx_packets"],
+                    "tx_bytes": p["tx_bytes"],
+                    "utilisation": p["utilisation"],
+                    "peak_packets": q["peak_packets"],
+                    "peak_bytes": q["peak_bytes"],
+                    "drops": sum(q["drops"].values()),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    @cached_property
+    def tcp(self) -> pd.DataFrame | None:
+        """One row per TCP flow: goodput, retransmissions, ECN, RTT and completion times."""
+        rows = []
+        for f in self.summary["flows"]:
+            t = f.get("tcp")
+            if t is None:
+                continue
+            rtt = t["rtt_ns"] or {}
+            fct = t["fct_ns"] or {}
+            row = {"flow": f["name"], "cc": t["cc"], "ecn": t["ecn"]}
+            row.update(
+                {
+                    k: t[k]
+                    for k in (
+                        "delivered_bytes",
+                        "goodput_bps",
+                        "segments_sent",
+                        "retransmits",
+                        "rtos",
+                        "fast_recoveries",
+                        "ecn_reductions",
+                        "ece_acks",
+                        "ce_marks",
+                        "connections",
+                        "completed",
+                        "aborted",
+                    )
+                }
+            )
+            row["completion_ns"] = t["completion_ns"] if t["completion_ns"] is not None else np.nan
+            for k in ("min", "mean", "p50", "p99", "max"):
+                row[f"rtt_{k}_ns"] = rtt.get(k, np.nan)
+            for k in ("min", "mean", "p50", "p99", "max"):
+                row[f"fct_{k}_ns"] = fct.get(k, np.nan)
+            rows.append(row)
+        return pd.DataFrame(rows) if rows else None
 
     @property
     def latency_convention(self) -> str:
@@ -138,88 +225,6 @@ class Results(SummaryFrames):
         )
 
     @cached_property
-    def flows(self) -> pd.DataFrame:
-        rows = []
-        for f in self.summary["flows"]:
-            lat = f["latency_ns"] or {}
-            row = {
-                "flow": f["name"],
-                "src": f["src"],
-                "dst": f["dst"],
-                "priority": f["priority"],
-                "size": f["size"],
-                "sent": f["sent"],
-                "received": f["received"],
-                "dropped": f["dropped"],
-                "in_flight_at_end": f["in_flight_at_end"],
-                "loss_rate": f["dropped"] / max(1, f["sent"] - f["in_flight_at_end"]),
-                "throughput_bps": f["throughput_bps"],
-            }
-            for k in _LAT:
-                row[f"latency_{k}_ns"] = lat.get(k, np.nan)
-            row["jitter_ns"] = f["jitter_ns"] if f["jitter_ns"] is not None else np.nan
-            rows.append(row)
-        return pd.DataFrame(rows, columns=FLOW_COLUMNS)
-
-    @cached_property
-    def ports(self) -> pd.DataFrame:
-        rows = []
-        for p in self.summary["ports"]:
-            q = p["queue"]
-            rows.append(
-                {
-                    "node": p["node"],
-                    "peer": p["peer"],
-                    "rate_bps": p["rate_bps"],
-                    "tx_packets": p["tx_packets"],
-                    "tx_bytes": p["tx_bytes"],
-                    "utilisation": p["utilisation"],
-                    "peak_packets": q["peak_packets"],
-                    "peak_bytes": q["peak_bytes"],
-                    "drops": sum(q["drops"].values()),
-                }
-            )
-        return pd.DataFrame(rows)
-
-    @cached_property
-    def tcp(self) -> pd.DataFrame | None:
-        """One row per TCP flow: goodput, retransmissions, ECN, RTT and completion times."""
-        rows = []
-        for f in self.summary["flows"]:
-            t = f.get("tcp")
-            if t is None:
-                continue
-            rtt = t["rtt_ns"] or {}
-            fct = t["fct_ns"] or {}
-            row = {"flow": f["name"], "cc": t["cc"], "ecn": t["ecn"]}
-            row.update(
-                {
-                    k: t[k]
-                    for k in (
-                        "delivered_bytes",
-                        "goodput_bps",
-                        "segments_sent",
-                        "retransmits",
-                        "rtos",
-                        "fast_recoveries",
-                        "ecn_reductions",
-                        "ece_acks",
-                        "ce_marks",
-                        "connections",
-                        "completed",
-                        "aborted",
-                    )
-                }
-            )
-            row["completion_ns"] = t["completion_ns"] if t["completion_ns"] is not None else np.nan
-            for k in ("min", "mean", "p50", "p99", "max"):
-                row[f"rtt_{k}_ns"] = rtt.get(k, np.nan)
-            for k in ("min", "mean", "p50", "p99", "max"):
-                row[f"fct_{k}_ns"] = fct.get(k, np.nan)
-            rows.append(row)
-        return pd.DataFrame(rows) if rows else None
-
-    @cached_property
     def timeseries(self) -> pd.DataFrame | None:
         """Per TCP flow and interval: goodput, cwnd, RTT samples, retransmissions, CE marks."""
         import io
@@ -298,7 +303,9 @@ class Results(SummaryFrames):
         with TCP flows, queues.csv with a queue series, pcap/<node>-<peer>.pcap with packet
         captures) into ``directory`` (created if need be); returns the paths written. Those of
         these files an earlier run left in ``directory`` and this run does not write are
-        removed, so that the directory holds one run."""
+        removed, so that the directory holds one run. What cannot be written raises the
+        ``OSError`` of its kind (``PermissionError``, ``NotADirectoryError``, ...) naming it;
+        :func:`latnet.load` reads the directory back."""
         try:
             out = Path(os.fsdecode(directory))
         except TypeError:
@@ -314,3 +321,103 @@ class Results(SummaryFrames):
             if p not in keep and p.is_file():
                 p.unlink()
         return written
+
+
+#: Columns of ``packets.csv`` and their dtypes (``id`` and ``latency_ns`` may be empty).
+_PACKET_DTYPES = {"id": "UInt64", "flow": object, "seq": "uint64", "created_ns": "uint64"}
+_PACKET_DTYPES |= {"end_ns": "uint64", "latency_ns": "float64", "drop_reason": object}
+_PACKET_DTYPES |= {"drop_node": object}
+#: Columns of ``hops.csv`` and their dtypes (``id`` empty in an emulated run's).
+_HOP_DTYPES = {"id": "UInt64", "flow": object, "seq": "uint64", "hop": "uint8", "node": object}
+_HOP_DTYPES |= {"port": "uint32", "enqueue_ns": "uint64", "eligible_ns": "uint64"}
+_HOP_DTYPES |= {"start_tx_ns": "uint64"}
+
+
+class SavedResults(SummaryFrames):
+    """A run's output directory read back (:func:`latnet.load`): what ``latnet run --out``,
+    :meth:`Results.write`, a sweep's point or an emulated run wrote. The attributes of
+    :class:`Results`, with the same columns and dtypes: ``summary`` (``results.json``),
+    ``flows``, ``ports``, ``tcp``, the LBF tables, and from their files, each ``None`` when the
+    run did not write it, ``packets``, ``hops``, ``timeseries`` and ``queues``; ``pcaps`` lists
+    the link captures (``pcap/*.pcap``, for :func:`latnet.read_pcap`). The ``id`` of an
+    emulated run's packets and hops is empty: ``<NA>`` in a nullable ``UInt64`` column (a
+    simulated run's is ``uint64``, as in :class:`Results`).
+
+    A directory without ``results.json`` raises FileNotFoundError; a file that is not what a
+    run writes, :class:`latnet.UsageError` naming it (and the column or key)."""
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        try:
+            self.out = Path(os.fsdecode(directory))
+        except TypeError:
+            raise TypeError(
+                f"directory: expected a path (str or os.PathLike), got {type(directory).__name__}"
+            ) from None
+        path = self.out / "results.json"
+        if not path.is_file():
+            what = "no such directory" if not self.out.is_dir() else "not a run's output directory"
+            raise FileNotFoundError(errno.ENOENT, f"no results.json ({what})", str(path))
+        try:
+            summary = json.loads(path.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise _usage(f"{path}: not a run's results (JSON): {e}") from None
+        if not isinstance(summary, dict):
+            raise _usage(f"{path}: expected a JSON object, got {type(summary).__name__}")
+        for key in ("scenario", "flows", "ports", "nodes"):
+            if key not in summary:
+                raise _usage(f"{path}: {key}: missing (not a run's results.json)")
+        self.summary: dict = summary
+        self.pcaps: list[Path] = sorted((self.out / "pcap").glob("*.pcap"))
+
+    def __repr__(self) -> str:
+        s = self.summary
+        kind = "emulated" if "emulation" in s else "simulated"
+        return f"<latnet.SavedResults {str(self.out)!r} {s['scenario']!r} {kind}>"
+
+    def _csv(self, name: str, dtypes: dict | None = None) -> pd.DataFrame | None:
+        path = self.out / name
+        if not path.is_file():
+            return None
+        kw: dict = {}
+        if dtypes is not None:
+            kw = {"dtype": dtypes, "keep_default_na": False, "na_values": {"id": [""]}}
+            if "latency_ns" in dtypes:
+                kw["na_values"]["latency_ns"] = [""]
+        try:
+            df = pd.read_csv(path, **kw)
+        except (ValueError, pd.errors.ParserError) as e:
+            raise _usage(f"{path}: not the file a run writes: {e}") from None
+        if dtypes is not None and list(df.columns) != list(dtypes):
+            raise _usage(f"{path}: expected the columns {', '.join(dtypes)}")
+        if dtypes is not None and not df["id"].hasnans:
+            df["id"] = df["id"].astype("uint64")
+        return df
+
+    @cached_property
+    def packets(self) -> pd.DataFrame | None:
+        """One row per packet (``packets.csv``), as :attr:`Results.packets`."""
+        df = self._csv("packets.csv", _PACKET_DTYPES)
+        if df is not None:
+            df.insert(5, "received", df["latency_ns"].notna())
+        return df
+
+    @cached_property
+    def hops(self) -> pd.DataFrame | None:
+        """One row per transmission (``hops.csv``), as :attr:`Results.hops`."""
+        return self._csv("hops.csv", _HOP_DTYPES)
+
+    @cached_property
+    def timeseries(self) -> pd.DataFrame | None:
+        """Per TCP flow and interval (``timeseries.csv``), as :attr:`Results.timeseries`."""
+        return self._csv("timeseries.csv")
+
+    @cached_property
+    def queues(self) -> pd.DataFrame | None:
+        """Per egress port and interval (``queues.csv``), as :attr:`Results.queues`."""
+        return self._csv("queues.csv")
+
+
+def _usage(message: str) -> Exception:
+    from . import UsageError
+
+    return UsageError(message)

@@ -203,6 +203,107 @@ def test_write_names_its_argument():
         res.write(3)
 
 
+def test_write_raises_the_os_error_of_what_it_cannot_write(tmp_path):
+    """A directory that cannot be made (a file is in the way) or a file that cannot be written
+    (a directory has its name) is the OSError of its kind, naming the path."""
+    res = run_quietly(SMALL + FLOW, packets=False)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError, match=f"cannot create directory {tmp_path / 'file' / 'out'}"):
+        res.write(tmp_path / "file" / "out")
+    (tmp_path / "out" / "results.json").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError, match=f"cannot write {tmp_path / 'out'}/results.json"):
+        res.write(tmp_path / "out")
+
+
+#: a TCP flow and an LBF flow with an upper bound it cannot always keep (a time series, LBF
+#: tables with early drops)
+TCP_LBF = """
+[defaults]
+queue = { kind = "lbf", limit_packets = 100 }
+[lbf]
+budget = "equal"
+[[flows]]
+name = "bulk"
+src = "a"
+dst = "b"
+size = 1500
+traffic = { kind = "tcp-bulk", cc = "cubic" }
+[[flows]]
+name = "slo"
+src = "a"
+dst = "b"
+size = 300
+traffic = { kind = "cbr", rate = "5Mbps" }
+slo = { lower = "250us", upper = "330us" }
+"""
+
+
+@pytest.mark.parametrize("extra", [FLOW + DEAD, TCP_LBF], ids=["udp", "tcp-lbf"])
+def test_a_written_run_loads_back_with_the_same_tables(tmp_path, extra):
+    """``latnet.load`` reads what ``Results.write`` wrote: every table equal to the run's,
+    dtypes included (packets received, dropped with a node, in flight at the end; hops; a
+    queue series; a TCP time series; the LBF tables), and the captures listed."""
+    res = run_quietly(SMALL + extra, pcap=True, queues="10ms")
+    res.write(tmp_path)
+    back = latnet.load(tmp_path)
+    assert isinstance(back, latnet.SavedResults) and back.summary == res.summary
+    names = ["flows", "ports", "tcp", "timeseries", "queues", "packets", "hops"]
+    names += ["lbf_flows", "lbf_switches", "lbf_drops", "lbf_notifications"]
+    for name in names:
+        mine, theirs = getattr(back, name), getattr(res, name)
+        if theirs is None:
+            assert mine is None, name
+        else:
+            pd.testing.assert_frame_equal(mine, theirs, obj=name)
+    for f in res.summary["flows"]:
+        pd.testing.assert_frame_equal(back.hop_latency(f["name"]), res.hop_latency(f["name"]))
+    assert [p.name for p in back.pcaps] == sorted(p.name for p in (tmp_path / "pcap").iterdir())
+    pk = back.packets
+    assert pk["received"].any() and pk["id"].dtype == np.uint64
+    if extra == TCP_LBF:
+        assert back.tcp is not None and len(back.timeseries) > 0 and len(back.lbf_drops) > 0
+    else:
+        assert (pk["drop_reason"] == "no-route").any() and (pk["drop_node"] == "a").any()
+    # a run without the optional files: None, as in the run
+    res = run_quietly(SMALL + FLOW, packets=False)
+    res.write(tmp_path)
+    back = latnet.load(tmp_path)
+    assert back.packets is back.hops is back.queues is back.timeseries is res.packets is None
+    assert back.pcaps == []
+
+
+def test_load_names_what_it_cannot_read(tmp_path):
+    """A missing directory or results.json is FileNotFoundError naming the file; a damaged
+    file a UsageError naming it (and the key or column)."""
+    with pytest.raises(FileNotFoundError, match="no such directory") as e:
+        latnet.load(tmp_path / "nowhere")
+    assert e.value.filename == str(tmp_path / "nowhere" / "results.json")
+    with pytest.raises(FileNotFoundError, match="not a run's output directory"):
+        latnet.load(tmp_path)
+    with pytest.raises(TypeError, match="^directory: expected a path"):
+        latnet.load(3)
+    results = tmp_path / "results.json"
+    results.write_text("{")
+    with pytest.raises(latnet.UsageError, match=f"{results}: not a run's results"):
+        latnet.load(tmp_path)
+    results.write_text("[]")
+    with pytest.raises(latnet.UsageError, match="expected a JSON object, got list"):
+        latnet.load(tmp_path)
+    results.write_text('{"scenario": "x", "flows": [], "nodes": []}')
+    with pytest.raises(latnet.UsageError, match="results.json: ports: missing"):
+        latnet.load(tmp_path)
+    run_quietly(SMALL + FLOW).write(tmp_path)
+    text = (tmp_path / "packets.csv").read_text()
+    (tmp_path / "packets.csv").write_text(text.replace("seq", "sequence", 1))
+    with pytest.raises(latnet.UsageError, match="packets.csv: expected the columns id, flow, seq"):
+        _ = latnet.load(tmp_path).packets
+    lines = text.splitlines()
+    lines[1] = lines[1].replace(",", ",x", 3)  # a number that is not one
+    (tmp_path / "packets.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(latnet.UsageError, match="packets.csv: not the file a run writes"):
+        _ = latnet.load(tmp_path).packets
+
+
 def test_latency_cdf_refuses_flows_the_run_does_not_have(tmp_path):
     # an unknown name (or a name given as a str, read letter by letter) drew an empty plot
     res = run_quietly(SMALL + FLOW + DEAD)

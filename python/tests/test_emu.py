@@ -646,7 +646,7 @@ def test_lbf_outcomes_of_an_emulated_run_are_the_simulators(tmp_path, upper, enc
         both = dropped.merge(ps[~ps["received"]], on=key, suffixes=("", "_sim"))
         assert len(both) == len(dropped), (dropped.head(), ps[~ps["received"]].head())
         assert (both["end_ns"] >= both["created_ns"]).all()
-        lag = both["created_ns"] - both["created_ns_sim"]
+        lag = both["created_ns"].astype("int64") - both["created_ns_sim"].astype("int64")
         assert abs(lag.median()) < 1_000_000, lag.describe()
         assert pe.loc[pe["received"], "latency_ns"].notna().all()
     else:

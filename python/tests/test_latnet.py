@@ -7,6 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import latnet
@@ -570,3 +571,27 @@ def test_a_stalled_run_is_run_again_and_the_least_stalled_kept(tmp_path, capsys)
     assert [p.name for p in tmp_path.iterdir()] == ["t"]
     print_stalls("t", late, 5 * ms)
     assert capsys.readouterr() == ("", "")
+
+
+def test_the_least_stalled_saved_results_are_read_from_where_they_were_kept(tmp_path):
+    """Results that read their files when asked (``latnet.load``, an emulated run's) are opened
+    again in ``base/NAME``: the attempt's own directory was renamed (its packets table read
+    None before)."""
+    from latnet.emu import least_stalled
+
+    ms = 1_000_000
+    attempts = iter([(9 * ms, 1), (7 * ms, 2), (8 * ms, 3)])
+
+    def run(d):
+        late, seed = next(attempts)
+        latnet.run(text=SMALL.format(seed=seed)).write(d)
+        (d / "late").write_text(str(late))
+        return latnet.load(d)
+
+    kept, late = least_stalled(
+        run, lambda r: int((r.out / "late").read_text()), tmp_path, "t", ms, 3
+    )
+    assert late == [9 * ms, 7 * ms, 8 * ms] and kept.out == tmp_path / "t"
+    assert kept.summary["seed"] == 2 and kept.packets is not None
+    expected = latnet.run(text=SMALL.format(seed=2)).packets
+    pd.testing.assert_frame_equal(kept.packets, expected)

@@ -88,12 +88,11 @@ impl SimResults {
         self.inner.queues_csv()
     }
 
-    /// Write results.json, flows.csv (and packets.csv, hops.csv if recorded) into `dir`.
+    /// Write results.json, flows.csv (and packets.csv, hops.csv if recorded) into `dir`. A
+    /// file or directory that cannot be written is an `OSError` of its kind
+    /// (`PermissionError`, `FileNotFoundError`, ...) naming it.
     fn write_dir(&self, dir: PathBuf) -> PyResult<Vec<String>> {
-        let paths = self
-            .inner
-            .write_dir(&dir)
-            .map_err(|e| LatnetError::new_err(format!("{}: {e}", dir.display())))?;
+        let paths = self.inner.write_dir(&dir).map_err(PyErr::from)?;
         Ok(paths.into_iter().map(|p| p.display().to_string()).collect())
     }
 
