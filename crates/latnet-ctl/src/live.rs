@@ -23,7 +23,8 @@
 //! deadline = "50ms"    # end to end
 //! remove_at = "250ms"  # optional: remove the flow then (its packets go best effort again)
 //! # rate, burst: what to reserve (default: the flow's token bucket, or its constant rate and
-//! # one frame, with room for the tags its source will push; the burst one frame more)
+//! # one frame, with room for the tags its source will push; the burst one frame more, the
+//! # rate 2 % more)
 //! ```
 //!
 //! Flows get their source and destination ports from the scenario (`src_port` / `dst_port`,
@@ -38,15 +39,16 @@
 //! switches, at most the tagger's 16), so the shaper, which counts tagged frames, passes a flow
 //! that keeps to its own token bucket.
 //!
-//! **Room for the shaper's timer.** The default burst is one tagged frame more than that. A
-//! host's shaper (HTB) sends a waiting frame when its timer fires. With a bucket of exactly the
-//! flow's, a flow that sends at its full rate keeps a frame waiting for a bucket that is full
-//! when it is sent; a firing late by `d` would have added `d × rate` more, which the full bucket
-//! cannot hold, so the shaper passes less than the flow sends and its queue grows for as long
-//! as the flow sends. On the two-core test machine, flow b of Fig. 6 (700 Mbit/s of 1,400-byte
-//! frames, deadline 0.8 ms, ten times dilated) took up to 3.8, 12 and 21 ms in three runs;
-//! with the frame of slack, which absorbs a firing up to a frame's time late, up to 0.24-0.27
-//! ms in three runs.
+//! **Room for the shaper.** The default burst is one tagged frame more than that, and the
+//! default rate [`RATE_HEADROOM_PERCENT`] more. A host's shaper (HTB) holding a flow to exactly
+//! what it sends keeps what the machine bunched for as long as the flow sends: a sender the
+//! machine held back catches up by sending its late packets at once, and a shaper timer that
+//! fires late finds a full bucket and loses the rest of its tokens; at exactly the flow's rate
+//! the shaper drains nothing of that backlog. On the two-core test machine, flow b of Fig. 6
+//! (700 Mbit/s of 1,400-byte frames, deadline 0.8 ms, ten times dilated) took up to 3.8, 12
+//! and 21 ms in three runs with neither; with the frame of slack, up to 0.24-0.27 ms in three
+//! runs, but up to 1.0 ms in a later one, waiting at its source (its backlog growing through
+//! the last 60 ms of the run). The headroom drains a stall's backlog in 50 times the stall.
 
 use crate::controller::Controller;
 use crate::verify::{network_scenario, scenario_toml};
@@ -55,6 +57,9 @@ use latnet_sim::traffic::TrafficSpec;
 use latnet_units::{Bytes, Duration, Rate};
 use serde::Serialize;
 use toml::{Table, Value};
+
+/// How much more than the flow's rate (tags counted) a request reserves by default, in percent.
+pub const RATE_HEADROOM_PERCENT: u128 = 2;
 
 /// Most tags a source's tagger pushes (the host agent's limit: what the wire format reads).
 pub const MAX_TAGS: u64 = crate::controller::WIRE_MAX_TAGS as u64;
@@ -250,7 +255,11 @@ pub fn live_plan(ctl: &Controller, file: &str, spec: &str) -> Result<LivePlan, S
             }
             Some(_) => return Err(err(file, key("rate"), "expected a rate such as \"40Mbps\"")),
             None => match rate {
-                Some(r) => u64::try_from(grow(r.bps())).unwrap_or(u64::MAX),
+                // and RATE_HEADROOM_PERCENT more, for the shaper to drain what a stall bunched
+                Some(r) => {
+                    u64::try_from((grow(r.bps()) * (100 + RATE_HEADROOM_PERCENT)).div_ceil(100))
+                        .unwrap_or(u64::MAX)
+                }
                 None => {
                     return Err(err(
                         file,
@@ -365,8 +374,8 @@ deadline = "50ms"
             (r.flow.as_str(), r.src.as_str(), r.dst.as_str(), r.at_ns),
             ("a", "h2", "h3", 0)
         );
-        // room for four tags on 1400-byte frames, and one frame more in the burst
-        assert_eq!((r.rate_bps, r.burst_bytes, r.deadline_ns), (404_571_429, 2832, 50_000_000));
+        // room for four tags on 1400-byte frames, 2 % more rate and one frame more burst
+        assert_eq!((r.rate_bps, r.burst_bytes, r.deadline_ns), (412_662_858, 2832, 50_000_000));
         assert_eq!(
             r.flow_match,
             serde_json::json!({"proto": "udp", "dst_port": 20001, "src_port": 10001})
@@ -441,7 +450,7 @@ deadline = "50ms"
             &(SPEC.to_owned() + "[[requests]]\nflow = \"be\"\ndeadline = \"9ms\"\n"),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((p.requests[1].rate_bps, p.requests[1].burst_bytes), (10_160_000, 2032));
+        assert_eq!((p.requests[1].rate_bps, p.requests[1].burst_bytes), (10_363_200, 2032));
         let poisson = SPEC.replace(
             "{ kind = \"cbr\", rate = \"10Mbps\" }",
             "{ kind = \"poisson\", rate = \"10Mbps\" }",
