@@ -155,8 +155,8 @@ def check(
 
 
 def load(directory: str | os.PathLike[str]) -> SavedResults:
-    """Read a run's output directory back (``latnet run --out``, :meth:`Results.write`, a sweep's
-    point, an emulated run): a :class:`SavedResults` with the tables :class:`Results` has, the
+    """Read a run's output directory back (``latnet run --out``, :meth:`Results.write`, an
+    emulated run): a :class:`SavedResults` with the tables :class:`Results` has, the
     same columns and dtypes, read from ``results.json`` and the CSV files beside it.
 
         >>> res = latnet.load("out/demo")

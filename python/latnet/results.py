@@ -335,7 +335,7 @@ _HOP_DTYPES |= {"start_tx_ns": "uint64"}
 
 class SavedResults(SummaryFrames):
     """A run's output directory read back (:func:`latnet.load`): what ``latnet run --out``,
-    :meth:`Results.write`, a sweep's point or an emulated run wrote. The attributes of
+    :meth:`Results.write` or an emulated run wrote. The attributes of
     :class:`Results`, with the same columns and dtypes: ``summary`` (``results.json``),
     ``flows``, ``ports``, ``tcp``, the LBF tables, and from their files, each ``None`` when the
     run did not write it, ``packets``, ``hops``, ``timeseries`` and ``queues``; ``pcaps`` lists
