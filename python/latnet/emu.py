@@ -115,6 +115,8 @@ def _await_ready(
         if q.poll() is None:
             q.kill()
     _, err = p.communicate(timeout=10)
+    for _, q in procs:
+        q.wait(timeout=10)
     if not ready:
         raise LatnetError(f"{what} had not bound its sockets after {RECEIVER_READY_S:g} s")
     msg = (err or b"").decode(errors="replace").strip()
