@@ -116,6 +116,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from . import load as load_run
+    from .table import emulation_timing
+
+    try:
+        res = load_run(args.dir)
+    except FileNotFoundError as e:
+        raise UsageError(f"{args.dir}: {e.strerror}") from None
+    print(flow_table(res))
+    tcp = tcp_table(res)
+    if tcp is not None:
+        print("\n" + tcp)
+    timing = emulation_timing(res.summary)
+    if timing is not None:
+        print(timing)
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     with scenario_warnings():
         print(check_scenario(Path(args.scenario)))
@@ -237,6 +255,13 @@ def parser() -> argparse.ArgumentParser:
         "switch in one loop; auto (default): one when the switches outnumber the CPUs",
     )
     r.set_defaults(func=cmd_run)
+
+    sh = sub.add_parser(
+        "show",
+        help="print the tables of a run's output directory (latnet run --out) again",
+    )
+    sh.add_argument("dir", metavar="DIR", help="a run's output directory (holds results.json)")
+    sh.set_defaults(func=cmd_show)
 
     c = sub.add_parser("check", help="validate a scenario file without running it")
     c.add_argument("scenario", help="scenario file (TOML)")

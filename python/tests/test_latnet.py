@@ -158,6 +158,12 @@ def test_cli_run_prints_the_table_and_writes_files(tmp_path, capsys):
     assert "control" in out and "p99" in out and "latency physical" in out
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["flows.csv", "hops.csv", "packets.csv", "results.json"]
+    # `latnet show DIR` prints the same tables again, from the files
+    assert main(["show", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == out
+    assert main(["show", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"latnet: {tmp_path / 'nowhere'}: no results.json (no such directory)\n"
 
 
 def test_cli_pcap_writes_captures_tcpdump_reads(tmp_path, capsys):
