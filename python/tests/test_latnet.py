@@ -394,6 +394,23 @@ def test_switch_run_refuses_a_bad_time_zero():
     assert "--t0: expected an integer" in p.stderr, p.stderr
 
 
+def test_recv_refuses_a_bad_ready_channel(tmp_path):
+    """latnet-switch recv --ready names where it says it is listening (only stdout); anything
+    else is a usage error naming the option, before a socket is bound or a file written."""
+    import subprocess
+
+    from latnet.testbed import switch_binary
+
+    demo = Path(__file__).parents[2] / "experiments" / "demo.toml"
+    out = tmp_path / "recv"
+    argv = [switch_binary(), "recv", "--scenario", str(demo), "--host", "h1", "--until", "1"]
+    argv += ["--dir", str(out), "--ready", "stderr"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p
+    assert '--ready: expected stdout, got "stderr"' in p.stderr, p.stderr
+    assert not out.exists()
+
+
 def test_testbed_switch_processes_and_busy_polling_follow_the_cpus(tmp_path, monkeypatch):
     """Switches that outnumber the CPUs run in one process (test 2 of the LBF seed has four
     switches), else a process each; switch processes busy-poll 20 us while each can have a
