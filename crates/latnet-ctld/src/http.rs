@@ -6,7 +6,11 @@
 //! * the *controller* (the caller of [`serve`]) owns the [`Service`] and answers one request at
 //!   a time from a channel; it never touches a socket;
 //! * the *acceptor* takes each new connection and starts a thread for it (at most
-//!   [`MAX_CONNECTIONS`] at once; one more is answered 503 and closed);
+//!   [`MAX_CONNECTIONS`] at once; one more is answered 503 and handed to the *closer*, one
+//!   thread that reads and drops what such a client still sends, for at most
+//!   [`REFUSED_LINGER`], before closing: closing on an unread request is a reset, which can
+//!   destroy the 503 before the client reads it, or fail the client's write of its request;
+//!   at most [`REFUSED_WAITING`] wait for it, beyond that one is closed at once);
 //! * a *connection* thread does the TLS handshake, if any ([`crate::tls`]), then reads one
 //!   request after the other (head, then body), passes each to the controller, waits for the
 //!   reply and writes it, so the requests of one connection are answered in the order they
@@ -36,7 +40,7 @@ use rustls::ServerConfig;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -53,6 +57,12 @@ const MAX_CHUNKED: usize = 4 * MAX_BODY;
 
 /// Most connections served at once.
 pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How long the closer reads what a connection refused for [`MAX_CONNECTIONS`] still sends.
+pub const REFUSED_LINGER: Duration = Duration::from_millis(250);
+
+/// How many refused connections may wait for the closer.
+pub const REFUSED_WAITING: usize = 64;
 
 /// How [`serve`] treats its clients.
 #[derive(Debug, Clone)]
@@ -278,7 +288,9 @@ pub fn serve(
     std::thread::scope(|scope| {
         let stop = &stop;
         let b = bell.clone();
-        scope.spawn(move || accept(endpoint, &jobs, &opts, &b, stop));
+        let (refused, to_close) = mpsc::sync_channel::<TcpStream>(REFUSED_WAITING);
+        scope.spawn(move || to_close.iter().for_each(|tcp| drain_close(&tcp, REFUSED_LINGER)));
+        scope.spawn(move || accept(endpoint, &jobs, &refused, &opts, &b, stop));
         while !stop() {
             match inbox.recv_timeout(Duration::from_millis(100)) {
                 Ok(job) => {
@@ -305,6 +317,7 @@ pub fn serve(
 fn accept(
     endpoint: &Endpoint,
     jobs: &Sender<Job>,
+    refused: &SyncSender<TcpStream>,
     opts: &ServeOptions,
     bell: &Arc<LogBell>,
     stop: &(impl Fn() -> bool + Sync),
@@ -333,11 +346,13 @@ fn accept(
             m.refused.fetch_add(1, Ordering::Relaxed);
             let busy = err(503, None, format!("{MAX_CONNECTIONS} connections are open"));
             if endpoint.tls.is_none() {
-                // said without waiting for the client (the acceptor must not stall); an
-                // unread request may turn the close into a reset that loses the answer
+                // said without waiting for the client (the acceptor must not stall); the
+                // closer then reads what the client still sends, so the close is no reset
                 let _ = tcp.set_write_timeout(Some(Duration::from_millis(100)));
                 let _ = respond(&mut &tcp, m, "GET", busy, true);
                 let _ = tcp.shutdown(Shutdown::Write);
+                // a full queue: closed at once, at the risk of the reset
+                let _ = refused.try_send(tcp);
             }
             continue;
         }
@@ -376,6 +391,27 @@ pub(crate) fn linger_close(tcp: &TcpStream) {
     let _ = tcp.shutdown(Shutdown::Write);
     let _ = tcp.set_read_timeout(Some(Duration::from_millis(500)));
     let _ = std::io::copy(&mut tcp.take(64 * 1024), &mut std::io::sink());
+}
+
+/// Read and drop what the client of `tcp` (whose writing side is shut) sends until it closes,
+/// for at most `linger` in all and 64 KiB, then close: a client that trickles cannot hold the
+/// closer longer.
+fn drain_close(tcp: &TcpStream, linger: Duration) {
+    let until = Instant::now() + linger;
+    let mut buf = [0u8; 4096];
+    let mut left: usize = 64 * 1024;
+    while left > 0 {
+        let rest = until.saturating_duration_since(Instant::now());
+        if rest.is_zero() || tcp.set_read_timeout(Some(rest)).is_err() {
+            return;
+        }
+        match (&mut &*tcp).read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => left = left.saturating_sub(n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// What a connection's thread needs.

@@ -1033,6 +1033,16 @@ fn beyond_the_most_connections_a_new_one_hears_503_and_a_freed_place_is_taken_ag
     let (st, text) = http(&addr, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(st, 503, "{text}");
     assert!(text.contains("connections are open"), "{text}");
+    // a client that sends its request in two writes, the second after the 503 was said: the
+    // refused connection is read until the client closes, so neither write nor read is reset
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    s.write_all(b"Host: x\r\nConnection: close\r\n\r\n").expect("the second write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("the 503, unreset");
+    assert!(out.starts_with("HTTP/1.1 503"), "{out}");
+    drop(s);
     held.truncate(most - 1);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
