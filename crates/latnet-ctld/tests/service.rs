@@ -904,7 +904,9 @@ fn a_step_of_another_agent_is_waited_for_until_it_is_reported() {
         "{a}"
     );
     assert!(held >= Duration::from_millis(200), "answered after {held:?}, before the report");
-    // a step A never reports: answered not done when the wait is up
+    // a step A never reports: answered not done when the wait is up (A renewed first, so a
+    // stalled machine cannot let its 400 ms lapse during the 150 ms wait)
+    assert_eq!(call("POST", "/agents", r#"{"name": "A", "hosts": ["h0_0_0"]}"#).0, 200);
     let t0 = Instant::now();
     let (_, a) = call("GET", &format!("/applied?flow={id}&seq=2&wait=150"), "");
     assert_eq!((a["done"].clone(), a["why"].clone()), (json!(false), json!("waiting")), "{a}");
