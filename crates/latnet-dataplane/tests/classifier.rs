@@ -17,7 +17,7 @@
 
 use latnet_dataplane::classifier::{
     Algo, Classifier, Control, FfpConfig, Field, FlowCommand, FlowMod, Instruction, Key,
-    LearnPolicy, Match, TableKind, TableMod, TableSpec,
+    LearnPolicy, Match, Reply, StatsRequest, TableKind, TableMod, TableSpec,
 };
 use latnet_units::{Duration, Time};
 use rand::{Rng, SeedableRng};
@@ -430,6 +430,18 @@ fn ffp_activity(seed: u64) -> (u64, u64, u64) {
     }
     let Classifier::Composite(comp) = &x else { unreachable!() };
     let s = comp.lut_stats();
+    // a stats request answers with the same LUT counters: all of them, or one table's own
+    let Ok(Reply::Tables { luts, .. }) = x.apply(Time::ZERO, &Control::Stats(StatsRequest::All))
+    else {
+        panic!("no table stats")
+    };
+    assert_eq!(luts, s);
+    for l in &s {
+        let one = x.apply(Time::ZERO, &Control::Stats(StatsRequest::Table(l.table)));
+        let Ok(Reply::Tables { tables, luts }) = one else { panic!("no stats of {}", l.table) };
+        assert_eq!((tables.len(), tables[0].table), (1, l.table));
+        assert_eq!(luts, vec![l.clone()]);
+    }
     (
         s.iter().map(|l| l.hits).sum(),
         s.iter().map(|l| l.verifications).sum(),

@@ -415,11 +415,14 @@ impl Composite {
 
     /// Apply a control message.
     pub fn apply(&mut self, now: Time, msg: &Control) -> Result<Reply, ControlError> {
-        if let Control::Stats(StatsRequest::All) = msg {
-            let Reply::Tables { tables, .. } = self.pipe.stats(StatsRequest::All)? else {
+        // the tables' counters with their fast paths' (one table's: its own LUT's, if any)
+        if let Control::Stats(req @ (StatsRequest::All | StatsRequest::Table(_))) = msg {
+            let Reply::Tables { tables, .. } = self.pipe.stats(*req)? else {
                 return Err(ControlError::Parse("unexpected stats reply".into()));
             };
-            return Ok(Reply::Tables { tables, luts: self.lut_stats() });
+            let mut luts = self.lut_stats();
+            luts.retain(|l| tables.iter().any(|t| t.table == l.table));
+            return Ok(Reply::Tables { tables, luts });
         }
         let (reply, change) = self.pipe.apply_inner(now, msg)?;
         match change {
