@@ -288,6 +288,7 @@ class Results(SummaryFrames):
                 "hop": np.frombuffer(cols["hop"], dtype="u1"),
                 "node": nodes[np.frombuffer(cols["node"], dtype="<u4")],
                 "port": np.frombuffer(cols["port"], dtype="<u4"),
+                "priority": np.frombuffer(cols["priority"], dtype="u1"),
                 "enqueue_ns": np.frombuffer(cols["enqueue_ns"], dtype="<u8"),
                 "eligible_ns": np.frombuffer(cols["eligible_ns"], dtype="<u8"),
                 "start_tx_ns": np.frombuffer(cols["start_tx_ns"], dtype="<u8"),
@@ -329,8 +330,8 @@ _PACKET_DTYPES |= {"end_ns": "uint64", "latency_ns": "float64", "drop_reason": o
 _PACKET_DTYPES |= {"drop_node": object}
 #: Columns of ``hops.csv`` and their dtypes (``id`` empty in an emulated run's).
 _HOP_DTYPES = {"id": "UInt64", "flow": object, "seq": "uint64", "hop": "uint8", "node": object}
-_HOP_DTYPES |= {"port": "uint32", "enqueue_ns": "uint64", "eligible_ns": "uint64"}
-_HOP_DTYPES |= {"start_tx_ns": "uint64"}
+_HOP_DTYPES |= {"port": "uint32", "priority": "uint8", "enqueue_ns": "uint64"}
+_HOP_DTYPES |= {"eligible_ns": "uint64", "start_tx_ns": "uint64"}
 
 
 class SavedResults(SummaryFrames):

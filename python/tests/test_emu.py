@@ -1034,7 +1034,7 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
     assert "latency at the start of transmission from each hop" in printed
     assert "h1->s1" in printed and "s1->h3" in printed
     hs, he = (pd.read_csv(out / mode / "hops.csv") for mode in ("sim", "emu"))
-    key = ["flow", "seq", "hop", "node", "port"]
+    key = ["flow", "seq", "hop", "node", "port", "priority"]
     assert he["id"].isna().all() and list(he.columns) == list(hs.columns)
     hs, he = hs.sort_values(key), he.sort_values(key)
     assert len(he) == 2 * sum(f["sent"] for f in emu["flows"])

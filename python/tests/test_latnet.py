@@ -16,6 +16,8 @@ from latnet.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "experiments"
 DEMO = EXPERIMENTS / "demo.toml"
+#: The demo's flows' priorities, as its scenario gives them (backup the default, best effort).
+DEMO_PRIORITY = {"control": 0, "video": 1, "backup": 7}
 
 SMALL = """
 [sim]
@@ -69,6 +71,9 @@ def test_run_returns_dataframes(demo):
     assert (hops["start_tx_ns"] >= hops["enqueue_ns"]).all()
     # no hop of the demo holds a packet: each is eligible when it joins the queue
     assert (hops["eligible_ns"] == hops["enqueue_ns"]).all()
+    # every hop of a packet carries its flow's priority (class min(p, 3) of the 4)
+    prio = hops.groupby("flow")["priority"].agg(["min", "max"])
+    assert prio.to_dict("index") == {f: {"min": p, "max": p} for f, p in DEMO_PRIORITY.items()}
     # each hop row carries its packet's flow and sequence number, as packets.csv has them
     joined = hops.merge(pk, on="id", suffixes=("", "_pk"))
     assert len(joined) == len(hops) and (joined["seq"] == joined["seq_pk"]).all()

@@ -134,6 +134,7 @@ impl SimResults {
         d.set_item("hop", le_bytes(py, h, |r| [r.hop]))?;
         d.set_item("node", le_bytes(py, h, |r| r.node.to_le_bytes()))?;
         d.set_item("port", le_bytes(py, h, |r| r.port.to_le_bytes()))?;
+        d.set_item("priority", le_bytes(py, h, |r| [r.priority]))?;
         d.set_item("enqueue_ns", le_bytes(py, h, |r| r.enqueue_ns.to_le_bytes()))?;
         d.set_item("eligible_ns", le_bytes(py, h, |r| r.eligible_ns.to_le_bytes()))?;
         d.set_item("start_tx_ns", le_bytes(py, h, |r| r.start_tx_ns.to_le_bytes()))?;

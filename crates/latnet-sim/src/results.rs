@@ -392,7 +392,8 @@ pub const PACKETS_CSV_HEADER: &str =
     "id,flow,seq,created_ns,end_ns,latency_ns,drop_reason,drop_node\n";
 
 /// The header of `hops.csv` (simulated and emulated runs).
-pub const HOPS_CSV_HEADER: &str = "id,flow,seq,hop,node,port,enqueue_ns,eligible_ns,start_tx_ns\n";
+pub const HOPS_CSV_HEADER: &str =
+    "id,flow,seq,hop,node,port,priority,enqueue_ns,eligible_ns,start_tx_ns\n";
 
 /// One transmission of one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,6 +410,9 @@ pub struct HopRecord {
     pub node: u32,
     /// Egress port (global index).
     pub port: u32,
+    /// The packet's priority at this hop (its classifier's, or its tag's queue): the class it
+    /// was queued in on a `priority` port (the last class for any priority beyond it).
+    pub priority: u8,
     /// When it joined the queue (ns).
     pub enqueue_ns: u64,
     /// When the forwarder's LBF or damper hold ended (ns; `enqueue_ns` without one). Only
@@ -572,13 +576,14 @@ impl Results {
         for r in &log.hops {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{}",
                 r.id,
                 self.flow_name(r.flow),
                 r.seq,
                 r.hop,
                 self.nodes.get(r.node as usize).map_or("", |n| n.name.as_str()),
                 r.port,
+                r.priority,
                 r.enqueue_ns,
                 r.eligible_ns,
                 r.start_tx_ns,

@@ -618,6 +618,7 @@ impl Simulator {
                 hop: pkt.meta.hops,
                 node: topo.node as u32,
                 port: port as u32,
+                priority: pkt.meta.priority,
                 enqueue_ns: pkt.meta.arrival.as_nanos(),
                 eligible_ns: pkt.meta.eligible.max(pkt.meta.arrival).as_nanos(),
                 start_tx_ns: self.now.as_nanos(),

@@ -273,11 +273,11 @@ struct HopLog {
 }
 
 /// Bytes of one hop record as the core collects them: flow index and global port (u32), then
-/// sequence number and the three instants (u64), little-endian. A drop record has port
-/// [`DROPPED`], then the sequence number, the packet's creation (its sender's stamp), the
-/// index of its reason in [`DropReason::ALL`] and of the node that dropped it (u32), and the
-/// instant of the drop.
-pub const HOP_RECORD_BYTES: usize = 40;
+/// sequence number and the three instants (u64), then the packet's priority (u32),
+/// little-endian. A drop record has port [`DROPPED`], then the sequence number, the packet's
+/// creation (its sender's stamp), the index of its reason in [`DropReason::ALL`] and of the
+/// node that dropped it (u32), the instant of the drop, and the priority.
+pub const HOP_RECORD_BYTES: usize = 44;
 
 /// The port of a drop record (see [`HOP_RECORD_BYTES`]).
 pub const DROPPED: u32 = u32::MAX;
@@ -306,16 +306,16 @@ pub fn hop_records_csv(
                 let node = nodes.get(u32_at(28) as usize).map_or("", String::as_str);
                 writeln!(drops, "{flow},{seq},{reason},{node},{a},{c}")
             }
-            port => writeln!(hops, "{flow},{seq},{port},{a},{b},{c}"),
+            port => writeln!(hops, "{flow},{seq},{port},{},{a},{b},{c}", u32_at(40)),
         };
     }
 }
 
 /// The header of a switch's hop records (`latnet-switch run --hops`): per transmission of a
 /// stamped packet of a scenario flow, the flow's name, the packet's sequence number, the global
-/// egress port and the instants it joined the queue, its forwarder's hold ended and its
-/// transmission started (ns from the experiment's time zero).
-pub const HOP_RECORDS_HEADER: &str = "flow,seq,port,enqueue_ns,eligible_ns,start_tx_ns\n";
+/// egress port, the packet's priority there, and the instants it joined the queue, its
+/// forwarder's hold ended and its transmission started (ns from the experiment's time zero).
+pub const HOP_RECORDS_HEADER: &str = "flow,seq,port,priority,enqueue_ns,eligible_ns,start_tx_ns\n";
 
 /// The header of a switch's drop records (`latnet-switch run --hops`): per stamped packet of a
 /// scenario flow the switch dropped, the flow's name, the packet's sequence number, the
@@ -725,6 +725,7 @@ impl SwitchCore {
                 b.extend_from_slice(&(reason.index() as u32).to_le_bytes());
                 b.extend_from_slice(&(node as u32).to_le_bytes());
                 b.extend_from_slice(&shifted(t, o).to_le_bytes());
+                b.extend_from_slice(&u32::from(m.priority).to_le_bytes());
             }
         }
         self.recycle(pkt.data);
@@ -980,6 +981,7 @@ impl SwitchCore {
                     b.extend_from_slice(&shifted(m.arrival, o).to_le_bytes());
                     b.extend_from_slice(&shifted(m.eligible.max(m.arrival), o).to_le_bytes());
                     b.extend_from_slice(&shifted(t, o).to_le_bytes());
+                    b.extend_from_slice(&u32::from(m.priority).to_le_bytes());
                 }
             }
         }

@@ -170,8 +170,8 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
     let topo = latnet_sim::net::Topology::build(sc);
     let flows = FlowNames::new(sc);
     let mut found = false;
-    // per transmission: flow index, seq, start, enqueue, eligible, port
-    let mut tx: Vec<(usize, u64, u64, u64, u64, usize)> = Vec::new();
+    // per transmission: flow index, seq, start, enqueue, eligible, port, priority
+    let mut tx: Vec<(usize, u64, u64, u64, u64, usize, u8)> = Vec::new();
     for n in &sc.nodes {
         let path = dir.join(format!("hops-{}.csv", n.name));
         let Some(text) = read_run_file(&path)? else { continue };
@@ -186,10 +186,13 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
             let Some(port) = port else {
                 return Err(bad(format!("port: {} is not a port of the topology", v[2])));
             };
+            let Ok(prio) = u8::try_from(num(3, "priority")?) else {
+                return Err(bad(format!("priority: expected at most 255, got {}", v[3])));
+            };
             let (enq, elig, start) =
-                (num(3, "enqueue_ns")?, num(4, "eligible_ns")?, num(5, "start_tx_ns")?);
+                (num(4, "enqueue_ns")?, num(5, "eligible_ns")?, num(6, "start_tx_ns")?);
             let [enq, elig, start] = [enq, elig, start].map(|v| undilate_ns(v, k));
-            tx.push((fi, seq, start, enq, elig, port));
+            tx.push((fi, seq, start, enq, elig, port, prio));
         }
     }
     if !found {
@@ -199,13 +202,13 @@ pub fn hop_records(sc: &Scenario, dir: &Path) -> io::Result<Option<String>> {
     tx.sort_unstable();
     let mut rows: Vec<((u64, usize, usize, u64), String)> = Vec::with_capacity(tx.len());
     let mut hop = 0;
-    for (k, &(fi, seq, start, enq, elig, port)) in tx.iter().enumerate() {
+    for (k, &(fi, seq, start, enq, elig, port, prio)) in tx.iter().enumerate() {
         let same_packet = k > 0 && tx[k - 1].0 == fi && tx[k - 1].1 == seq;
         hop = if same_packet { hop + 1 } else { 0 };
         let (flow, node) = (&sc.flows[fi].name, &sc.nodes[topo.ports[port].node].name);
         rows.push((
             (start, hop, fi, seq),
-            format!(",{flow},{seq},{hop},{node},{port},{enq},{elig},{start}\n"),
+            format!(",{flow},{seq},{hop},{node},{port},{prio},{enq},{elig},{start}\n"),
         ));
     }
     rows.sort_unstable_by_key(|r| r.0);
@@ -849,13 +852,15 @@ mod tests {
         let header = crate::core::HOP_RECORDS_HEADER;
         std::fs::write(
             &file,
-            format!("{header}f,1,{p1},1200,1300,1400\nf,0,{p0},0,0,10\nf,1,{p0},1000,1000,1010\n"),
+            format!(
+                "{header}f,1,{p1},2,1200,1300,1400\nf,0,{p0},0,0,0,10\nf,1,{p0},0,1000,1000,1010\n"
+            ),
         )
         .unwrap();
         let got = hop_records(&sc, &dir).unwrap().unwrap();
         let want = format!(
             "{}\
-             ,f,0,0,h1,{p0},0,0,10\n,f,1,0,h1,{p0},1000,1000,1010\n,f,1,1,s1,{p1},1200,1300,1400\n",
+             ,f,0,0,h1,{p0},0,0,0,10\n,f,1,0,h1,{p0},0,1000,1000,1010\n,f,1,1,s1,{p1},2,1200,1300,1400\n",
             latnet_sim::results::HOPS_CSV_HEADER
         );
         assert_eq!(got, want);
@@ -864,13 +869,13 @@ mod tests {
         let back = topo.fib[1][0];
         std::fs::write(
             &file,
-            format!("{header}f,2,{back},2200,2200,2300\nf,2,{p0},2000,2000,2010\n"),
+            format!("{header}f,2,{back},0,2200,2200,2300\nf,2,{p0},0,2000,2000,2010\n"),
         )
         .unwrap();
         let got = hop_records(&sc, &dir).unwrap().unwrap();
         assert!(
             got.ends_with(&format!(
-                ",f,2,0,h1,{p0},2000,2000,2010\n,f,2,1,s1,{back},2200,2200,2300\n"
+                ",f,2,0,h1,{p0},0,2000,2000,2010\n,f,2,1,s1,{back},0,2200,2200,2300\n"
             )),
             "{got}"
         );
@@ -878,14 +883,16 @@ mod tests {
             std::fs::write(&file, text).unwrap();
             hop_records(&sc, &dir).unwrap_err().to_string()
         };
-        let e = err(format!("{header}f,0,{p0},0,0,10\nf,x,{p0},0,0,10\n"));
+        let e = err(format!("{header}f,0,{p0},0,0,0,10\nf,x,{p0},0,0,0,10\n"));
         assert!(e.ends_with("hops-s1.csv:3: seq: expected an integer, got \"x\""), "{e}");
-        let e = err(format!("{header}g,0,{p0},0,0,10\n"));
+        let e = err(format!("{header}g,0,{p0},0,0,0,10\n"));
         assert!(e.ends_with(":2: flow: no flow named \"g\""), "{e}");
-        let e = err(format!("{header}f,0,99,0,0,10\n"));
+        let e = err(format!("{header}f,0,99,0,0,0,10\n"));
         assert!(e.ends_with(":2: port: 99 is not a port of the topology"), "{e}");
+        let e = err(format!("{header}f,0,{p0},256,0,0,10\n"));
+        assert!(e.ends_with(":2: priority: expected at most 255, got 256"), "{e}");
         let e = err(format!("{header}f,0,{p0},0\n"));
-        assert!(e.contains(":2: expected 6 fields"), "{e}");
+        assert!(e.contains(":2: expected 7 fields"), "{e}");
         let e = err("seq,flow\n".to_owned());
         assert!(e.contains(":1: expected the header"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();

@@ -123,7 +123,8 @@ pub struct PhaseResult {
     pub budget_violations: u64,
     /// A hop whose queue sojourn exceeded the queue's current network-calculus bound.
     pub bound_violations: u64,
-    /// A hop on another port than the flow's embedding says.
+    /// A hop on another port than the flow's embedding says, or at a switch in another queue
+    /// of it (the packet's priority there, which its tag set).
     pub misrouted: u64,
     /// Largest end-to-end latency / deadline.
     pub max_e2e_over_deadline: f64,
@@ -572,7 +573,9 @@ fn measure(
             out.misrouted += 1;
             continue;
         };
-        if want.port != h.port as usize {
+        // (a host queues every admitted flow in its first class: the tags start at the switch)
+        let at_switch = !topo.is_host(topo.port(want.port).node);
+        if want.port != h.port as usize || (at_switch && h.priority != want.queue) {
             out.misrouted += 1;
             continue;
         }
@@ -745,4 +748,49 @@ pub fn scenario_toml(sc: &Scenario) -> Result<String, String> {
         }
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CtlConfig, FlowRequest, Topology};
+    use std::sync::Arc;
+
+    /// A packet sent into another queue of the right port is caught: its hop counts as
+    /// misrouted, where the same flow with the controller's own tags has none.
+    #[test]
+    fn a_packet_in_another_queue_of_the_right_port_is_misrouted() {
+        let topo = Arc::new(Topology::fat_tree(4, 1, Rate::from_gbps(1)).unwrap());
+        let mut ctl = Controller::new(topo.clone(), CtlConfig::chameleon(4).unwrap()).unwrap();
+        let node = |n: &str| topo.node_id(n).unwrap();
+        let request = FlowRequest {
+            src: node("h0_0_0"),
+            dst: node("h3_1_0"),
+            rate: Rate::from_mbps(10),
+            burst: Bytes::new(3000),
+            deadline: Duration::from_millis(10),
+        };
+        ctl.request(request).unwrap();
+        let opts = CheckOptions {
+            duration: Duration::from_millis(5),
+            phases: vec![Phase::Random { spread: Duration::from_millis(1) }],
+            background: false,
+            ..CheckOptions::default()
+        };
+        let run = |plan: &Plan<'_>| {
+            let res = Simulator::new(plan.scenario(&ctl, &opts, 0).unwrap()).run();
+            measure(&ctl, &plan.flows, &[], false, &res, "t".into())
+        };
+        let mut plan = plan(&ctl, &opts);
+        let right = run(&plan);
+        assert!(right.received > 0 && right.misrouted == 0, "{right:?}");
+        // the second switch's tag names the next queue of the same port
+        let base = ctl.config().tags.base;
+        let t = &mut plan.flows[0].tags[1];
+        *t = *t / base * base + (*t % base + 1) % ctl.config().switch.len() as u16;
+        let wrong = run(&plan);
+        assert_eq!(wrong.received, right.received, "{wrong:?}");
+        // one hop of each packet that got that far (those in flight at the end too)
+        assert!(wrong.misrouted >= wrong.received, "{wrong:?}");
+    }
 }

@@ -719,8 +719,9 @@ fn hop_records_are_one_row_per_transmission_of_a_stamped_frame() {
     let origin = 7_000_000_000;
     let mut core = SwitchCore::new_at(&sc, "s1", origin).unwrap();
     core.enable_hop_records(-1_000_000);
+    // (priority 3, from the frame's DSCP, in every record)
     let stamped = |seq: u32, send_ns: u64| {
-        let mut f = frame(1250, 7, 10_000);
+        let mut f = frame(1250, 3, 10_000);
         crate::traffic::fill_payload(&mut f[42..], 0, seq, send_ns);
         f
     };
@@ -744,9 +745,9 @@ fn hop_records_are_one_row_per_transmission_of_a_stamped_frame() {
     hop_records_csv(&rows, &names, &nodes, &mut csv, &mut drops);
     let name = &names[0];
     let want = format!(
-        "{name},4,0,30000,30000,30000\n{name},4,2,130000,130000,130000\n\
-         {name},5,0,30000,30000,130000\n{name},5,2,230000,230000,230000\n\
-         {name},7,0,1050000,1050000,1050000\n{name},7,2,1150000,1150000,1150000\n"
+        "{name},4,0,3,30000,30000,30000\n{name},4,2,3,130000,130000,130000\n\
+         {name},5,0,3,30000,30000,130000\n{name},5,2,3,230000,230000,230000\n\
+         {name},7,0,3,1050000,1050000,1050000\n{name},7,2,3,1150000,1150000,1150000\n"
     );
     assert_eq!(String::from_utf8(csv).unwrap(), want);
     assert_eq!(
