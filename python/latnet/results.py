@@ -28,6 +28,8 @@ _LBF_SWITCH_COLUMNS = ["node", "lbf_packets", "best_effort", "malformed", "early
 _LBF_SWITCH_COLUMNS += ["marked_late", "damper_violations"]
 #: Files ``Results.write`` writes only for some runs (besides ``pcap/*.pcap``).
 _OPTIONAL_FILES = ("packets.csv", "hops.csv", "timeseries.csv", "queues.csv")
+#: A run's files that a pickled result carries (and ``pcap/*.pcap``).
+_RUN_FILES = ("results.json", "flows.csv", *_OPTIONAL_FILES)
 
 
 class SummaryFrames:
@@ -208,6 +210,9 @@ class Results(SummaryFrames):
     ``timeseries`` (one row per TCP flow and interval; both ``None`` without TCP flows), and
     ``queues`` (one row per egress port and interval, with ``[output] queues``); with LBF,
     ``lbf_flows``, ``lbf_switches``, ``lbf_drops`` and ``lbf_notifications`` (else ``None``).
+
+    It pickles as the files :meth:`write` writes, and comes back as a :class:`SavedResults` of
+    them (in a temporary directory removed with it): the same tables, captures and warnings.
     """
 
     def __init__(self, raw: SimResults):
@@ -299,6 +304,16 @@ class Results(SummaryFrames):
         """The JSON summary, exactly as ``results.json`` holds it."""
         return self._raw.json()
 
+    def __reduce__(self):
+        # pickled as the files the run writes (the tables live in Rust): it comes back as a
+        # SavedResults of them, with the same tables, columns and dtypes, and the warnings
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="latnet-pickle-") as tmp:
+            self._raw.write_dir(Path(tmp))
+            files = _run_files(Path(tmp))
+        return (_restore, (SavedResults, files, list(self.warnings)))
+
     def write(self, directory: str | os.PathLike[str]) -> list[str]:
         """Write results.json, flows.csv (and packets.csv, hops.csv if recorded, timeseries.csv
         with TCP flows, queues.csv with a queue series, pcap/<node>-<peer>.pcap with packet
@@ -369,6 +384,20 @@ class SavedResults(SummaryFrames):
                 raise _usage(f"{path}: {key}: missing (not a run's results.json)")
         self.summary: dict = summary
         self.pcaps: list[Path] = sorted((self.out / "pcap").glob("*.pcap"))
+        #: The scenario's warnings, when this came from a pickled :class:`Results` (a run's
+        #: files do not keep them).
+        self.warnings: list[str] = []
+
+    def __reduce__(self):
+        # the run's files travel with it: unpickled into a temporary directory of its own,
+        # removed when the unpickled object is
+        return (_restore, (type(self), _run_files(self.out), list(self.warnings)))
+
+    def json(self) -> str:
+        """The JSON summary, as ``results.json`` holds it (without the file's last newline,
+        as :meth:`Results.json` gives it)."""
+        text = (self.out / "results.json").read_text()
+        return text[:-1] if text.endswith("\n") else text
 
     def __repr__(self) -> str:
         s = self.summary
@@ -416,6 +445,41 @@ class SavedResults(SummaryFrames):
     def queues(self) -> pd.DataFrame | None:
         """Per egress port and interval (``queues.csv``), as :attr:`Results.queues`."""
         return self._csv("queues.csv")
+
+
+def _run_files(out: Path) -> dict[str, bytes]:
+    """The contents of the run's files in directory ``out``, by their path in it."""
+    names = [n for n in _RUN_FILES if (out / n).is_file()]
+    names += [f"pcap/{p.name}" for p in sorted((out / "pcap").glob("*.pcap"))]
+    return {n: (out / n).read_bytes() for n in names}
+
+
+def _restore(cls: type, files: dict[str, bytes], warnings: list[str]) -> SavedResults:
+    """A pickled result back: ``files`` (:func:`_run_files`) written into a new temporary
+    directory, read by ``cls`` (a :class:`SavedResults`), the directory removed when the
+    result is."""
+    import shutil
+    import tempfile
+    import weakref
+
+    if not (isinstance(cls, type) and issubclass(cls, SavedResults)):
+        raise TypeError(f"expected a SavedResults class, got {cls!r}")
+    for name in files:
+        pcap = name.startswith("pcap/") and name.endswith(".pcap") and name.count("/") == 1
+        if name not in _RUN_FILES and not (pcap and not name.startswith("pcap/.")):
+            raise ValueError(f"{name!r} is not a file of a run's output directory")
+    tmp = Path(tempfile.mkdtemp(prefix="latnet-results-"))
+    try:
+        for name, data in files.items():
+            (tmp / name).parent.mkdir(exist_ok=True)
+            (tmp / name).write_bytes(data)
+        res = cls(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    res.warnings = list(warnings)
+    weakref.finalize(res, shutil.rmtree, str(tmp), ignore_errors=True)
+    return res
 
 
 def _usage(message: str) -> Exception:

@@ -238,15 +238,11 @@ slo = { lower = "250us", upper = "330us" }
 """
 
 
-@pytest.mark.parametrize("extra", [FLOW + DEAD, TCP_LBF], ids=["udp", "tcp-lbf"])
-def test_a_written_run_loads_back_with_the_same_tables(tmp_path, extra):
-    """``latnet.load`` reads what ``Results.write`` wrote: every table equal to the run's,
-    dtypes included (packets received, dropped with a node, in flight at the end; hops; a
-    queue series; a TCP time series; the LBF tables), and the captures listed."""
-    res = run_quietly(SMALL + extra, pcap=True, queues="10ms")
-    res.write(tmp_path)
-    back = latnet.load(tmp_path)
+def assert_same_tables(back: latnet.SavedResults, res: latnet.Results) -> None:
+    """``back`` (read back from ``res``'s files) has ``res``'s summary and every one of its
+    tables, dtypes included."""
     assert isinstance(back, latnet.SavedResults) and back.summary == res.summary
+    assert back.json() == res.json()
     names = ["flows", "ports", "tcp", "timeseries", "queues", "packets", "hops"]
     names += ["lbf_flows", "lbf_switches", "lbf_drops", "lbf_notifications"]
     for name in names:
@@ -257,6 +253,66 @@ def test_a_written_run_loads_back_with_the_same_tables(tmp_path, extra):
             pd.testing.assert_frame_equal(mine, theirs, obj=name)
     for f in res.summary["flows"]:
         pd.testing.assert_frame_equal(back.hop_latency(f["name"]), res.hop_latency(f["name"]))
+
+
+def _run_in_worker(text: str) -> latnet.Results:
+    return run_quietly(text, pcap=True)
+
+
+@pytest.mark.parametrize("extra", [FLOW + DEAD, TCP_LBF], ids=["udp", "tcp-lbf"])
+def test_a_run_pickles_as_its_files_and_comes_back_with_the_same_tables(tmp_path, extra):
+    """A ``Results`` pickles (for a process pool or a Dask worker to return): it comes back as
+    a ``SavedResults`` of the run's files, every table equal, the captures and warnings kept;
+    its temporary directory goes with it; it pickles again."""
+    import gc
+    import pickle
+
+    res = run_quietly(SMALL + extra, pcap=True, queues="10ms")
+    back = pickle.loads(pickle.dumps(res))
+    assert_same_tables(back, res)
+    assert back.warnings == res.warnings and len(res.warnings) == (extra != TCP_LBF)
+    res.write(tmp_path)
+    written = sorted((tmp_path / "pcap").iterdir())
+    assert [p.name for p in back.pcaps] == [p.name for p in written] and len(written) == 4
+    assert [p.read_bytes() for p in back.pcaps] == [p.read_bytes() for p in written]
+    again = pickle.loads(pickle.dumps(back))
+    assert_same_tables(again, res)
+    assert again.warnings == res.warnings and again.out != back.out
+    where = back.out
+    del back
+    gc.collect()
+    assert not where.exists() and again.out.is_dir()
+
+
+def test_a_run_comes_back_from_a_worker_process():
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        back = pool.submit(_run_in_worker, SMALL + FLOW).result(timeout=120)
+    res = _run_in_worker(SMALL + FLOW)
+    assert_same_tables(back, res)
+    assert len(back.pcaps) == 4
+
+
+def test_a_forged_pickle_names_no_file_outside_its_directory():
+    from latnet.results import _restore
+
+    for name in ["../x.csv", "pcap/../../x.pcap", "pcap/.pcap", "notes.txt"]:
+        with pytest.raises(ValueError, match="is not a file of a run's output directory"):
+            _restore(latnet.SavedResults, {name: b""}, [])
+    with pytest.raises(TypeError, match="expected a SavedResults class"):
+        _restore(dict, {}, [])
+
+
+@pytest.mark.parametrize("extra", [FLOW + DEAD, TCP_LBF], ids=["udp", "tcp-lbf"])
+def test_a_written_run_loads_back_with_the_same_tables(tmp_path, extra):
+    """``latnet.load`` reads what ``Results.write`` wrote: every table equal to the run's,
+    dtypes included (packets received, dropped with a node, in flight at the end; hops; a
+    queue series; a TCP time series; the LBF tables), and the captures listed."""
+    res = run_quietly(SMALL + extra, pcap=True, queues="10ms")
+    res.write(tmp_path)
+    back = latnet.load(tmp_path)
+    assert_same_tables(back, res)
     assert [p.name for p in back.pcaps] == sorted(p.name for p in (tmp_path / "pcap").iterdir())
     pk = back.packets
     assert pk["received"].any() and pk["id"].dtype == np.uint64
