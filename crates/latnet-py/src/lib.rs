@@ -123,7 +123,7 @@ impl SimResults {
     }
 
     /// Per-hop columns (`id`, `enqueue_ns`, `eligible_ns`, `start_tx_ns` u64; `flow`, `node`,
-    /// `port` u32; `hop` u8), or `None` if not recorded.
+    /// `port` u32; `hop`, `priority` u8), or `None` if not recorded.
     fn hop_columns<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(log) = &self.inner.log else { return Ok(None) };
         let h = &log.hops;
