@@ -842,7 +842,7 @@ impl SwitchCore {
     fn forward(&mut self, now: Time, last_bit: Time, mut pkt: Packet) {
         let cx = SwitchCtx { now, node: self.node, topo: &self.topo, hosts: &self.hosts };
         match self.fwd.forward(&cx, &mut pkt) {
-            // On real packets the processing cost is real: a modelled one is not added.
+            // (`After` is a modelled processing cost, which `forwarder_for` leaves out)
             Forward::Port(g) | Forward::After(g, _) => {
                 if let (Some(c), Some(t)) = (self.large_flows.as_mut(), self.topo.ports.get(g)) {
                     // switch-assisted pacing: count large flows at their egress port
@@ -1159,9 +1159,18 @@ fn tag_schedule(sc: &Scenario, i: usize) -> Vec<(u64, Vec<u16>)> {
     out
 }
 
-/// The forwarding model of switch `n`, built exactly as the simulator builds it.
+/// The forwarding model of switch `n`, built exactly as the simulator builds it, but for a
+/// pipeline's modelled processing cost: on real packets the real cost is paid, so neither the
+/// modelled delay nor the modelled processor's overload drops apply.
 pub fn forwarder_for(sc: &Scenario, n: usize, lbf: Option<&LbfState>) -> Forwarder {
-    latnet_sim::switch::forwarder_for(sc, n, lbf)
+    match sc.nodes[n].pipeline.map(|p| &sc.pipelines[p]) {
+        Some(spec) if spec.processing.is_some() => {
+            let spec = latnet_sim::scenario::PipelineSpec { processing: None, ..spec.clone() };
+            let f = latnet_sim::pipeline_fwd::PipelineForwarder::new(&spec, sc.sim.seed);
+            Forwarder::Pipeline(Box::new(f))
+        }
+        _ => latnet_sim::switch::forwarder_for(sc, n, lbf),
+    }
 }
 
 /// Where each flow's LBF block sits in its frames (`None`: no SLO), from the simulator's

@@ -107,6 +107,42 @@ fn drive(
     out
 }
 
+/// A pipeline switch's modelled processing cost is the simulator's alone: on real packets the
+/// real cost is paid, so the emulated switch neither delays a frame by the modelled cost nor
+/// drops one for the modelled processor's backlog (10 frames at once, 1 ms each, would
+/// overflow its 1 ms `max_backlog` from the third on). They leave as through the FIB.
+#[test]
+fn a_modelled_processing_cost_neither_delays_nor_drops_real_frames() {
+    let pipeline = r#"
+[[pipelines]]
+name = "p"
+algo = "pof"
+tables = [{ id = 0, name = "fib", kind = "lpm", fields = ["ipv4.dst"], size = 4 }]
+processing = { normal = "1ms", low_latency = "1ms", max_backlog = "1ms" }
+[[pipelines.rules]]
+table = "fib"
+id = 1
+match = { "ipv4.dst" = "10.0.0.3/32" }
+actions = ["output 1"]
+"#;
+    let s1 = "name = \"s1\"\nkind = \"switch\"";
+    let text = format!("{SC}{pipeline}").replace(s1, &format!("{s1}\npipeline = \"p\""));
+    let sc = Scenario::from_str_named("t.toml", &text).unwrap();
+    // the simulator models the cost: 1 ms on top of two 100 us frames and the 1 ms link
+    let sim = latnet_sim::Simulator::new(sc.clone()).run();
+    assert_eq!(sim.flows[0].latency_ns.as_ref().map(|l| l.min), Some(2_200_000));
+    let input: Vec<_> = (0..10).map(|_| (0u64, frame(1250, 7, 10_000))).collect();
+    let mut core = SwitchCore::new(&sc, "s1").unwrap();
+    // (the frames differ only in the TTL, which a pipeline switch leaves alone)
+    let when = |o: Vec<(usize, u64, Vec<u8>)>| o.into_iter().map(|(i, t, _)| (i, t)).collect();
+    let out: Vec<_> = when(drive(&mut core, &input, &[]));
+    let mut fib = SwitchCore::new(&scenario(""), "s1").unwrap();
+    let want: Vec<_> = when(drive(&mut fib, &input, &[]));
+    assert_eq!(out.len(), 10);
+    assert_eq!(out, want);
+    assert_eq!(core.counters.node_drops.get(DropReason::ProcessingOverload), 0);
+}
+
 #[test]
 fn rate_and_delay_are_emulated_exactly_in_emulated_time() {
     let sc = scenario("");
