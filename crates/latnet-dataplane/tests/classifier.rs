@@ -812,6 +812,10 @@ fn table_ids_fields_and_names_are_refused_clearly() {
             "table 0 is already called \"eth\"",
         ),
         (
+            r#"{"table_add": {"id": 1, "name": "0", "kind": "mask", "fields": ["eth.src"], "size": 8}}"#,
+            "name: \"0\" would read as a table id",
+        ),
+        (
             r#"{"table_add": {"id": 1, "kind": "mask", "fields": ["eth.src", {"name": "eth.src", "offset": 0, "length": 8}], "size": 8}}"#,
             "fields[1]: the name \"eth.src\" is taken",
         ),

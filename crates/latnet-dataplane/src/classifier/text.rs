@@ -266,6 +266,12 @@ impl TableText {
             fields.push(f);
         }
         let name = self.name.clone().unwrap_or_else(|| format!("t{}", self.id));
+        // a rule's `goto 3` or `table = "3"` must mean one table, not a name or an id
+        if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(perr(format!(
+                "name: {name:?} would read as a table id; give a name that is not a number"
+            )));
+        }
         if let Some(t) = tables.iter().find(|t| t.name == name && t.id != self.id) {
             return Err(perr(format!("name: table {} is already called {name:?}", t.id)));
         }
