@@ -304,6 +304,22 @@ class Results(SummaryFrames):
         """The JSON summary, exactly as ``results.json`` holds it."""
         return self._raw.json()
 
+    def __copy__(self) -> Results:
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __deepcopy__(self, memo: dict) -> Results:
+        # a Results still (not the SavedResults pickling makes): the run's Rust tables are
+        # never changed, so the copy shares them; the rest is copied
+        import copy
+
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = v if k == "_raw" else copy.deepcopy(v, memo)
+        return new
+
     def __reduce__(self):
         # pickled as the files the run writes (the tables live in Rust): it comes back as a
         # SavedResults of them, with the same tables, columns and dtypes, and the warnings

@@ -264,6 +264,7 @@ def test_a_run_pickles_as_its_files_and_comes_back_with_the_same_tables(tmp_path
     """A ``Results`` pickles (for a process pool or a Dask worker to return): it comes back as
     a ``SavedResults`` of the run's files, every table equal, the captures and warnings kept;
     its temporary directory goes with it; it pickles again."""
+    import copy
     import gc
     import pickle
 
@@ -282,6 +283,13 @@ def test_a_run_pickles_as_its_files_and_comes_back_with_the_same_tables(tmp_path
     del back
     gc.collect()
     assert not where.exists() and again.out.is_dir()
+    # copies stay Results: a shallow one shares the summary, a deep one has its own
+    shallow, deep = copy.copy(res), copy.deepcopy(res)
+    for c in (shallow, deep):
+        assert type(c) is latnet.Results and c.warnings == res.warnings
+        pd.testing.assert_frame_equal(c.hops, res.hops)
+    assert shallow.summary is res.summary
+    assert deep.summary is not res.summary and deep.summary == res.summary
 
 
 def test_a_run_comes_back_from_a_worker_process():
