@@ -43,6 +43,10 @@
 //! with the clock's current value.
 
 use crate::plan::port_mac;
+use hop_log::HopLog;
+pub use hop_log::{
+    hop_records_csv, DROPPED, DROP_RECORDS_HEADER, HOP_RECORDS_HEADER, HOP_RECORD_BYTES,
+};
 use latnet_dataplane::packet::priority_from_dscp;
 use latnet_dataplane::{AnyQueue, DropCounters, DropReason, FlowId, Meta, Packet, Queue, Verdict};
 use latnet_sim::lbf::{flow_address, LbfState};
@@ -260,69 +264,6 @@ pub struct SwitchCore {
     /// Per-packet hop records ([`SwitchCore::enable_hop_records`]).
     hop_log: Option<HopLog>,
 }
-
-/// One record per transmission or drop of a stamped packet of a scenario flow, for the
-/// simulator's `hops.csv` and `packets.csv`: [`HOP_RECORD_BYTES`] each, turned into CSV by
-/// [`hop_records_csv`] (off the forwarding loop).
-#[derive(Debug)]
-struct HopLog {
-    /// Records not yet taken.
-    buf: Vec<u8>,
-    /// What to add to the switch's clock for the records' instants.
-    offset_ns: i64,
-}
-
-/// Bytes of one hop record as the core collects them: flow index and global port (u32), then
-/// sequence number and the three instants (u64), then the packet's priority (u32),
-/// little-endian. A drop record has port [`DROPPED`], then the sequence number, the packet's
-/// creation (its sender's stamp), the index of its reason in [`DropReason::ALL`] and of the
-/// node that dropped it (u32), the instant of the drop, and the priority.
-pub const HOP_RECORD_BYTES: usize = 44;
-
-/// The port of a drop record (see [`HOP_RECORD_BYTES`]).
-pub const DROPPED: u32 = u32::MAX;
-
-/// Append hop records `raw` (as [`SwitchCore::swap_hop_records`] hands them over) as CSV
-/// rows: transmissions to `hops` under [`HOP_RECORDS_HEADER`], drops to `drops` under
-/// [`DROP_RECORDS_HEADER`]; flows named by `names` (by index). A partial record at the end is
-/// ignored.
-pub fn hop_records_csv(
-    raw: &[u8],
-    names: &[String],
-    nodes: &[String],
-    hops: &mut Vec<u8>,
-    drops: &mut Vec<u8>,
-) {
-    use std::io::Write as _;
-    for r in raw.chunks_exact(HOP_RECORD_BYTES) {
-        let u32_at = |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().unwrap_or([0; 4]));
-        let u64_at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().unwrap_or([0; 8]));
-        let flow = names.get(u32_at(0) as usize).map_or("", String::as_str);
-        let (seq, a, b, c) = (u64_at(8), u64_at(16), u64_at(24), u64_at(32));
-        // (writing into a Vec cannot fail)
-        let _ = match u32_at(4) {
-            DROPPED => {
-                let reason = DropReason::ALL.get(u32_at(24) as usize).map_or("", |r| r.as_str());
-                let node = nodes.get(u32_at(28) as usize).map_or("", String::as_str);
-                writeln!(drops, "{flow},{seq},{reason},{node},{a},{c}")
-            }
-            port => writeln!(hops, "{flow},{seq},{port},{},{a},{b},{c}", u32_at(40)),
-        };
-    }
-}
-
-/// The header of a switch's hop records (`latnet-switch run --hops`): per transmission of a
-/// stamped packet of a scenario flow, the flow's name, the packet's sequence number, the global
-/// egress port, the packet's priority there, and the instants it joined the queue, its
-/// forwarder's hold ended and its transmission started (ns from the experiment's time zero).
-pub const HOP_RECORDS_HEADER: &str = "flow,seq,port,priority,enqueue_ns,eligible_ns,start_tx_ns\n";
-
-/// The header of a switch's drop records (`latnet-switch run --hops`): per stamped packet of a
-/// scenario flow the switch dropped, the flow's name, the packet's sequence number, the
-/// reason, the node that dropped it (a host for its NIC's queue, emulated here), and the
-/// instants the packet was created (its sender's stamp) and dropped (ns from the experiment's
-/// time zero).
-pub const DROP_RECORDS_HEADER: &str = "flow,seq,reason,node,created_ns,drop_ns\n";
 
 /// Switch-clock instant `t` plus `offset_ns`, 0 if that is before zero.
 fn shifted(t: Time, offset_ns: i64) -> u64 {
@@ -565,18 +506,13 @@ impl SwitchCore {
     /// [`hop_records_csv`]), instants on the switch's clock plus `offset_ns` (as
     /// [`Self::enable_capture`] stamps them), collected with [`Self::swap_hop_records`].
     pub fn enable_hop_records(&mut self, offset_ns: i64) {
-        self.hop_log = Some(HopLog { buf: Vec::new(), offset_ns });
+        self.hop_log = Some(HopLog::new(offset_ns));
     }
 
     /// The hop records written so far, if recording and there are at least `at_least` bytes of
     /// them: swapped with `spare` (which should be empty), as [`Self::swap_capture`] does.
     pub fn swap_hop_records(&mut self, at_least: usize, spare: &mut Vec<u8>) -> bool {
-        let Some(log) = self.hop_log.as_mut() else { return false };
-        if log.buf.is_empty() || log.buf.len() < at_least {
-            return false;
-        }
-        std::mem::swap(&mut log.buf, spare);
-        true
+        self.hop_log.as_mut().is_some_and(|log| log.swap(at_least, spare))
     }
 
     /// Port `i`'s captured records, if capturing and there are at least `at_least` bytes of
@@ -716,16 +652,8 @@ impl SwitchCore {
         if let Some(d) = self.flow_drops.get_mut(pkt.meta.flow as usize) {
             d.count(reason);
             if let (Some(log), true) = (&mut self.hop_log, pkt.meta.created <= t) {
-                let (m, o, b) = (&pkt.meta, log.offset_ns, &mut log.buf);
                 let node = port.map_or(self.node, |i| self.topo.ports[self.ports[i].global].node);
-                b.extend_from_slice(&m.flow.to_le_bytes());
-                b.extend_from_slice(&DROPPED.to_le_bytes());
-                b.extend_from_slice(&m.seq.to_le_bytes());
-                b.extend_from_slice(&shifted(m.created, o).to_le_bytes());
-                b.extend_from_slice(&(reason.index() as u32).to_le_bytes());
-                b.extend_from_slice(&(node as u32).to_le_bytes());
-                b.extend_from_slice(&shifted(t, o).to_le_bytes());
-                b.extend_from_slice(&u32::from(m.priority).to_le_bytes());
+                log.dropped(&pkt.meta, reason, node, t);
             }
         }
         self.recycle(pkt.data);
@@ -974,14 +902,7 @@ impl SwitchCore {
             {
                 s.get_or_insert_with(LatencyStats::new).record((t - pkt.meta.created).as_nanos());
                 if let Some(log) = &mut self.hop_log {
-                    let (m, o, b) = (&pkt.meta, log.offset_ns, &mut log.buf);
-                    b.extend_from_slice(&m.flow.to_le_bytes());
-                    b.extend_from_slice(&(self.ports[i].global as u32).to_le_bytes());
-                    b.extend_from_slice(&m.seq.to_le_bytes());
-                    b.extend_from_slice(&shifted(m.arrival, o).to_le_bytes());
-                    b.extend_from_slice(&shifted(m.eligible.max(m.arrival), o).to_le_bytes());
-                    b.extend_from_slice(&shifted(t, o).to_le_bytes());
-                    b.extend_from_slice(&u32::from(m.priority).to_le_bytes());
+                    log.transmitted(&pkt.meta, self.ports[i].global, t);
                 }
             }
         }
@@ -1221,5 +1142,6 @@ pub fn complete_checksum(frame: &mut [u8], start: usize, off: usize, end: usize)
     true
 }
 
+mod hop_log;
 #[cfg(test)]
 mod tests;
