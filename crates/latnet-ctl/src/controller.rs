@@ -113,6 +113,21 @@ pub enum Rejection {
     /// No physical path.
     #[error("invalid request: no path from {0} to {1}")]
     Unreachable(String, String),
+    /// Every path crosses more switches than a packet can carry tags for.
+    #[error(
+        "invalid request: every path from {src} to {dst} crosses more switches than max_tags \
+         ({max}), one tag each: the fewest is {fewest}"
+    )]
+    BeyondMaxTags {
+        /// Source host.
+        src: String,
+        /// Destination host.
+        dst: String,
+        /// The fewest switches a path between them crosses.
+        fewest: u32,
+        /// The configured `max_tags`.
+        max: usize,
+    },
     /// The deadline is below the smallest delay any path can guarantee.
     #[error(
         "invalid request: deadline {deadline} is below the minimum {minimum} any path offers \
@@ -156,6 +171,7 @@ impl Rejection {
                 | Rejection::NotAHost(_)
                 | Rejection::SameHost
                 | Rejection::Unreachable(..)
+                | Rejection::BeyondMaxTags { .. }
                 | Rejection::DeadlineBelowMinimum { .. }
         )
     }
@@ -170,6 +186,7 @@ impl Rejection {
             Rejection::NotAHost(_) => "not-a-host",
             Rejection::SameHost => "same-host",
             Rejection::Unreachable(..) => "unreachable",
+            Rejection::BeyondMaxTags { .. } => "beyond-max-tags",
             Rejection::DeadlineBelowMinimum { .. } => "deadline-below-minimum",
             Rejection::NoPath => "no-path",
             Rejection::QjumpFull(_) => "qjump-full",
@@ -406,25 +423,33 @@ impl Controller {
     /// The smallest end-to-end delay any path from `src` to `dst` can promise, or `None` if
     /// `dst` is unreachable.
     pub fn min_delay(&mut self, src: NodeId, dst: NodeId) -> Option<Duration> {
+        self.fewest_switches(src, dst).map(|(d, _)| d)
+    }
+
+    /// The fewest switches a path from `src` to `dst` crosses, and with it the least delay any
+    /// path can guarantee (each switch adds its smallest budget and the per-hop constant);
+    /// `None` if no path joins them.
+    fn fewest_switches(&mut self, src: NodeId, dst: NodeId) -> Option<(Duration, u32)> {
         let per_hop = self.cfg.per_hop.as_nanos();
         let sw = self.cfg.switch.min_budget().as_nanos() + per_hop;
         let host = self.cfg.host.min_budget().as_nanos() + per_hop;
         let hops = self.scratch.hops_to(&self.topo, dst).to_vec();
-        self.topo
+        let fewest = self
+            .topo
             .node_ports(src)
             .iter()
             .filter_map(|&p| {
                 let peer = self.topo.port(p).peer;
                 if peer == dst {
-                    Some(host)
+                    Some(0)
                 } else if self.topo.is_host(peer) || hops[peer] == u32::MAX {
                     None
                 } else {
-                    Some(host + u64::from(hops[peer]) * sw)
+                    Some(hops[peer])
                 }
             })
-            .min()
-            .map(Duration::from_nanos)
+            .min()?;
+        Some((Duration::from_nanos(host + u64::from(fewest) * sw), fewest))
     }
 
     /// Validate a request without admitting it.
@@ -454,9 +479,13 @@ impl Controller {
         if r.deadline.is_zero() {
             return Err(Rejection::InvalidDeadline);
         }
-        let Some(minimum) = self.min_delay(r.src, r.dst) else {
+        let Some((minimum, fewest)) = self.fewest_switches(r.src, r.dst) else {
             return Err(Rejection::Unreachable(s, d));
         };
+        let max = self.cfg.max_tags;
+        if fewest as usize > max {
+            return Err(Rejection::BeyondMaxTags { src: s, dst: d, fewest, max });
+        }
         if r.deadline < minimum {
             return Err(Rejection::DeadlineBelowMinimum { deadline: r.deadline, minimum });
         }

@@ -894,7 +894,7 @@ fn field_of(e: &Rejection, r: &Request) -> &'static str {
                 "dst"
             }
         }
-        Rejection::SameHost | Rejection::Unreachable(..) => "dst",
+        Rejection::SameHost | Rejection::Unreachable(..) | Rejection::BeyondMaxTags { .. } => "dst",
         Rejection::InvalidRate => "rate_bps",
         Rejection::InvalidBurst => "burst_bytes",
         _ => "deadline_ns",

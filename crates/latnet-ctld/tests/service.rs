@@ -1369,3 +1369,29 @@ fn http_1_1_needs_a_host_and_takes_an_absolute_target() {
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }
+
+/// A request between hosts that every path joins through more switches than a packet has tags
+/// for (11 in a line, `max_tags` 10) is invalid, 422 naming `dst` and the fewest switches.
+#[test]
+fn a_path_beyond_the_tags_a_packet_carries_is_invalid_naming_dst() {
+    let mut topo = String::from("[defaults.link]\nrate = \"1Gbps\"\n");
+    let mut names = vec!["h1".to_owned()];
+    names.extend((0..11).map(|i| format!("s{i}")));
+    names.push("h2".into());
+    for n in &names {
+        let kind = if n.starts_with('h') { "host" } else { "switch" };
+        topo += &format!("[[nodes]]\nname = \"{n}\"\nkind = \"{kind}\"\n");
+    }
+    for w in names.windows(2) {
+        topo += &format!("[[links]]\na = \"{}\"\nb = \"{}\"\n", w[0], w[1]);
+    }
+    let file = ServiceConfig { k: None, topology: Some(topo), ..cfg(4) };
+    let mut svc = Service::open(&tmp("max-tags"), file).unwrap();
+    let (st, r) = post(&mut svc, req("h1", "h2", 1_000_000, 1_000_000));
+    assert_eq!(
+        (st, r["field"].as_str(), r["code"].as_str()),
+        (422, Some("dst"), Some("beyond-max-tags")),
+        "{r}"
+    );
+    assert!(r["reason"].as_str().unwrap().contains("the fewest is 11"), "{r}");
+}

@@ -187,6 +187,15 @@ fn invalid_requests_get_a_clear_reason() {
     }
     assert_eq!(c.stats().invalid, 7);
     assert!(c.is_empty());
+    // across pods a path crosses 5 switches (edge, aggregation, core, aggregation, edge): with
+    // tags for 3, invalid, naming the fewest; within an edge switch's hosts, admitted
+    let mut cfg = CtlConfig::chameleon(8).unwrap_or_else(|e| panic!("{e}"));
+    cfg.max_tags = 3;
+    let mut c = controller(&t, cfg);
+    let e = c.request(ok).unwrap_err();
+    assert_eq!((e.code(), e.is_invalid()), ("beyond-max-tags", true));
+    assert!(e.to_string().contains("than max_tags (3), one tag each: the fewest is 5"), "{e}");
+    assert!(c.request(req(&t, "h0_0_0", "h0_0_1", 1, 200, 50)).is_ok());
     // the minimum is per path: same edge switch is 0.5 + 0.1 ms
     assert!(c.request(req(&t, "h0_0_0", "h0_0_1", 1, 200, 1)).is_ok());
 }
