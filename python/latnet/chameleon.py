@@ -244,7 +244,9 @@ def emulate(
     time). Writes ``out/<phase>/`` (``scenario.toml`` and the emulated results). Returns per
     phase what the simulator's check measures end to end: packets of admitted flows sent,
     received and lost, deadline and guarantee violations, the largest latency / deadline and
-    latency / guarantee, plus ``timing``, how late the machine made the run.
+    latency / guarantee; ``misrouted``, transmissions the switches' hop records show off the
+    flow's embedding (port, or queue at a switch: :func:`misrouted`); and ``timing``, how late
+    the machine made the run.
 
     A phase the machine stalled (its switches or senders fell behind by more than a quarter of
     the tightest deadline, in the scenario's time: enough to break a deadline by itself) is run
@@ -283,6 +285,7 @@ def emulate(
         timing = emulation_timing(res.summary)
         rows.append(
             _end_to_end(res.packets, emb, s["phase"])
+            | {"misrouted": misrouted(res.hops, emb)}
             | {
                 "timing": timing,
                 "attempts": late,
@@ -295,6 +298,31 @@ def emulate(
 
 #: Most runs of a phase `emulate` makes while the machine stalls them.
 STALL_ATTEMPTS = 3
+
+
+def misrouted(hops, emb: dict) -> int:
+    """Transmissions of the admitted flows in ``emb`` (by name, each with ``hops``: ``port``,
+    ``queue``, ``switch``) that left their embedding, from a per-hop table (``hops.csv``):
+    a hop beyond the path, on another port than the path's, or at a switch in another queue
+    (the packet's ``priority`` there, which its tag set) than the path's. A host queues every
+    admitted flow in its first class, whatever the embedding's queue there."""
+    import pandas as pd
+
+    want = pd.DataFrame(
+        [
+            {"flow": name, "hop": i, "want_port": h["port"], "want_queue": h["queue"]}
+            | {"at_switch": h["switch"]}
+            for name, e in emb.items()
+            for i, h in enumerate(e["hops"])
+        ],
+        columns=["flow", "hop", "want_port", "want_queue", "at_switch"],
+    )
+    h = hops[hops["flow"].isin(list(emb))][["flow", "hop", "port", "priority"]]
+    both = h.merge(want.astype({"hop": h["hop"].dtype}), on=["flow", "hop"], how="left")
+    beyond = both["want_port"].isna()
+    port = both["port"] != both["want_port"]
+    queue = both["at_switch"].eq(True) & (both["priority"] != both["want_queue"])
+    return int((beyond | port | queue).sum())
 
 
 def _end_to_end(packets, emb: dict, phase: str) -> dict:

@@ -209,3 +209,37 @@ def test_reproduce_quick(tmp_path):
         assert r["ours"]["queue/bound"] <= 1.0
     for png in ("accepted_k4", "utilisation_ecdf", "runtime_vs_k", "accepted_vs_k"):
         assert (tmp_path / f"chameleon_{png}.png").stat().st_size > 1000
+
+
+def test_misrouted_counts_hops_off_the_embedding_port_or_queue():
+    """The emulated check's hop test, on the simulator's own hops.csv of the cross-check's
+    scenario: none off the embeddings; a switch hop in another queue, a hop on another port
+    and a hop beyond the path are each counted; a host hop's queue is not judged."""
+    import latnet
+
+    doc = chameleon.crosscheck(
+        k=4, hosts_per_edge=1, queues=4, tries=6, duration_ms=5, phases=["sync"], scenarios=True
+    )
+    emb = {e["name"]: e for e in doc["embeddings"]}
+    assert emb and all(len(e["hops"]) == len(e["path"]) for e in emb.values())
+    hops = latnet.run(text=doc["scenarios"][0]["toml"], packets=True).hops
+    assert chameleon.misrouted(hops, emb) == 0
+    # the admitted flow that sent the most packets (two at least)
+    name = max(emb, key=lambda n: int((hops["flow"] == n).sum()))
+    e, mine = emb[name], hops[hops["flow"] == name]
+    assert mine["seq"].nunique() >= 2
+
+    def rows(hop: int) -> list:
+        return list(mine.index[mine["hop"] == hop])
+
+    assert not e["hops"][0]["switch"] and e["hops"][1]["switch"]
+    wrong = hops.copy()
+    wrong.loc[rows(1)[0], "priority"] = (e["hops"][1]["queue"] + 1) % 4
+    assert chameleon.misrouted(wrong, emb) == 1
+    wrong.loc[rows(1)[1], "port"] += 1
+    assert chameleon.misrouted(wrong, emb) == 2
+    wrong.loc[rows(2)[0], "hop"] = len(e["hops"])
+    assert chameleon.misrouted(wrong, emb) == 3
+    host = hops.copy()
+    host.loc[rows(0), "priority"] = 5
+    assert chameleon.misrouted(host, emb) == 0

@@ -44,6 +44,8 @@ def test_admitted_set_on_real_packets_meets_every_deadline(tmp_path, capsys):
     assert doc["check"]["background_flows"] == 8
     assert sim["sent"] > 100 and emu["sent"] == sim["sent"], (sim, emu)
     assert emu["received"] == emu["sent"] and emu["lost"] == 0, emu
+    # every transmission on its embedding's port, and at a switch in its queue
+    assert emu["misrouted"] == 0, emu
     if not emu["stalled"]:
         assert emu["deadline_violations"] == 0 and emu["max_e2e_over_deadline"] <= 1.0, emu
     assert "emulated (real packets, 10 times slower" in text

@@ -148,7 +148,8 @@ fn checked_system(
 /// `phases` picks phases by name (`sync`, `aligned-0`, `aligned-1`, `random-2ms`; default
 /// all). With `scenarios`, the JSON also has `scenarios` (per phase its scenario-file text, to
 /// run the same set elsewhere, e.g. in emulation) and `embeddings` (per admitted flow its
-/// name in those files, `f<id>`, with its request, guarantee and path).
+/// name in those files, `f<id>`, with its request, guarantee, path (node names) and hops (port,
+/// queue and whether a switch transmits, per hop)).
 #[pyfunction]
 #[pyo3(signature = (k=None, queues=4, hosts_per_edge=None, scenario=8, seed=1, system="chameleon",
     topology_file=None, per_hop_ns=0, duration_ms=20, background=true, tries=None, misbehave=1,
@@ -355,6 +356,15 @@ fn check_doc(
         .map(|e| {
             let path: Vec<&str> =
                 e.hops.iter().map(|h| topo.nodes()[topo.port(h.port).node].name.as_str()).collect();
+            // per hop the port (the scenario's global index) and the queue a switch's tag picks
+            let hops: Vec<_> = e
+                .hops
+                .iter()
+                .map(|h| {
+                    let switch = !topo.is_host(topo.port(h.port).node);
+                    serde_json::json!({"port": h.port, "queue": h.queue, "switch": switch})
+                })
+                .collect();
             serde_json::json!({
                 "name": format!("f{}", e.id),
                 "id": e.id,
@@ -365,6 +375,7 @@ fn check_doc(
                 "deadline_ns": e.request.deadline.as_nanos(),
                 "guarantee_ns": e.guarantee.as_nanos(),
                 "path": path,
+                "hops": hops,
             })
         })
         .collect();

@@ -221,6 +221,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             r["sent"],
             r["received"],
             r["lost"],
+            r["misrouted"],
             r["deadline_violations"],
             r["guarantee_violations"],
             f"{r['max_e2e_over_deadline']:.3f}",
@@ -228,7 +229,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         ]
         for r in emu
     ]
-    headers = ["phase", "sent", "recv", "lost", "over deadline", "over guarantee"]
+    headers = ["phase", "sent", "recv", "lost", "misrouted", "over deadline", "over guarantee"]
     headers += ["e2e/deadline", "e2e/guarantee"]
     print(render(headers, rows))
     from ..emu import print_stalls
@@ -242,7 +243,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     del doc["scenarios"]
     (out / "verify.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out / 'verify.json'} and each phase's run under {out}/")
-    bad += sum(r["deadline_violations"] + r["lost"] for r in emu)
+    bad += sum(r["deadline_violations"] + r["lost"] + r["misrouted"] for r in emu)
     return 1 if bad else 0
 
 
