@@ -731,7 +731,7 @@ fn gotos_must_suit_the_target_table() {
                 r#"{"table_miss": {"table": "eth", "miss": ["goto ports"]}}"#,
                 r#"{"flow_mod": {"table": "eth", "id": 4, "actions": ["goto_direct ports 3"]}}"#,
                 r#"{"flow_mod": {"table": "eth", "id": 5, "actions": ["goto fib"]}}"#,
-                r#"{"flow_mod": {"command": "modify", "table": "eth", "id": 5, "actions": ["goto_direct fib 1"]}}"#,
+                r#"{"flow_mod": {"command": "modify", "table": "eth", "id": 5, "match": {}, "priority": 0, "actions": ["goto_direct fib 1"]}}"#,
             ],
         );
         let want = [
@@ -750,6 +750,48 @@ fn gotos_must_suit_the_target_table() {
             assert!(got.contains(want), "{algo:?} message {i}: {got:?} does not say {want:?}");
         }
     }
+}
+
+/// A modify replaces an entry's match and priority as well as its actions: one that leaves
+/// them out (meaning only to change the actions) would have made a mask table's entry match
+/// every packet at priority 0, so it is refused naming what to give; given, it works.
+#[test]
+fn a_modify_without_its_match_or_priority_is_refused() {
+    let mut c = Classifier::new(Algo::Pof, None, 1);
+    let mut specs = Vec::new();
+    let r = apply_json(
+        &mut c,
+        &mut specs,
+        &[
+            r#"{"table_add": {"id": 0, "name": "acl", "kind": "mask", "fields": ["ipv4.dport"], "size": 8}}"#,
+            r#"{"table_add": {"id": 1, "name": "fib", "kind": "lpm", "fields": ["ipv4.dst"], "size": 8}}"#,
+            r#"{"flow_mod": {"table": "acl", "id": 1, "priority": 5, "match": {"ipv4.dport": "80"}, "actions": ["output 1"]}}"#,
+            r#"{"flow_mod": {"table": "fib", "id": 1, "match": {"ipv4.dst": "10.0.0.0/8"}, "actions": ["output 1"]}}"#,
+            r#"{"flow_mod": {"command": "modify", "table": "acl", "id": 1, "actions": ["output 2"]}}"#,
+            r#"{"flow_mod": {"command": "modify", "table": "acl", "id": 1, "match": {"ipv4.dport": "80"}, "actions": ["output 2"]}}"#,
+            r#"{"flow_mod": {"command": "modify", "table": "fib", "id": 1, "actions": ["output 2"]}}"#,
+            r#"{"flow_mod": {"command": "modify", "table": "acl", "id": 1, "priority": 5, "match": {"ipv4.dport": "80"}, "actions": ["output 2"]}}"#,
+            r#"{"flow_mod": {"command": "modify", "table": "fib", "id": 1, "match": {"ipv4.dst": "10.0.0.0/8"}, "actions": ["output 2"]}}"#,
+        ],
+    );
+    let want = [
+        "ok",
+        "ok",
+        "ok",
+        "ok",
+        "match: a modify replaces the entry's match: give it",
+        "priority: a modify replaces the entry's priority: give it",
+        "match: a modify replaces the entry's match",
+        "ok",
+        "ok",
+    ];
+    for (i, (got, want)) in r.iter().zip(want).enumerate() {
+        assert!(got.contains(want), "message {i}: {got:?} does not say {want:?}");
+    }
+    // the entry kept its priority (the refused modifies changed nothing)
+    let Classifier::Plain(p) = &c else { unreachable!() };
+    let acl: Vec<_> = p.flow_stats().into_iter().filter(|f| f.table == 0).collect();
+    assert_eq!(acl.iter().map(|f| (f.id, f.priority)).collect::<Vec<_>>(), [(1, 5)]);
 }
 
 /// An LPM table over several fields matches a prefix of their concatenation; a rule naming

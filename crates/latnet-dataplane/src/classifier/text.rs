@@ -162,12 +162,14 @@ pub struct RuleText {
     pub table: TableRef,
     /// Entry id (linear tables: the index).
     pub id: u32,
-    /// Priority (mask tables).
+    /// Priority (mask tables; 0 when omitted, but a `modify` of a mask table's entry must give
+    /// it, since it replaces the entry's).
     #[serde(default)]
-    pub priority: u16,
-    /// Field name -> value.
+    pub priority: Option<u16>,
+    /// Field name -> value (omitted: none, which a mask table matches as every packet; a
+    /// `modify` must give it, since it replaces the entry's match).
     #[serde(default, rename = "match")]
-    pub matcher: BTreeMap<String, String>,
+    pub matcher: Option<BTreeMap<String, String>>,
     /// Actions.
     #[serde(default)]
     pub actions: Vec<String>,
@@ -339,7 +341,25 @@ impl RuleText {
         if self.command == FlowCommand::Delete {
             return Ok(fm);
         }
-        for name in self.matcher.keys() {
+        // a modify replaces the match and priority too: left out, they would silently become
+        // "every packet" at priority 0
+        if self.command == FlowCommand::Modify {
+            if self.matcher.is_none() && spec.kind != TableKind::Linear {
+                return Err(perr(
+                    "match: a modify replaces the entry's match: give it (the same one to change \
+                     only the actions)",
+                ));
+            }
+            if self.priority.is_none() && spec.kind == TableKind::Mask {
+                return Err(perr(
+                    "priority: a modify replaces the entry's priority: give it (the same one to \
+                     keep it)",
+                ));
+            }
+        }
+        let none = BTreeMap::new();
+        let matcher = self.matcher.as_ref().unwrap_or(&none);
+        for name in matcher.keys() {
             if field_by_name(spec, name).is_none()
                 && !(name == "key" && spec.kind == TableKind::Lpm)
             {
@@ -356,14 +376,14 @@ impl RuleText {
         let width = spec.width();
         fm.matcher = match spec.kind {
             TableKind::Linear => {
-                if !self.matcher.is_empty() {
+                if !matcher.is_empty() {
                     return Err(perr("match: a linear table has no match (the id is the index)"));
                 }
                 Match::Index
             }
             TableKind::Lpm => {
-                let (name, text) = match self.matcher.iter().next() {
-                    Some(x) if self.matcher.len() == 1 => x,
+                let (name, text) = match matcher.iter().next() {
+                    Some(x) if matcher.len() == 1 => x,
                     _ => return Err(perr("match: an LPM rule takes exactly one \"value/len\"")),
                 };
                 if spec.fields.len() > 1 && name != "key" {
@@ -388,7 +408,7 @@ impl RuleText {
             TableKind::Exact | TableKind::Mask => {
                 for (i, f) in spec.fields.iter().enumerate() {
                     let bits = usize::from(f.length);
-                    let given = spec.names.get(i).and_then(|n| self.matcher.get(n));
+                    let given = spec.names.get(i).and_then(|n| matcher.get(n));
                     match given {
                         Some(text) => {
                             let (v, m) = parse_masked(text, bits)
@@ -419,7 +439,7 @@ impl RuleText {
                 }
             }
         };
-        fm.priority = self.priority;
+        fm.priority = self.priority.unwrap_or(0);
         fm.instructions = parse_actions(&self.actions, tables)?;
         fm.low_latency = self.low_latency;
         fm.idle_timeout = self.idle_timeout;
