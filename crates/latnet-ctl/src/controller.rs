@@ -711,7 +711,7 @@ impl Controller {
                 }
             }
         };
-        let found = match cfg.routing {
+        let mut found = match cfg.routing {
             Routing::LeastDelay => route::search(
                 g,
                 scratch,
@@ -734,15 +734,23 @@ impl Controller {
                 route::larac(g, scratch, q, Metric::OnePlusMs, penalty, 20, &mut admit)
             }
         };
+        let max_tags = cfg.max_tags;
+        let switch_hops = |f: &route::Found| {
+            f.hops.iter().filter(|h| !topo.is_host(topo.port(h.port).node)).count()
+        };
+        // the best path crosses more switches than a host pushes tags for: the fewest-hops
+        // feasible one may not (never on a fat tree: its paths cross at most 5)
+        if cfg.routing != Routing::MinHops
+            && found.as_ref().is_some_and(|f| switch_hops(f) > max_tags)
+        {
+            let w = Weights { alpha: 1.0, beta: 1e-12 };
+            found = route::search(g, scratch, q, Metric::Hops, w, penalty, &mut admit);
+        }
         if let Some(e) = err {
             if found.is_none() {
                 return Err(Rejection::Arithmetic(e));
             }
         }
-        let max_tags = cfg.max_tags;
-        let switch_hops = |f: &route::Found| {
-            f.hops.iter().filter(|h| !topo.is_host(topo.port(h.port).node)).count()
-        };
         Ok(found.filter(|f| f.delay <= q.deadline && switch_hops(f) <= max_tags).map(|f| f.hops))
     }
 

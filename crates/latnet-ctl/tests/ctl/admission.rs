@@ -435,3 +435,45 @@ fn a_checkpoint_path_through_a_host_or_around_a_loop_is_refused() {
         assert_eq!(fresh.snapshot(), controller(&t, cfg()).snapshot());
     }
 }
+
+/// When the least-delay path crosses more switches than a host pushes tags for, the
+/// fewest-hops path that meets the deadline is taken instead of refusing the request. Here
+/// s1 - s2 is a 10 Mbit/s link, whose first queue (100 us) can hold nothing (two frames take
+/// 2.4 ms), so the least delay is the 4-switch detour at 1 Gbit/s in the first queues; with
+/// tags for 3 the flow goes s1 - s2 in the second queue (10 ms) within its 50 ms deadline.
+#[test]
+fn a_path_within_max_tags_is_taken_when_the_least_delay_one_is_beyond() {
+    let mut text = String::from("[defaults.link]\nrate = \"1Gbps\"\n");
+    for (n, kind) in [("h1", "host"), ("h2", "host"), ("s1", "switch"), ("s2", "switch")] {
+        text += &format!("[[nodes]]\nname = \"{n}\"\nkind = \"{kind}\"\n");
+    }
+    for n in ["s3", "s4"] {
+        text += &format!("[[nodes]]\nname = \"{n}\"\nkind = \"switch\"\n");
+    }
+    for (a, b) in [("h1", "s1"), ("s2", "h2"), ("s1", "s3"), ("s3", "s4"), ("s4", "s2")] {
+        text += &format!("[[links]]\na = \"{a}\"\nb = \"{b}\"\n");
+    }
+    text += "[[links]]\na = \"s1\"\nb = \"s2\"\nrate = \"10Mbps\"\n";
+    let t = Arc::new(Topology::from_toml("line.toml", &text).unwrap_or_else(|e| panic!("{e}")));
+    let budgets = vec![Duration::from_micros(100), Duration::from_millis(10)];
+    let cfg = |max_tags| CtlConfig {
+        max_tags,
+        reroute: None,
+        ..CtlConfig::with_budgets(budgets.clone())
+    };
+    let path = |c: &Controller, id| -> Vec<String> {
+        let e = c.flows().find(|e| e.id == id).unwrap_or_else(|| panic!("flow {id}"));
+        e.hops.iter().map(|h| t.nodes()[t.port(h.port).node].name.clone()).collect()
+    };
+    let r = req(&t, "h1", "h2", 1, 1500, 50);
+    // with tags enough, the detour
+    let mut c = controller(&t, cfg(10));
+    let id = c.request(r).unwrap_or_else(|e| panic!("{e}")).id;
+    assert_eq!(path(&c, id), ["h1", "s1", "s3", "s4", "s2"]);
+    // with tags for 3, the direct link in its second queue
+    let mut c = controller(&t, cfg(3));
+    let a = c.request(r).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(path(&c, a.id), ["h1", "s1", "s2"]);
+    let e = c.flows().find(|e| e.id == a.id).unwrap_or_else(|| panic!("admitted"));
+    assert_eq!(e.hops.iter().map(|h| h.queue).collect::<Vec<_>>(), [0, 1, 0]);
+}
