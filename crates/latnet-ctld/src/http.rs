@@ -289,7 +289,7 @@ pub fn serve(
         let stop = &stop;
         let b = bell.clone();
         let (refused, to_close) = mpsc::sync_channel::<TcpStream>(REFUSED_WAITING);
-        scope.spawn(move || to_close.iter().for_each(|tcp| drain_close(&tcp, REFUSED_LINGER)));
+        scope.spawn(move || to_close.iter().for_each(|tcp| drain(&tcp, REFUSED_LINGER)));
         scope.spawn(move || accept(endpoint, &jobs, &refused, &opts, &b, stop));
         while !stop() {
             match inbox.recv_timeout(Duration::from_millis(100)) {
@@ -385,18 +385,18 @@ fn accept(
 }
 
 /// Close `tcp` once the client had its chance to read what was written: read (and drop) what
-/// it still sends for a while first, since closing on unread bytes is a reset, which can
-/// destroy the answer before the client reads it.
+/// it still sends for up to 500 ms first ([`drain`], as the closer does for a refused
+/// connection), since closing on unread bytes is a reset, which can destroy the answer before
+/// the client reads it.
 pub(crate) fn linger_close(tcp: &TcpStream) {
     let _ = tcp.shutdown(Shutdown::Write);
-    let _ = tcp.set_read_timeout(Some(Duration::from_millis(500)));
-    let _ = std::io::copy(&mut tcp.take(64 * 1024), &mut std::io::sink());
+    drain(tcp, Duration::from_millis(500));
 }
 
 /// Read and drop what the client of `tcp` (whose writing side is shut) sends until it closes,
-/// for at most `linger` in all and 64 KiB, then close: a client that trickles cannot hold the
-/// closer longer.
-fn drain_close(tcp: &TcpStream, linger: Duration) {
+/// for at most `linger` in all and 64 KiB, so that dropping `tcp` then closes it without a
+/// reset: a client that trickles cannot hold the thread longer.
+fn drain(tcp: &TcpStream, linger: Duration) {
     let until = Instant::now() + linger;
     let mut buf = [0u8; 4096];
     let mut left: usize = 64 * 1024;
