@@ -9,8 +9,8 @@
 //! shaper does, i.e. whole frames on the wire including the tag stack; the deadline is end to
 //! end, and a flow is admitted only on a path with `Σ (D_q + per_hop) ≤ deadline`.
 
-use crate::config::{CtlConfig, QueueSet, Routing};
-use crate::route::{self, Graph, HopCheck, Metric, PathHop, Query, Scratch, Weights};
+use crate::config::{CtlConfig, QueueSet};
+use crate::route::{self, Graph, HopCheck, PathHop, Query, Scratch};
 use crate::state::{PortState, QueueSnapshot, Shaping, LOCAL};
 use crate::topo::{NodeId, PortId, Topology};
 use latnet_nc::{nanobits, Bounds, NcError, QueueLimits, RateLatency, TokenBucket};
@@ -688,7 +688,8 @@ impl Controller {
         let Controller { topo, cfg, ports, scratch, stats, .. } = self;
         let g =
             Graph { topo, switch: &cfg.switch, host: &cfg.host, per_hop: cfg.per_hop.as_nanos() };
-        let q = Query { src: r.src, dst: r.dst, deadline: r.deadline.as_nanos(), prune: true };
+        let deadline = r.deadline.as_nanos();
+        let q = Query { src: r.src, dst: r.dst, deadline, prune: true, max_switches: None };
         let tb = TokenBucket::new(r.rate, r.burst);
         let model = cfg.burst;
         let mut err = None;
@@ -711,40 +712,18 @@ impl Controller {
                 }
             }
         };
-        let mut found = match cfg.routing {
-            Routing::LeastDelay => route::search(
-                g,
-                scratch,
-                q,
-                Metric::Delay,
-                Weights { alpha: 1.0, beta: 0.0 },
-                penalty,
-                &mut admit,
-            ),
-            Routing::MinHops => route::search(
-                g,
-                scratch,
-                q,
-                Metric::Hops,
-                Weights { alpha: 1.0, beta: 1e-12 },
-                penalty,
-                &mut admit,
-            ),
-            Routing::Larac => {
-                route::larac(g, scratch, q, Metric::OnePlusMs, penalty, 20, &mut admit)
-            }
-        };
         let max_tags = cfg.max_tags;
         let switch_hops = |f: &route::Found| {
             f.hops.iter().filter(|h| !topo.is_host(topo.port(h.port).node)).count()
         };
-        // the best path crosses more switches than a host pushes tags for: the fewest-hops
-        // feasible one may not (never on a fat tree: its paths cross at most 5)
-        if cfg.routing != Routing::MinHops
-            && found.as_ref().is_some_and(|f| switch_hops(f) > max_tags)
-        {
-            let w = Weights { alpha: 1.0, beta: 1e-12 };
-            found = route::search(g, scratch, q, Metric::Hops, w, penalty, &mut admit);
+        let mut found = route::by(cfg.routing, g, scratch, q, penalty, &mut admit);
+        // the best path crosses more switches than a host pushes tags for: the same search
+        // over the paths within max_tags switches (never on a fat tree: its paths cross at
+        // most 5)
+        if found.as_ref().is_some_and(|f| switch_hops(f) > max_tags) {
+            let m = u16::try_from(max_tags).unwrap_or(u16::MAX);
+            let within = Query { max_switches: Some(m), ..q };
+            found = route::by(cfg.routing, g, scratch, within, penalty, &mut admit);
         }
         if let Some(e) = err {
             if found.is_none() {

@@ -11,7 +11,7 @@
 //! [`larac`] is the Lagrangian relaxation of Jüttner et al. (INFOCOM 2001) over that search
 //! for delay-constrained least cost.
 
-use crate::config::QueueSet;
+use crate::config::{QueueSet, Routing};
 use crate::topo::{NodeId, PortId, Topology};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -78,6 +78,11 @@ pub struct Query {
     pub deadline: u64,
     /// Prune labels that cannot meet the deadline.
     pub prune: bool,
+    /// Cross at most this many switches (a host pushes one tag per switch). `None`: any
+    /// number, with one label per node. `Some(m)`: one label per node and switches crossed so
+    /// far (at most `m + 1` per node, none on a path that visits a node twice), so the search
+    /// is the same Dijkstra over the paths within `m` switches.
+    pub max_switches: Option<u16>,
 }
 
 /// The state of a hop being checked: the flow reaches `port` (queue `queue`) having spent
@@ -218,7 +223,18 @@ pub fn search(
     admit: &mut dyn FnMut(HopCheck) -> bool,
 ) -> Option<Found> {
     let topo = g.topo;
-    let n = topo.nodes().len();
+    // one label per (node, hop index) within a switch limit: the index of a hop out of a
+    // switch is the number of switches crossed up to it, and the hop into the destination
+    // has the index of the path's last switch
+    let layers = q.max_switches.map_or(1, |m| usize::from(m) + 1);
+    let slot = |node: NodeId, index: u16| {
+        if layers == 1 {
+            node
+        } else {
+            node * layers + usize::from(index)
+        }
+    };
+    let n = topo.nodes().len() * layers;
     if sc.settled.len() != n {
         sc.settled = vec![0; n];
         sc.gen = 0;
@@ -238,21 +254,26 @@ pub fn search(
     let into_dst: Vec<(NodeId, PortId)> =
         topo.node_ports(q.dst).iter().map(|&p| (topo.port(p).peer, topo.port(p).reverse)).collect();
 
-    sc.settled[q.src] = gen;
     let push = |sc: &mut Scratch, from: Option<(u32, Label)>, port: PortId, seq: &mut u64| {
         let peer = topo.port(port).peer;
-        if sc.settled[peer] == gen {
-            return;
-        }
-        let set = g.queues(port);
         let (delay0, budgets0, cost0, pred, index) = match from {
             Some((i, l)) => (l.delay, l.budgets, l.cost, i, l.index.saturating_add(1)),
             None => (0, 0, 0.0, NONE, 0),
         };
-        let lb = if peer == q.dst { 0 } else { g.lower_bound(sc.hops[peer]) };
-        if peer != q.dst && sc.hops[peer] == u32::MAX {
+        if peer == q.src || sc.settled[slot(peer, index)] == gen {
             return;
         }
+        let to_go = if peer == q.dst { 0 } else { sc.hops[peer] };
+        if to_go == u32::MAX {
+            return;
+        }
+        if let Some(m) = q.max_switches {
+            if u32::from(index) + to_go > u32::from(m) || visits(&sc.labels, pred, peer) {
+                return;
+            }
+        }
+        let lb = g.lower_bound(to_go);
+        let set = g.queues(port);
         let mult = if penalty > 1 && sc.penalised(port) { penalty as f64 } else { 1.0 };
         for (j, d) in set.budgets.iter().enumerate() {
             let budget = d.as_nanos();
@@ -289,7 +310,7 @@ pub fn search(
 
     while let Some(HeapKey { label: li, .. }) = sc.heap.pop() {
         let l = sc.labels[li as usize];
-        if sc.settled[l.node] == gen {
+        if sc.settled[slot(l.node, l.index)] == gen {
             continue;
         }
         let (input, before) = if l.pred == NONE {
@@ -308,7 +329,7 @@ pub fn search(
         if !admit(check) {
             continue;
         }
-        sc.settled[l.node] = gen;
+        sc.settled[slot(l.node, l.index)] = gen;
         if l.node == q.dst {
             let mut hops = Vec::new();
             let mut i = li;
@@ -331,6 +352,41 @@ pub fn search(
         }
     }
     None
+}
+
+/// The search `routing` names: least delay, fewest hops (ties: least delay) or LARAC.
+pub fn by(
+    routing: Routing,
+    g: Graph<'_>,
+    sc: &mut Scratch,
+    q: Query,
+    penalty: u64,
+    admit: &mut dyn FnMut(HopCheck) -> bool,
+) -> Option<Found> {
+    match routing {
+        Routing::LeastDelay => {
+            let w = Weights { alpha: 1.0, beta: 0.0 };
+            search(g, sc, q, Metric::Delay, w, penalty, admit)
+        }
+        Routing::MinHops => {
+            let w = Weights { alpha: 1.0, beta: 1e-12 };
+            search(g, sc, q, Metric::Hops, w, penalty, admit)
+        }
+        Routing::Larac => larac(g, sc, q, Metric::OnePlusMs, penalty, 20, admit),
+    }
+}
+
+/// Does the path ending in label `at` (`NONE`: the empty path) visit `node`? Walks back at
+/// most the limit on switches.
+fn visits(labels: &[Label], mut at: u32, node: NodeId) -> bool {
+    while at != NONE {
+        let l = labels[at as usize];
+        if l.node == node {
+            return true;
+        }
+        at = l.pred;
+    }
+    false
 }
 
 /// LARAC (Jüttner, Szviatovszki, Mécs, Rajkó, INFOCOM 2001): delay-constrained least-cost by

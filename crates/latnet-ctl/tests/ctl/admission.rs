@@ -477,3 +477,57 @@ fn a_path_within_max_tags_is_taken_when_the_least_delay_one_is_beyond() {
     let e = c.flows().find(|e| e.id == a.id).unwrap_or_else(|| panic!("admitted"));
     assert_eq!(e.hops.iter().map(|h| h.queue).collect::<Vec<_>>(), [0, 1, 0]);
 }
+
+/// Within `max_tags`, the least-delay path is taken, not the fewest-hops one. Three ways from
+/// s1 to s2: direct at 10 Mbit/s (two switches; only the 5 ms queue holds two frames), over s5
+/// with s1 - s5 at 50 Mbit/s (three switches; the 1 ms queue there) and the 1 Gbit/s detour
+/// s3 - s4 (four switches, the 100 us queues: the least delay). With tags for 3 the flow goes
+/// over s5 (1.2 ms of switch budgets); the fewest-hops search would take the direct link
+/// (5.1 ms).
+#[test]
+fn within_max_tags_the_least_delay_path_is_taken_not_the_fewest_hops() {
+    let mut text = String::from("[defaults.link]\nrate = \"1Gbps\"\n");
+    for n in ["h1", "h2"] {
+        text += &format!("[[nodes]]\nname = \"{n}\"\nkind = \"host\"\n");
+    }
+    for n in ["s1", "s2", "s3", "s4", "s5"] {
+        text += &format!("[[nodes]]\nname = \"{n}\"\nkind = \"switch\"\n");
+    }
+    for (a, b) in
+        [("h1", "s1"), ("s2", "h2"), ("s1", "s3"), ("s3", "s4"), ("s4", "s2"), ("s5", "s2")]
+    {
+        text += &format!("[[links]]\na = \"{a}\"\nb = \"{b}\"\n");
+    }
+    text += "[[links]]\na = \"s1\"\nb = \"s2\"\nrate = \"10Mbps\"\n";
+    text += "[[links]]\na = \"s1\"\nb = \"s5\"\nrate = \"50Mbps\"\n";
+    let t = Arc::new(Topology::from_toml("three.toml", &text).unwrap_or_else(|e| panic!("{e}")));
+    let budgets = [100, 1_000, 5_000].map(Duration::from_micros).to_vec();
+    let admit = |max_tags, routing| {
+        let cfg = CtlConfig {
+            max_tags,
+            routing,
+            reroute: None,
+            ..CtlConfig::with_budgets(budgets.clone())
+        };
+        let mut c = controller(&t, cfg);
+        let id = c.request(req(&t, "h1", "h2", 1, 1500, 50)).unwrap_or_else(|e| panic!("{e}")).id;
+        let e = c.flows().find(|e| e.id == id).unwrap_or_else(|| panic!("flow {id}"));
+        let nodes: Vec<String> =
+            e.hops.iter().map(|h| t.nodes()[t.port(h.port).node].name.clone()).collect();
+        (nodes, e.hops.iter().map(|h| h.queue).collect::<Vec<_>>(), e.guarantee)
+    };
+    let (detour, queues, _) = admit(10, Routing::LeastDelay);
+    assert_eq!(detour, ["h1", "s1", "s3", "s4", "s2"]);
+    assert_eq!(queues, [0; 5]);
+    let (over_s5, queues, g) = admit(3, Routing::LeastDelay);
+    assert_eq!(over_s5, ["h1", "s1", "s5", "s2"]);
+    assert_eq!(queues, [0, 1, 0, 0]);
+    assert_eq!(g, Duration::from_micros(500 + 1_000 + 100 + 100));
+    // LARAC (cost 1 + D[ms] per hop) picks the same within 3 switches
+    let (larac, _, _) = admit(3, Routing::Larac);
+    assert_eq!(larac, ["h1", "s1", "s5", "s2"]);
+    // the fewest-hops routing: the direct link
+    let (direct, queues, _) = admit(3, Routing::MinHops);
+    assert_eq!(direct, ["h1", "s1", "s2"]);
+    assert_eq!(queues, [0, 2, 0]);
+}
