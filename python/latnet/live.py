@@ -12,8 +12,9 @@ and traced per packet and hop). Nothing tells the senders or switches what the c
 decided: the tags come from the hosts' kernels, as the agent programmed them.
 
 Then every packet is checked against what the controller had decided when it was created:
-its path (the switches ``hops.csv`` saw it at) must be the flow's embedding of that instant, or
-its source's best-effort route while the flow was not admitted; a packet created before a change
+its path (the switches ``hops.csv`` saw it at, and the class it was queued in at each, which
+its tag picked) must be the flow's embedding of that instant, or its source's best-effort route
+(in the best-effort class) while the flow was not admitted; a packet created before a change
 may have followed the state after it only if its sender was late by at least the gap (the
 sender's worst lateness, which it measures); an admitted flow's packets must arrive, within the
 flow's deadline. ``out/live.json`` holds the requests and answers, the agent's changes with
@@ -157,7 +158,7 @@ def live(
     hosts = tb.hosts()
     groups = [hosts[i::agents] for i in range(agents)]
     paths = [run_dir / ("agent.json" if agents == 1 else f"agent-{i}.json") for i in range(agents)]
-    routes = {h: {r["dst"]: r["path"] for r in client.routes(h)["routes"]} for h in hosts}
+    routes = {h: {r["dst"]: r for r in client.routes(h)["routes"]} for h in hosts}
     answers: list[dict] = []
 
     def ask(r: dict) -> None:
@@ -318,6 +319,35 @@ def unapplied(decided: list[dict], changes: list[dict], synced_seq: int) -> list
     return missing
 
 
+def _route(path, tags, base: int, what: str) -> tuple:
+    """A route as the switches' hop records show it: per hop ``(node, queue)``, the nodes of
+    ``path`` but its last, the source host's queue ``None`` (a host queues every admitted flow
+    in its first class) and each switch's the one its tag picks (``tag % base``)."""
+    nodes = list(path[:-1])
+    if len(tags) != len(nodes) - 1:
+        raise LatnetError(f"{what}: {len(tags)} tags for the {len(nodes) - 1} switches of {path}")
+    return tuple(zip(nodes, [None, *(t % base for t in tags)], strict=True))
+
+
+def _took(hops) -> dict:
+    """Per sequence number the route a flow's packet took: ``(node, queue)`` per hop, from
+    its hop records (``priority``: the class it was queued in; ``None`` at the source host)."""
+    out: dict = {}
+    for seq, hop, node, prio in zip(
+        hops["seq"], hops["hop"], hops["node"], hops["priority"], strict=True
+    ):
+        out.setdefault(seq, []).append((node, None if hop == 0 else int(prio)))
+    return {seq: tuple(r) for seq, r in out.items()}
+
+
+def _nodes(route: tuple) -> str:
+    return "-".join(n for n, _ in route)
+
+
+def _queues(route: tuple) -> str:
+    return "-".join(str(q) for _, q in route[1:])
+
+
 def _starts(whole: tuple | None, part: tuple) -> bool:
     """``part`` is the beginning of ``whole``."""
     return whole is not None and whole[: len(part)] == part
@@ -325,7 +355,7 @@ def _starts(whole: tuple | None, part: tuple) -> bool:
 
 def _short(paths: list[dict], most: int = 4) -> str:
     """Path segments for a table cell: the first ``most`` and how many more."""
-    cell = "; ".join(f"{p['path']} x{p['packets']}" for p in paths[:most])
+    cell = "; ".join(f"{p['path']} q{p['queues']} x{p['packets']}" for p in paths[:most])
     return cell + (f"; ... {len(paths) - most} more" if len(paths) > most else "")
 
 
@@ -344,6 +374,7 @@ def analyse(
     every decision of the controller (``decided``, from its log) must be one the agent applied,
     and every packet must have followed what the agent had applied when it was sent."""
     k = plan["dilation"]
+    base = plan["tag_base"]
     if status.get("changes_dropped"):
         raise LatnetError(
             f"the host agent kept only its last {len(status['changes'])} changes "
@@ -367,7 +398,9 @@ def analyse(
         name = name_of.get(c["flow"])
         if name is None:
             continue
-        path = tuple(c["path"][:-1]) if c["what"] != "remove" else None
+        path = None
+        if c["what"] != "remove":
+            path = _route(c["path"], c["tags"], base, f"change of flow {name} (entry {c['seq']})")
         g = c.get("guarantee_ns")
         start = scen(c.get("t_start_ns", c["t_ns"]))
         states.setdefault(name, []).append((scen(c["t_ns"]), path, c["what"], g, start))
@@ -395,13 +428,14 @@ def analyse(
     for f in res.summary["flows"]:
         name = f["name"]
         be = routes.get(f["src"], {}).get(f["dst"])
-        be = tuple(be[:-1]) if be else None
+        what = f"best-effort route {f['src']} to {f['dst']}"
+        be = _route(be["path"], be["tags"], base, what) if be else None
         st = sorted(states.get(name, []))
         late = (senders.get(name) or {}).get("late_max_ns", 0)
         h = hops[hops["flow"] == name].sort_values(["seq", "hop"])
-        took = h.groupby("seq")["node"].apply(tuple)
+        took = _took(h)
         p = pk[pk["flow"] == name].set_index("seq")
-        misrouted = early = lost_admitted = over = 0
+        misrouted = wrong_queue = early = lost_admitted = over = 0
         dropped_at: dict[str, int] = {}
         worst_g = 0.0
         segments: list[dict] = []
@@ -429,13 +463,15 @@ def analyse(
                     early += 1
                 else:
                     misrouted += 1
+                    # the right switches, another class at one of them
+                    wrong_queue += want is not None and _nodes(want) == _nodes(path)
             if path is not None:
-                key = "-".join(path)
-                if segments and segments[-1]["path"] == key:
+                key = {"path": _nodes(path), "queues": _queues(path)}
+                if segments and all(segments[-1][x] == key[x] for x in key):
                     segments[-1]["to_seq"] = int(seq)
                     segments[-1]["packets"] += 1
                 else:
-                    segments.append({"path": key, "from_seq": int(seq), "to_seq": int(seq)})
+                    segments.append(key | {"from_seq": int(seq), "to_seq": int(seq)})
                     segments[-1]["packets"] = 1
             if admitted:
                 lat = row["latency_ns"]
@@ -464,8 +500,10 @@ def analyse(
             "lost_while_admitted": lost_admitted,
             "dropped_at": dropped_at,
             "paths": segments,
-            "best_effort_path": "-".join(be) if be else None,
+            "best_effort_path": _nodes(be) if be else None,
+            "best_effort_queues": _queues(be) if be else None,
             "misrouted": misrouted,
+            "misrouted_queue_only": wrong_queue,
             "sent_late_across_a_change": early,
             "latency_ns": {
                 "p50": float(np.percentile(lat, 50)) if lat.size else None,

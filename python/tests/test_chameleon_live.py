@@ -191,6 +191,8 @@ def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
     # b: admitted before its first packet, on its one path, within 800 us
     b = flows["b"]
     whole = {"path": "h1-s1-m1", "from_seq": 0, "to_seq": b["sent"] - 1, "packets": b["sent"]}
+    # in the classes its tags picked at s1 and m1 (base 10: a tag's last digit)
+    whole["queues"] = "-".join(str(t % 10) for t in req["b"]["tags"])
     assert b["paths"] == [whole]
     for f in (a, b):
         assert f["misrouted"] == 0 and f["lost_while_admitted"] == 0, f
@@ -203,6 +205,10 @@ def test_the_service_programs_the_hosts_while_traffic_runs(tmp_path, capsys):
     bg = flows["bg"]
     assert not bg["admitted"] and bg["misrouted"] == 0
     assert [p["path"] for p in bg["paths"]] == [bg["best_effort_path"]]
+    assert [p["queues"] for p in bg["paths"]] == [bg["best_effort_queues"]]
+    # a's last segment is best effort: below the admitted classes at every switch
+    assert a["paths"][-1]["queues"] == a["best_effort_queues"], a["paths"]
+    assert a["paths"][0]["queues"] != a["best_effort_queues"], a["paths"]
     # c: sent twice what it reserved; its shaper passed what it reserved (counting the tags),
     # so it arrives at about 100 Mbit/s, and its own packets wait at h6 (its problem alone)
     c = flows["c"]

@@ -99,6 +99,8 @@ pub struct LivePlan {
     pub dilation: u64,
     /// Bytes per frame the requests' defaults allow for tags.
     pub tag_allowance_bytes: u64,
+    /// The controller's tag base: a tag is `base × local port + queue`.
+    pub tag_base: u16,
     /// The requests, in the order to make them (by `at`, then as written).
     pub requests: Vec<LiveRequest>,
 }
@@ -320,6 +322,7 @@ pub fn live_plan(ctl: &Controller, file: &str, spec: &str) -> Result<LivePlan, S
         duration_ns: duration.as_nanos(),
         dilation: u64::from(sc.sim.dilation),
         tag_allowance_bytes: allowance,
+        tag_base: ctl.config().tags.base,
         requests: out,
     })
 }
@@ -366,6 +369,7 @@ deadline = "50ms"
     fn a_spec_becomes_the_networks_scenario_with_its_traffic_and_resolved_requests() {
         let p = live_plan(&ctl(), "live.toml", SPEC).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((p.duration_ns, p.dilation, p.tag_allowance_bytes), (300_000_000, 10, 16));
+        assert_eq!(p.tag_base, 10);
         let sc = Scenario::from_str_named("x", &p.scenario).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((sc.nodes.len(), sc.links.len(), sc.flows.len()), (8, 8, 2));
         assert_eq!(sc.sim.dilation, 10);
