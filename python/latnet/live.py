@@ -12,8 +12,8 @@ and traced per packet and hop). Nothing tells the senders or switches what the c
 decided: the tags come from the hosts' kernels, as the agent programmed them.
 
 Then every packet is checked against what the controller had decided when it was created:
-its path (the switches ``hops.csv`` saw it at, and the class it was queued in at each, which
-its tag picked) must be the flow's embedding of that instant, or its source's best-effort route
+its path (the switches and ports ``hops.csv`` saw it at, and the class it was queued in at
+each, which its tag picked) must be the flow's embedding of that instant, or its source's best-effort route
 (in the best-effort class) while the flow was not admitted; a packet created before a change
 may have followed the state after it only if its sender was late by at least the gap (the
 sender's worst lateness, which it measures); an admitted flow's packets must arrive, within the
@@ -319,33 +319,42 @@ def unapplied(decided: list[dict], changes: list[dict], synced_seq: int) -> list
     return missing
 
 
-def _route(path, tags, base: int, what: str) -> tuple:
-    """A route as the switches' hop records show it: per hop ``(node, queue)``, the nodes of
-    ``path`` but its last, the source host's queue ``None`` (a host queues every admitted flow
-    in its first class) and each switch's the one its tag picks (``tag % base``)."""
+def _route(path, tags, plan: dict, what: str) -> tuple:
+    """A route as the switches' hop records show it: per hop ``(node, port, queue)``, the nodes
+    of ``path`` but its last; at the source host port and queue ``None`` (a host queues every
+    admitted flow in its first class), at each switch the port and class its tag picks (``tag
+    // base``, the port's local number, and ``tag % base``)."""
+    base, ports = plan["tag_base"], plan["ports"]
     nodes = list(path[:-1])
     if len(tags) != len(nodes) - 1:
         raise LatnetError(f"{what}: {len(tags)} tags for the {len(nodes) - 1} switches of {path}")
-    return tuple(zip(nodes, [None, *(t % base for t in tags)], strict=True))
+    hops = [(nodes[0], None, None)]
+    for node, t in zip(nodes[1:], tags, strict=True):
+        local = ports.get(node, [])
+        if t // base >= len(local):
+            raise LatnetError(f"{what}: tag {t} names port {t // base} of {node}, which has none")
+        hops.append((node, local[t // base], t % base))
+    return tuple(hops)
 
 
 def _took(hops) -> dict:
-    """Per sequence number the route a flow's packet took: ``(node, queue)`` per hop, from
-    its hop records (``priority``: the class it was queued in; ``None`` at the source host)."""
+    """Per sequence number the route a flow's packet took: ``(node, port, queue)`` per hop,
+    from its hop records (``priority``: the class it was queued in; port and queue ``None`` at
+    the source host)."""
     out: dict = {}
-    for seq, hop, node, prio in zip(
-        hops["seq"], hops["hop"], hops["node"], hops["priority"], strict=True
-    ):
-        out.setdefault(seq, []).append((node, None if hop == 0 else int(prio)))
+    cols = [hops[c] for c in ("seq", "hop", "node", "port", "priority")]
+    for seq, hop, node, port, prio in zip(*cols, strict=True):
+        at = (node, None, None) if hop == 0 else (node, int(port), int(prio))
+        out.setdefault(seq, []).append(at)
     return {seq: tuple(r) for seq, r in out.items()}
 
 
 def _nodes(route: tuple) -> str:
-    return "-".join(n for n, _ in route)
+    return "-".join(n for n, _, _ in route)
 
 
 def _queues(route: tuple) -> str:
-    return "-".join(str(q) for _, q in route[1:])
+    return "-".join(str(q) for _, _, q in route[1:])
 
 
 def _starts(whole: tuple | None, part: tuple) -> bool:
@@ -374,7 +383,6 @@ def analyse(
     every decision of the controller (``decided``, from its log) must be one the agent applied,
     and every packet must have followed what the agent had applied when it was sent."""
     k = plan["dilation"]
-    base = plan["tag_base"]
     if status.get("changes_dropped"):
         raise LatnetError(
             f"the host agent kept only its last {len(status['changes'])} changes "
@@ -400,7 +408,7 @@ def analyse(
             continue
         path = None
         if c["what"] != "remove":
-            path = _route(c["path"], c["tags"], base, f"change of flow {name} (entry {c['seq']})")
+            path = _route(c["path"], c["tags"], plan, f"change of flow {name} (entry {c['seq']})")
         g = c.get("guarantee_ns")
         start = scen(c.get("t_start_ns", c["t_ns"]))
         states.setdefault(name, []).append((scen(c["t_ns"]), path, c["what"], g, start))
@@ -429,7 +437,7 @@ def analyse(
         name = f["name"]
         be = routes.get(f["src"], {}).get(f["dst"])
         what = f"best-effort route {f['src']} to {f['dst']}"
-        be = _route(be["path"], be["tags"], base, what) if be else None
+        be = _route(be["path"], be["tags"], plan, what) if be else None
         st = sorted(states.get(name, []))
         late = (senders.get(name) or {}).get("late_max_ns", 0)
         h = hops[hops["flow"] == name].sort_values(["seq", "hop"])
@@ -463,8 +471,10 @@ def analyse(
                     early += 1
                 else:
                     misrouted += 1
-                    # the right switches, another class at one of them
-                    wrong_queue += want is not None and _nodes(want) == _nodes(path)
+                    # the right switches and ports, another class at one of them
+                    wrong_queue += want is not None and [h[:2] for h in want] == [
+                        h[:2] for h in path
+                    ]
             if path is not None:
                 key = {"path": _nodes(path), "queues": _queues(path)}
                 if segments and all(segments[-1][x] == key[x] for x in key):

@@ -16,11 +16,17 @@ T0 = 5_000_000_000  # the traffic's time zero, real ns
 PATH = ["h1", "s1", "s2", "h2"]
 
 
-def run(hop_rows: list[tuple], created: list[int], tags=(11, 21), be_tags=(12, 22)) -> dict:
-    """Flow a admitted at 1 us on PATH with ``tags`` (base 10: class 1 at s1 and s2); before,
-    its source's best-effort route, the same switches with ``be_tags`` (class 2). ``hop_rows``:
-    (seq, hop, node, priority); ``created``: each packet's creation (scenario ns)."""
+# the switches' ports (global numbers) by local number: s1's 1 and 2 are parallel links to s2
+PORTS = {"s1": [10, 11, 12, 13], "s2": [20, 21, 22], "s3": [30, 31]}
+
+
+def run(hop_rows: list[tuple], created: list[int], tags=(11, 11), be_tags=(12, 12)) -> dict:
+    """Flow a admitted at 1 us on PATH with ``tags`` (base 10: port 1, class 1 at s1 and s2);
+    before, its source's best-effort route, the same ports with ``be_tags`` (class 2).
+    ``hop_rows``: (seq, hop, node, port, priority); ``created``: each packet's creation
+    (scenario ns)."""
     plan = {"dilation": 1, "tag_base": 10, "duration_ns": 10_000, "tag_allowance_bytes": 8}
+    plan["ports"] = PORTS
     answers = [
         {"flow": "a", "seq": 1, "issued_real_ns": T0 + 500, "answered_real_ns": T0 + 900}
         | {"deadline_ns": 1_000_000, "answer": {"admitted": True, "id": 7}}
@@ -31,7 +37,8 @@ def run(hop_rows: list[tuple], created: list[int], tags=(11, 21), be_tags=(12, 2
         "hosts": {},
         "synced_seq": 0,
     }
-    hops = pd.DataFrame(hop_rows, columns=["seq", "hop", "node", "priority"]).assign(flow="a")
+    cols = ["seq", "hop", "node", "port", "priority"]
+    hops = pd.DataFrame(hop_rows, columns=cols).assign(flow="a")
     packets = pd.DataFrame(
         {"seq": range(len(created)), "created_ns": created}
         | {"latency_ns": [50_000.0] * len(created), "drop_node": [None] * len(created)}
@@ -46,8 +53,10 @@ def run(hop_rows: list[tuple], created: list[int], tags=(11, 21), be_tags=(12, 2
     return analyse(plan, answers, status, res, routes, T0, "http://x", "spec.toml", decided)
 
 
-def took(seq: int, nodes=("h1", "s1", "s2"), classes=(0, 1, 1)) -> list[tuple]:
-    return [(seq, i, n, q) for i, (n, q) in enumerate(zip(nodes, classes, strict=True))]
+def took(seq: int, nodes=("h1", "s1", "s2"), classes=(0, 1, 1), ports=(0, 11, 21)) -> list:
+    """The hop records of packet ``seq``."""
+    at = zip(nodes, ports, classes, strict=True)
+    return [(seq, i, n, p, q) for i, (n, p, q) in enumerate(at)]
 
 
 def test_each_packet_in_the_classes_its_tags_picked_is_routed_right():
@@ -63,11 +72,13 @@ def test_each_packet_in_the_classes_its_tags_picked_is_routed_right():
 
 def test_a_packet_on_the_right_switches_in_another_class_is_misrouted():
     # packet 0 in class 1 before the flow was admitted (best effort is class 2); packet 1 in
-    # class 2 at s2 (its tag said 1); packet 2 at s3 instead of s2
-    rows = took(0, classes=(0, 1, 1)) + took(1, classes=(0, 1, 2)) + took(2, ("h1", "s1", "s3"))
-    doc = run(rows, [0, 2_000, 3_000])
+    # class 2 at s2 (its tag said 1); packet 2 at s3 instead of s2; packet 3 over the other of
+    # the parallel links from s1 to s2, in the right classes
+    rows = took(0, classes=(0, 1, 1)) + took(1, classes=(0, 1, 2))
+    rows += took(2, ("h1", "s1", "s3"), ports=(0, 13, 31)) + took(3, ports=(0, 12, 22))
+    doc = run(rows, [0, 2_000, 3_000, 4_000])
     (f,) = doc["flows"]
-    assert (f["misrouted"], f["misrouted_queue_only"]) == (3, 2), f
+    assert (f["misrouted"], f["misrouted_queue_only"]) == (4, 2), f
     assert not doc["ok"]
     # the host's own class is not the switches' business
     doc = run(took(0, classes=(5, 2, 2)) + took(1, classes=(3, 1, 1)), [0, 2_000])
@@ -77,3 +88,5 @@ def test_a_packet_on_the_right_switches_in_another_class_is_misrouted():
 def test_a_tag_stack_that_does_not_fit_the_path_is_a_named_error():
     with pytest.raises(LatnetError, match=r"change of flow a \(entry 1\): 1 tags for the 2"):
         run(took(0), [2_000], tags=(11,))
+    with pytest.raises(LatnetError, match="tag 41 names port 4 of s2, which has none"):
+        run(took(0), [2_000], tags=(11, 41))

@@ -56,6 +56,7 @@ use latnet_sim::scenario::{Scenario, ScenarioError};
 use latnet_sim::traffic::TrafficSpec;
 use latnet_units::{Bytes, Duration, Rate};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use toml::{Table, Value};
 
 /// How much more than the flow's rate (tags counted) a request reserves by default, in percent.
@@ -101,6 +102,9 @@ pub struct LivePlan {
     pub tag_allowance_bytes: u64,
     /// The controller's tag base: a tag is `base × local port + queue`.
     pub tag_base: u16,
+    /// Per switch, the scenario's (global) index of each of its ports by local number: the
+    /// port a tag names, as `hops.csv` numbers it.
+    pub ports: BTreeMap<String, Vec<usize>>,
     /// The requests, in the order to make them (by `at`, then as written).
     pub requests: Vec<LiveRequest>,
 }
@@ -323,8 +327,23 @@ pub fn live_plan(ctl: &Controller, file: &str, spec: &str) -> Result<LivePlan, S
         dilation: u64::from(sc.sim.dilation),
         tag_allowance_bytes: allowance,
         tag_base: ctl.config().tags.base,
+        ports: switch_ports(ctl),
         requests: out,
     })
+}
+
+/// Per switch of `ctl`'s network, its ports' indices by local number (the scenario the plan
+/// writes numbers ports as the controller's topology does).
+fn switch_ports(ctl: &Controller) -> BTreeMap<String, Vec<usize>> {
+    let topo = ctl.topology();
+    (0..topo.nodes().len())
+        .filter(|&n| !topo.is_host(n))
+        .map(|n| {
+            let mut by_local = topo.node_ports(n).to_vec();
+            by_local.sort_by_key(|&p| topo.port(p).local);
+            (topo.nodes()[n].name.clone(), by_local)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -370,6 +389,17 @@ deadline = "50ms"
         let p = live_plan(&ctl(), "live.toml", SPEC).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((p.duration_ns, p.dilation, p.tag_allowance_bytes), (300_000_000, 10, 16));
         assert_eq!(p.tag_base, 10);
+        // each switch's ports by the local number a tag names
+        let c = ctl();
+        let topo = c.topology();
+        assert_eq!(p.ports.len(), (0..topo.nodes().len()).filter(|&n| !topo.is_host(n)).count());
+        for (name, ports) in &p.ports {
+            let n = topo.node_id(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(ports.len(), topo.node_ports(n).len());
+            for (local, &g) in ports.iter().enumerate() {
+                assert_eq!((topo.port(g).node, usize::from(topo.port(g).local)), (n, local));
+            }
+        }
         let sc = Scenario::from_str_named("x", &p.scenario).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((sc.nodes.len(), sc.links.len(), sc.flows.len()), (8, 8, 2));
         assert_eq!(sc.sim.dilation, 10);
