@@ -11,11 +11,11 @@ once the agents have applied them) and runs the spec's traffic (latnet's UDP sen
 and traced per packet and hop). Nothing tells the senders or switches what the controller
 decided: the tags come from the hosts' kernels, as the agent programmed them.
 
-Then every packet is checked against what the controller had decided when it was created:
-its path (the switches and ports ``hops.csv`` saw it at, and the class it was queued in at
-each, which its tag picked) must be the flow's embedding of that instant, or its source's best-effort route
-(in the best-effort class) while the flow was not admitted; a packet created before a change
-may have followed the state after it only if its sender was late by at least the gap (the
+Then every packet is checked against what the controller had decided when it was created: its
+path (the switches and ports ``hops.csv`` saw it at, and the class it was queued in at each,
+which its tag picked) must be the flow's embedding of that instant, or its source's best-effort
+route (in the best-effort class) while the flow was not admitted; a packet created before a
+change may have followed the state after it only if its sender was late by at least the gap (the
 sender's worst lateness, which it measures); an admitted flow's packets must arrive, within the
 flow's deadline. ``out/live.json`` holds the requests and answers, the agent's changes with
 their lag behind the answers, and per flow the packets, paths, latencies and shaper counters;
