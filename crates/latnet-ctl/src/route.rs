@@ -4,7 +4,7 @@
 //! The search is Dijkstra with an access check per edge. The check depends on the path so far
 //! (the flow's burst at a hop grows with the budgets of the earlier hops, and input-link
 //! shaping needs the input link), so one label per node is kept, which makes the search a
-//! heuristic: it may miss a feasible path (§3.3, [61]). The check is *lazy*: an edge is pushed
+//! heuristic: it may miss a feasible path (§3.3, \[61\]). The check is *lazy*: an edge is pushed
 //! with its tentative key and checked only when popped, so edges beyond the destination's
 //! distance are never checked; the result equals eager checking.
 //!

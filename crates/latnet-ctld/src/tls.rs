@@ -1,5 +1,5 @@
 //! TLS for the service: its settings from PEM files, and a connection's handshake before the
-//! connection's thread reads requests through it ([`crate::http`]).
+//! connection's thread reads requests through it (`crate::http`).
 //!
 //! Why not `tiny_http`'s TLS (the server the service used before its own): with its OpenSSL
 //! backend the handshake ran in the accepting thread, so one client that started a handshake

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | [`packet`] | [`Packet`]: header bytes + virtual payload length + per-run [`Meta`] |
 //! | [`classifier`] | match-action tables (POF-style fields), two pipelines, the Fast-Forwarding Path |
-//! | [`drop`] | [`DropReason`] and [`DropCounters`] (fixed array indexed by reason) |
+//! | [`drop`](mod@drop) | [`DropReason`] and [`DropCounters`] (fixed array indexed by reason) |
 //! | [`queue`] | the [`Queue`] trait, [`Fifo`], [`StrictPriority`], [`LbfQueue`], [`StepCe`] (ECN step marking), [`Htb`] (shaper), [`AnyQueue`], [`QueueSpec`] |
 //! | [`ecn`] | CE marking of real header bytes |
 //! | [`queue::vdq`], [`queue::dualpi2`] | the L4S AQMs: [`VdqCsaqm`] (seed 001) and [`DualPi2`] (RFC 9332, Linux) |

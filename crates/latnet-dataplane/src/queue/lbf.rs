@@ -57,14 +57,14 @@ pub enum LbfOrder {
     Budget {
         /// Width of a class.
         width: Duration,
-        /// Number of classes (1..=[`MAX_CLASSES`]).
+        /// Number of classes (1..=`MAX_CLASSES` (1,024)).
         classes: u16,
     },
     /// The PoC's slack buckets.
     Slack {
         /// Width of a bucket.
         width: Duration,
-        /// Number of buckets (1..=[`MAX_CLASSES`]).
+        /// Number of buckets (1..=`MAX_CLASSES` (1,024)).
         buckets: u16,
     },
     /// Earliest deadline (least laxity) first.
@@ -117,7 +117,7 @@ pub struct LbfQueue {
 }
 
 impl LbfQueue {
-    /// An empty queue. Class and bucket counts are clamped to 1..=[`MAX_CLASSES`] (callers
+    /// An empty queue. Class and bucket counts are clamped to 1..=`MAX_CLASSES` (1,024) (callers
     /// validate configuration), a zero width to 1 ns.
     pub fn new(limits: QueueLimits, order: LbfOrder) -> Self {
         let classes = |n: u16| (0..usize::from(n).clamp(1, MAX_CLASSES)).map(|_| VecDeque::new());

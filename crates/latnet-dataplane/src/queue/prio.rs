@@ -22,7 +22,7 @@ pub struct StrictPriority {
 }
 
 impl StrictPriority {
-    /// A scheduler over `classes` (index 0 = highest priority). At most [`MAX_CLASSES`]
+    /// A scheduler over `classes` (index 0 = highest priority). At most `MAX_CLASSES` (8)
     /// are used; extra children are ignored (callers validate counts from configuration).
     pub fn new(mut classes: Vec<AnyQueue>) -> Self {
         classes.truncate(MAX_CLASSES);

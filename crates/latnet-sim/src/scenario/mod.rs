@@ -1,9 +1,10 @@
 //! Scenario files (TOML): nodes, links, per-port queues, routes, flows, run settings, outputs.
 //!
-//! [`Scenario::from_file`] / [`Scenario::from_str`] parse and validate. Every error names the
-//! file, the line, the key and what was expected (see [`ScenarioError`]). The validated
-//! [`Scenario`] holds indices instead of names and is what the simulator (and later the
-//! emulator) builds a network from. The format is documented in `docs/scenario.md`.
+//! [`Scenario::from_file`] / [`Scenario::from_str_named`] parse and validate (`raw.rs`: the
+//! file as written; `validate.rs`). Every error names the file, the line, the key and what was
+//! expected (see [`ScenarioError`]). The validated [`Scenario`] holds indices instead of names
+//! and is what the simulator and the emulator build a network from. The format is documented
+//! in `docs/scenario.md`.
 
 mod error;
 mod large_flow;

@@ -4,7 +4,7 @@
 //! Everything here is independent of the simulator's run loop: a [`Connection`] takes
 //! segments and the time, and returns segments and the next time it wants to be woken (see
 //! [`conn`] for the call order). The unit tests drive two connections through a model link in
-//! virtual time ([`testnet`]); the simulator drives them through its hosts, queues and links
+//! virtual time (`tcp/testnet.rs`); the simulator drives them through its hosts, queues and links
 //! (`sim/tcp_glue.rs`).
 //!
 //! | module | what |

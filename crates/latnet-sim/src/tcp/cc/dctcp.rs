@@ -10,7 +10,7 @@
 //! * On the first ECE of a window (section 3.3): `ssthresh = cwnd (1 - alpha / 2)`, at least
 //!   2 MSS; the sender reduces the window (CWR) and the next reduction waits a window.
 //! * Loss (section 3.4): like standard TCP, `ssthresh = cwnd / 2`.
-//! * Growth: Reno slow start and congestion avoidance ([`super::reno_grow`]).
+//! * Growth: Reno slow start and congestion avoidance (`super::reno_grow`).
 
 use super::{reno_grow, AckSample, CongestionControl};
 use latnet_units::Time;
