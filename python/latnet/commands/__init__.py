@@ -84,7 +84,10 @@ def client_cert(args: argparse.Namespace) -> tuple[str, str] | None:
 
 
 def register_all(subparsers) -> None:
+    # one module per command group; a module named ``_...`` is a part of one
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
         mod = importlib.import_module(f"{__name__}.{info.name}")
         mod.register(subparsers)
 
