@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
 mod common;
-use common::answers;
+use common::{answers, Scratch};
 
 use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig};
 use rustls::pki_types::pem::PemObject;
@@ -20,11 +20,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("latnet-ctld-tls-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn dir(name: &str) -> Scratch {
+    Scratch::new("tls", name)
 }
 
 /// A CA and a service certificate it signed for 127.0.0.1 and localhost, in `d/name`

@@ -12,7 +12,7 @@ mod binary;
 mod http;
 mod polls;
 mod store;
-use common::answers;
+use common::{answers, Scratch};
 
 use latnet_ctld::{
     listen, serve, ServeOptions, Service, ServiceConfig, ServiceError, Swap, Tokens, MIN_TOKEN,
@@ -36,11 +36,28 @@ fn cfg(k: usize) -> ServiceConfig {
     }
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("latnet-ctld-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d.join("controller.db")
+/// A store's file, `controller.db` in a [`Scratch`] directory (removed with the value).
+struct Db {
+    _dir: Scratch,
+    file: PathBuf,
+}
+
+impl std::ops::Deref for Db {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.file
+    }
+}
+
+impl AsRef<Path> for Db {
+    fn as_ref(&self) -> &Path {
+        &self.file
+    }
+}
+
+fn tmp(name: &str) -> Db {
+    let dir = Scratch::new("service", name);
+    Db { file: dir.join("controller.db"), _dir: dir }
 }
 
 fn post(svc: &mut Service, body: Value) -> (u16, Value) {
