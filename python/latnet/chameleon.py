@@ -472,6 +472,8 @@ class Client:
             hint = ""
             if "CERTIFICATE_REQUIRED" in str(e):
                 hint = " (it asks for a client certificate: --client-cert / --client-key)"
+            elif "CERTIFICATE_REVOKED" in str(e):
+                hint = " (the service's revocation list names this client certificate)"
             raise LatnetError(f"{self.base}: the TLS connection failed: {e}{hint}") from None
         except ConnectionError as e:
             # a reset, or a close before the answer

@@ -473,3 +473,27 @@ def test_a_service_asking_for_client_certificates_lets_in_only_those_its_ca_sign
             Client(base, ca_file=ca).hosts()
     with pytest.raises(LatnetError, match="--client-cert .*expected a PEM certificate"):
         Client("https://127.0.0.1:1", ca_file=ca, client_cert=(mine[1], mine[1]))
+
+
+def test_a_client_certificate_the_ca_revoked_is_refused_saying_so(tmp_path, tls_certs, capsys):
+    """`serve --tls-client-crl` with the list `scripts/tls-revoke.sh` wrote: the client whose
+    certificate it names is refused in the handshake, and the client is told why."""
+    from latnet import LatnetError
+    from latnet.chameleon import Client
+    from latnet.cli import main
+
+    ca, cert, key = tls_certs
+    mine = (ca.parent / "client.crt", ca.parent / "client.key")
+    revoke = [str(ROOT / "scripts" / "tls-revoke.sh"), str(ca.parent)]
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(ca)]
+    crl = ["--tls-client-crl", str(ca.parent / "ca.crl")]
+    subprocess.run(revoke, check=True, capture_output=True)  # the list, empty
+    with service(tmp_path / "crl.db", "--k", "4", *tls, *crl) as base:
+        assert len(Client(base, ca_file=ca, client_cert=mine).hosts()) == 16
+    subprocess.run([*revoke, str(mine[0])], check=True, capture_output=True)
+    refused = pytest.raises(LatnetError, match="revocation list names this client certificate")
+    with service(tmp_path / "crl.db", "--k", "4", *tls, *crl) as base, refused:
+        Client(base, ca_file=ca, client_cert=mine).hosts()
+    argv = ["chameleon", "serve", "--db", str(tmp_path / "z.db"), "--k", "4", *crl]
+    assert main([*argv, "--tls-cert", str(cert), "--tls-key", str(key)]) == 2
+    assert "--tls-client-crl needs --tls-client-ca" in capsys.readouterr().err

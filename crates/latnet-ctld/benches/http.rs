@@ -60,7 +60,7 @@ fn bench(c: &mut Criterion) {
     let made = std::process::Command::new(script).arg(dir.join("tls")).status();
     assert!(made.is_ok_and(|s| s.success()), "scripts/tls-certs.sh (openssl)");
     let tls_cfg =
-        tls::server_config(&dir.join("tls/service.crt"), &dir.join("tls/service.key"), None)
+        tls::server_config(&dir.join("tls/service.crt"), &dir.join("tls/service.key"), None, None)
             .expect("certificates");
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();

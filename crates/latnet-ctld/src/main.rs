@@ -4,7 +4,7 @@
 //! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N]
 //!             (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS]
 //!             [--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE
-//!             [--tls-client-ca FILE]] [--stdin-stop]
+//!             [--tls-client-ca FILE [--tls-client-crl FILE]]] [--stdin-stop]
 //! ```
 //!
 //! Prints `listening on http://ADDR:PORT` once it accepts requests (with `--listen
@@ -26,6 +26,8 @@
 //! `--tls-cert FILE --tls-key FILE` (PEM): the service speaks HTTPS on `--listen` (and prints
 //! `listening on https://...`); see [`latnet_ctld::tls`]. Tokens travel in the clear without it.
 //! `--tls-client-ca FILE`: clients must also present a certificate that CA signed (mutual TLS).
+//! `--tls-client-crl FILE`: and one no revocation list in FILE (PEM; `scripts/tls-revoke.sh`)
+//! revokes; a renewed list is read on SIGHUP.
 //!
 //! SIGHUP: read the `--tokens` and `--tls-*` files again (after a certificate was renewed, a
 //! token revoked). Connections accepted after it get the new certificate; open ones keep the
@@ -41,7 +43,8 @@ use std::sync::Arc;
 
 const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] \
 [--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] \
-[--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--stdin-stop]";
+[--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE \
+[--tls-client-crl FILE]]] [--stdin-stop]";
 
 #[derive(Clone)]
 struct Args {
@@ -55,6 +58,8 @@ struct Args {
     tls: Option<(PathBuf, PathBuf)>,
     /// The CA whose certificates clients must present (mutual TLS).
     client_ca: Option<PathBuf>,
+    /// Revocation lists of the clients' certificates.
+    client_crl: Option<PathBuf>,
     /// The token file.
     tokens: Option<PathBuf>,
 }
@@ -68,7 +73,8 @@ impl Args {
     /// The TLS settings from the `--tls-*` files (`None` without them).
     fn tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, String> {
         let Some((cert, key)) = &self.tls else { return Ok(None) };
-        tls::server_config(cert, key, self.client_ca.as_deref()).map(Some)
+        tls::server_config(cert, key, self.client_ca.as_deref(), self.client_crl.as_deref())
+            .map(Some)
     }
 
     /// Read the token and TLS files again and replace what `opts` and `endpoint` use, all or
@@ -87,6 +93,9 @@ impl Args {
         }
         if let (Some(cfg), Some(swap), Some((cert, _))) = (tls, endpoint_tls, &self.tls) {
             done.push(format!("the certificate {}", cert.display()));
+            if let Some(crl) = &self.client_crl {
+                done.push(format!("the revocation lists {}", crl.display()));
+            }
             swap.set(cfg);
         }
         Ok(if done.is_empty() {
@@ -110,6 +119,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut stdin_stop = false;
     let mut log_keep = None;
     let (mut tls_cert, mut tls_key, mut client_ca, mut tokens) = (None, None, None, None);
+    let mut client_crl = None;
     let mut opts = ServeOptions::default();
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         let v = v.ok_or_else(|| format!("{flag}: expected a value"))?;
@@ -160,6 +170,9 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--tls-client-ca" => {
                 client_ca = Some(it.next().ok_or("--tls-client-ca: expected a file")?.into());
             }
+            "--tls-client-crl" => {
+                client_crl = Some(it.next().ok_or("--tls-client-crl: expected a file")?.into());
+            }
             "--stdin-stop" => stdin_stop = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -175,7 +188,10 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     if client_ca.is_some() && tls.is_none() {
         return Err("--tls-client-ca needs --tls-cert and --tls-key".into());
     }
-    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep, tls, client_ca, tokens })
+    if client_crl.is_some() && client_ca.is_none() {
+        return Err("--tls-client-crl needs --tls-client-ca (whose clients it revokes)".into());
+    }
+    Ok(Args { db, listen, cfg, opts, stdin_stop, log_keep, tls, client_ca, client_crl, tokens })
 }
 
 #[allow(clippy::print_stdout)] // the address line is the binary's output

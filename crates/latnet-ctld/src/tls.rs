@@ -17,7 +17,7 @@ use crate::err;
 use crate::http::{linger_close, respond};
 use crate::metrics::Metrics;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use std::net::TcpStream;
 use std::path::Path;
@@ -27,11 +27,17 @@ use std::time::{Duration, Instant};
 
 /// The server's TLS settings from a certificate chain and its private key, both PEM, and with
 /// `client_ca` (PEM) clients must present a certificate that CA signed (mutual TLS; a client
-/// without one fails the handshake). Errors name the flag, the file and what was expected.
+/// without one fails the handshake). With `client_crl` (PEM certificate revocation lists, one
+/// per CA of the chain: `scripts/tls-revoke.sh` makes the one of the CA `scripts/tls-certs.sh`
+/// made) a client whose certificate, or a CA certificate of its chain, a list revokes fails the
+/// handshake (alert `certificate_revoked`), and so does one whose certificates no list covers:
+/// a list of another CA locks every client out. Errors name the flag, the file and what was
+/// expected.
 pub fn server_config(
     cert: &Path,
     key: &Path,
     client_ca: Option<&Path>,
+    client_crl: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, String> {
     let c = cert.display();
     let certs = CertificateDer::pem_file_iter(cert)
@@ -51,6 +57,9 @@ pub fn server_config(
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let builder = match client_ca {
+        None if client_crl.is_some() => {
+            return Err("--tls-client-crl needs --tls-client-ca (whose clients it revokes)".into())
+        }
         None => builder.with_no_client_auth(),
         Some(ca) => {
             let bad = |m: String| format!("--tls-client-ca {}: {m}", ca.display());
@@ -64,10 +73,12 @@ pub fn server_config(
                                 CERTIFICATE' block)"
                     .into()));
             }
-            let verifier =
-                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?;
+            let mut verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider);
+            if let Some(crl) = client_crl {
+                verifier = verifier.with_crls(revocation_lists(crl)?);
+            }
+            let verifier = verifier.build().map_err(|e| bad(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
@@ -75,6 +86,18 @@ pub fn server_config(
         .with_single_cert(certs, key)
         .map_err(|e| format!("--tls-key {k}: does not serve the certificate of {c}: {e}"))?;
     Ok(Arc::new(cfg))
+}
+
+/// The certificate revocation lists in the PEM file `path` (`--tls-client-crl`), at least one.
+fn revocation_lists(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+    let bad = |m: String| format!("--tls-client-crl {}: {m}", path.display());
+    let crls = CertificateRevocationListDer::pem_file_iter(path)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|e| bad(format!("{e} (expected PEM certificate revocation lists)")))?;
+    if crls.is_empty() {
+        return Err(bad("no revocation list in it (expected a PEM 'BEGIN X509 CRL' block)".into()));
+    }
+    Ok(crls)
 }
 
 /// Do the TLS handshake on `tcp` (within `io_timeout`), let `talk` read and write through it,

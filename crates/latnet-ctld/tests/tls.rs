@@ -8,7 +8,7 @@
 mod common;
 use common::{answers, Scratch};
 
-use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig};
+use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig, Swap};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -39,16 +39,17 @@ fn certs(d: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
 
 /// A service on an HTTPS port of 127.0.0.1: its address, the flag that stops it, its threads.
 fn start(name: &str, io_timeout: Duration, cert: &Path, key: &Path) -> Running {
-    start_with(name, io_timeout, cert, key, None)
+    start_with(name, io_timeout, cert, key, None, None)
 }
 
-/// [`start`], asking clients for a certificate `client_ca` signed.
+/// [`start`], asking clients for a certificate `client_ca` signed (and none `crl` revokes).
 fn start_with(
     name: &str,
     io_timeout: Duration,
     cert: &Path,
     key: &Path,
     client_ca: Option<&Path>,
+    crl: Option<&Path>,
 ) -> Running {
     let svc = Service::open(
         &dir(&format!("{name}-db")).join("controller.db"),
@@ -62,21 +63,24 @@ fn start_with(
     )
     .unwrap();
     let opts = ServeOptions { io_timeout, tokens: None };
-    let cfg = tls::server_config(cert, key, client_ca).unwrap();
+    let cfg = tls::server_config(cert, key, client_ca, crl).unwrap();
     let endpoint = Endpoint::open("127.0.0.1:0", Some(cfg)).unwrap();
+    let tls = endpoint.tls().unwrap();
     let url = endpoint.url();
     let addr = url.strip_prefix("https://").unwrap().to_owned();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let mut svc = svc;
     let t = std::thread::spawn(move || endpoint.run(&mut svc, opts, || s2.load(Ordering::Relaxed)));
-    Running { addr, stop, thread: t }
+    Running { addr, stop, thread: t, tls }
 }
 
 struct Running {
     addr: String,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
+    /// Its TLS settings, as SIGHUP replaces them.
+    tls: Swap<rustls::ServerConfig>,
 }
 
 impl Running {
@@ -244,12 +248,12 @@ fn certificate_files_it_cannot_use_are_refused_naming_the_flag_and_the_file() {
         (&cert, &other_key, "--tls-key", &other_key, "does not serve the certificate"),
     ];
     for (c, k, flag, file, why) in cases {
-        let e = tls::server_config(c, k, None).unwrap_err();
+        let e = tls::server_config(c, k, None, None).unwrap_err();
         assert!(e.starts_with(&format!("{flag} {}", file.display())), "{e}");
         assert!(e.contains(why), "{e}");
     }
-    assert!(tls::server_config(&cert, &key, None).is_ok());
-    assert!(tls::server_config(&other_cert, &other_key, None).is_ok());
+    assert!(tls::server_config(&cert, &key, None, None).is_ok());
+    assert!(tls::server_config(&other_cert, &other_key, None, None).is_ok());
 }
 
 #[test]
@@ -257,7 +261,7 @@ fn with_a_client_ca_only_clients_presenting_a_certificate_it_signed_get_in() {
     let d = dir("mutual");
     let (ca, cert, key) = certs(&d, "a");
     let (other_ca, _, _) = certs(&d, "b");
-    let svc = start_with("mutual", Duration::from_secs(5), &cert, &key, Some(&ca));
+    let svc = start_with("mutual", Duration::from_secs(5), &cert, &key, Some(&ca), None);
     let ask = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     let (mine, my_key) = (d.join("a/client.crt"), d.join("a/client.key"));
     let got = answers(&https(&svc.addr, &client_with(&ca, Some((&mine, &my_key))), ask).unwrap());
@@ -272,9 +276,67 @@ fn with_a_client_ca_only_clients_presenting_a_certificate_it_signed_get_in() {
     // a client CA file it cannot use is refused naming the flag and the file
     let empty = d.join("empty.pem");
     std::fs::write(&empty, "").unwrap();
-    let e = tls::server_config(&cert, &key, Some(&empty)).unwrap_err();
+    let e = tls::server_config(&cert, &key, Some(&empty), None).unwrap_err();
     assert!(e.starts_with(&format!("--tls-client-ca {}: no usable certificate", empty.display())));
-    assert!(tls::server_config(&cert, &key, Some(&other_ca)).is_ok());
+    assert!(tls::server_config(&cert, &key, Some(&other_ca), None).is_ok());
+}
+
+/// `scripts/tls-revoke.sh dir certs...`: the CA in `dir` revokes `certs`; its list, `dir/ca.crl`.
+fn revoke(dir: &Path, certs: &[&Path]) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tls-revoke.sh");
+    let run = std::process::Command::new(script).arg(dir).args(certs).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    dir.join("ca.crl")
+}
+
+#[test]
+fn a_client_certificate_the_revocation_list_names_is_refused_once_the_list_is_reloaded() {
+    let d = dir("crl");
+    let (ca, cert, key) = certs(&d, "a");
+    let (other_ca, _, _) = certs(&d, "b");
+    // a second client of the same CA
+    let (mine, my_key) = (d.join("a/client.crt"), d.join("a/client.key"));
+    let (theirs, their_key) = (d.join("c/client.crt"), d.join("c/client.key"));
+    std::fs::create_dir_all(d.join("c")).unwrap();
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+        .args(["-subj", "/CN=second client", "-x509", "-days", "1", "-CA"])
+        .arg(d.join("a/ca.crt"))
+        .arg("-CAkey")
+        .arg(d.join("a/ca.key"))
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=clientAuth", "-keyout"])
+        .arg(&their_key)
+        .arg("-out")
+        .arg(&theirs)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let crl = revoke(&d.join("a"), &[]);
+    let svc = start_with("crl", Duration::from_secs(5), &cert, &key, Some(&ca), Some(&crl));
+    let ask = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let get = |c: &Path, k: &Path| https(&svc.addr, &client_with(&ca, Some((c, k))), ask);
+    for (c, k) in [(&mine, &my_key), (&theirs, &their_key)] {
+        assert_eq!(answers(&get(c, k).unwrap()).first().map(|a| a.0), Some(200));
+    }
+    // the CA revokes the first client; the service reads the renewed list (as on SIGHUP)
+    let crl = revoke(&d.join("a"), &[&mine]);
+    svc.tls.set(tls::server_config(&cert, &key, Some(&ca), Some(&crl)).unwrap());
+    let e = get(&mine, &my_key).unwrap_err();
+    assert!(e.to_string().contains("CertificateRevoked"), "{e}");
+    assert_eq!(answers(&get(&theirs, &their_key).unwrap()).first().map(|a| a.0), Some(200));
+    // a list of another CA covers none of its clients: every one is refused
+    let foreign = revoke(&d.join("b"), &[]);
+    svc.tls.set(tls::server_config(&cert, &key, Some(&ca), Some(&foreign)).unwrap());
+    let e = get(&theirs, &their_key).unwrap_err();
+    assert!(e.to_string().contains("fatal alert"), "{e}");
+    svc.end();
+    // a file with no list, or a list without a client CA, is refused naming the flag
+    let e = tls::server_config(&cert, &key, Some(&ca), Some(&cert)).unwrap_err();
+    assert!(e.starts_with(&format!("--tls-client-crl {}: no revocation list", cert.display())));
+    let e = tls::server_config(&cert, &key, None, Some(&crl)).unwrap_err();
+    assert!(e.contains("--tls-client-crl needs --tls-client-ca"), "{e}");
+    assert!(tls::server_config(&cert, &key, Some(&other_ca), Some(&foreign)).is_ok());
 }
 
 /// One answer read from a kept-alive connection `s`: status and body.

@@ -138,6 +138,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print("latnet: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
             return 2
         argv += ["--tls-client-ca", args.tls_client_ca]
+    if args.tls_client_crl is not None:
+        if args.tls_client_ca is None:
+            print("latnet: --tls-client-crl needs --tls-client-ca", file=sys.stderr)
+            return 2
+        argv += ["--tls-client-crl", args.tls_client_crl]
     sys.stdout.flush()
     os.execv(argv[0], argv)
     return 1  # not reached
@@ -212,5 +217,12 @@ def register_serve(sub) -> None:
         metavar="FILE",
         help="with --tls-cert: clients must present a certificate this CA (PEM) signed "
         "(mutual TLS; clients: --client-cert / --client-key)",
+    )
+    s.add_argument(
+        "--tls-client-crl",
+        metavar="FILE",
+        help="with --tls-client-ca: refuse client certificates these revocation lists (PEM) "
+        "name (scripts/tls-revoke.sh DIR CERT makes the list of the CA of scripts/tls-certs.sh "
+        "DIR); read again on SIGHUP",
     )
     s.set_defaults(func=cmd_serve)

@@ -132,6 +132,7 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
         &dir.join("a/service.crt"),
         &dir.join("a/service.key"),
         None,
+        None,
     );
     let opts = latnet_ctld::ServeOptions::default();
     let endpoint = latnet_ctld::Endpoint::open("127.0.0.1:0", tls.ok());
@@ -195,6 +196,7 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
         &dir.join("a/service.crt"),
         &dir.join("a/service.key"),
         Some(&ca),
+        None,
     );
     let endpoint = latnet_ctld::Endpoint::open("127.0.0.1:0", tls.ok());
     let Ok(endpoint) = endpoint else { panic!("{endpoint:?}") };
