@@ -39,19 +39,9 @@ pub fn server_config(
     client_ca: Option<&Path>,
     client_crl: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, String> {
-    let c = cert.display();
-    let certs = CertificateDer::pem_file_iter(cert)
-        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-        .map_err(|e| format!("--tls-cert {c}: {e} (expected PEM certificates)"))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "--tls-cert {c}: no certificate in it (expected a PEM 'BEGIN CERTIFICATE' block)"
-        ));
-    }
-    let k = key.display();
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
-        format!("--tls-key {k}: {e} (expected a PEM private key: PKCS#8, PKCS#1 or SEC1)")
-    })?;
+    let certs = pem_certificates("--tls-cert", cert)?;
+    let (c, k) = (cert.display(), key.display());
+    let key = pem_key("--tls-key", key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -63,16 +53,7 @@ pub fn server_config(
         None => builder.with_no_client_auth(),
         Some(ca) => {
             let bad = |m: String| format!("--tls-client-ca {}: {m}", ca.display());
-            let mut roots = rustls::RootCertStore::empty();
-            let found = CertificateDer::pem_file_iter(ca)
-                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                .map_err(|e| bad(format!("{e} (expected PEM certificates)")))?;
-            let (added, _) = roots.add_parsable_certificates(found);
-            if added == 0 {
-                return Err(bad("no usable certificate in it (expected a PEM 'BEGIN \
-                                CERTIFICATE' block)"
-                    .into()));
-            }
+            let roots = pem_roots("--tls-client-ca", ca)?;
             let mut verifier =
                 rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider);
             if let Some(crl) = client_crl {
@@ -86,6 +67,48 @@ pub fn server_config(
         .with_single_cert(certs, key)
         .map_err(|e| format!("--tls-key {k}: does not serve the certificate of {c}: {e}"))?;
     Ok(Arc::new(cfg))
+}
+
+/// The certificates in the PEM file `path` (`flag`'s), at least one; errors begin with `flag
+/// path:` and say what was expected.
+fn pem_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = read_certificates(flag, path)?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{flag} {}: no certificate in it (expected a PEM 'BEGIN CERTIFICATE' block)",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// The CA certificates in the PEM file `path` (`flag`'s) as trust roots, at least one usable.
+fn pem_roots(flag: &str, path: &Path) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(read_certificates(flag, path)?);
+    if added == 0 {
+        return Err(format!(
+            "{flag} {}: no usable certificate in it (expected a PEM 'BEGIN CERTIFICATE' block)",
+            path.display()
+        ));
+    }
+    Ok(roots)
+}
+
+/// The private key in the PEM file `path` (`flag`'s): PKCS#8, PKCS#1 or SEC1.
+fn pem_key(flag: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+        format!(
+            "{flag} {}: {e} (expected a PEM private key: PKCS#8, PKCS#1 or SEC1)",
+            path.display()
+        )
+    })
+}
+
+fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    CertificateDer::pem_file_iter(path)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|e| format!("{flag} {}: {e} (expected PEM certificates)", path.display()))
 }
 
 /// The certificate revocation lists in the PEM file `path` (`--tls-client-crl`), at least one.
