@@ -531,3 +531,69 @@ fn within_max_tags_the_least_delay_path_is_taken_not_the_fewest_hops() {
     assert_eq!(direct, ["h1", "s1", "s2"]);
     assert_eq!(queues, [0, 2, 0]);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// On random meshes of 4 to 8 switches (a chain plus random links of mixed rates), what is
+    /// admitted under a limit of tags crosses at most that many switches, none twice, within
+    /// its deadline; and a limit no path reaches changes nothing.
+    #[test]
+    fn an_admitted_path_fits_the_tags_and_visits_no_switch_twice(
+        n in 4usize..=8,
+        extra in prop::collection::vec((0usize..8, 0usize..8, 0usize..3), 0..10),
+        max_tags in 1usize..=4,
+        routing in prop::sample::select(vec![Routing::LeastDelay, Routing::Larac, Routing::MinHops]),
+        flows in 1usize..=6,
+    ) {
+        let rates = ["10Mbps", "50Mbps", "1Gbps"];
+        let mut text = String::new();
+        for h in ["h1", "h2"] {
+            text += &format!("[[nodes]]\nname = \"{h}\"\nkind = \"host\"\n");
+        }
+        for i in 0..n {
+            text += &format!("[[nodes]]\nname = \"s{i}\"\nkind = \"switch\"\n");
+        }
+        let mut links = vec![("h1".to_owned(), "s0".to_owned(), 2), (format!("s{}", n - 1), "h2".to_owned(), 2)];
+        links.extend((1..n).map(|i| (format!("s{}", i - 1), format!("s{i}"), i % 3)));
+        links.extend(extra.iter().filter(|(a, b, _)| a % n != b % n).map(|&(a, b, r)| (format!("s{}", a % n), format!("s{}", b % n), r)));
+        for (a, b, r) in &links {
+            text += &format!("[[links]]\na = \"{a}\"\nb = \"{b}\"\nrate = \"{}\"\n", rates[*r]);
+        }
+        let t = Arc::new(Topology::from_toml("mesh.toml", &text).unwrap_or_else(|e| panic!("{e}")));
+        let budgets = [100, 1_000, 5_000].map(Duration::from_micros).to_vec();
+        let cfg = |max_tags| CtlConfig {
+            max_tags,
+            routing,
+            reroute: None,
+            ..CtlConfig::with_budgets(budgets.clone())
+        };
+        let run = |max_tags| {
+            let mut c = controller(&t, cfg(max_tags));
+            let mut paths = Vec::new();
+            for _ in 0..flows {
+                match c.request(req(&t, "h1", "h2", 1, 1500, 50)) {
+                    Ok(a) => {
+                        let e = c.flows().find(|e| e.id == a.id).unwrap_or_else(|| panic!("admitted"));
+                        paths.push(Some((e.hops.clone(), e.guarantee)));
+                    }
+                    Err(_) => paths.push(None),
+                }
+            }
+            paths
+        };
+        let limited = run(max_tags);
+        for (hops, guarantee) in limited.iter().flatten() {
+            let nodes: Vec<_> = hops.iter().map(|h| t.port(h.port).node).collect();
+            let switches = nodes.iter().filter(|&&v| !t.is_host(v)).count();
+            prop_assert!(switches <= max_tags, "{switches} switches, tags for {max_tags}");
+            let mut seen = nodes.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            prop_assert_eq!(seen.len(), nodes.len(), "a node twice: {:?}", nodes);
+            prop_assert!(*guarantee <= Duration::from_millis(50));
+        }
+        // tags for every switch: the limit never binds, so it changes nothing
+        prop_assert_eq!(run(n), run(10));
+    }
+}
