@@ -276,46 +276,55 @@ def _plain(x):
 
 def decisions(client: Client) -> list[dict]:
     """What the controller decided, entry by entry of the service's log (replayed into an
-    in-process controller, each outcome checked): ``{"seq", "flow", "path"}`` for every flow
-    whose path an entry set (``path`` None: removed)."""
+    in-process controller, each outcome checked): ``{"seq", "flow", "path", "tags"}`` for every
+    flow whose path or tag stack (the queues it picks) an entry set (``path`` and ``tags``
+    None: removed)."""
     out: list[dict] = []
-    paths: dict[int, tuple] = {}
+    states: dict[int, tuple] = {}
+
+    def now(ctl) -> dict[int, tuple]:
+        return {f["id"]: (tuple(f["path"]), tuple(f["tags"])) for f in ctl.flows()}
 
     def on_restore(ctl, seq) -> None:
-        paths.update({f["id"]: tuple(f["path"]) for f in ctl.flows()})
+        states.update(now(ctl))
 
     def on_entry(ctl, e) -> None:
-        now = {f["id"]: tuple(f["path"]) for f in ctl.flows()}
-        for fid, p in now.items():
-            if paths.get(fid) != p:
-                out.append({"seq": e["seq"], "flow": fid, "path": p})
-        for fid in set(paths) - set(now):
-            out.append({"seq": e["seq"], "flow": fid, "path": None})
-        paths.clear()
-        paths.update(now)
+        after = now(ctl)
+        for fid, (path, tags) in after.items():
+            if states.get(fid) != (path, tags):
+                out.append({"seq": e["seq"], "flow": fid, "path": path, "tags": tags})
+        for fid in set(states) - set(after):
+            out.append({"seq": e["seq"], "flow": fid, "path": None, "tags": None})
+        states.clear()
+        states.update(after)
 
     replay(client, on_entry=on_entry, on_restore=on_restore)
     return out
 
 
+def _applied_state(c: dict) -> tuple | None:
+    """The path and tag stack an agent's change applied (``None``: a removal)."""
+    return None if c["what"] == "remove" else (tuple(c["path"]), tuple(c["tags"]))
+
+
 def unapplied(decided: list[dict], changes: list[dict], synced_seq: int) -> list[dict]:
     """The controller's decisions the agent did not apply as decided: each decision of an entry
-    after the agent read the controller's state needs a change of that entry, that flow and
-    that path (removed: a removal); the state at that read, a change marked ``present``."""
-    applied = {
-        (c["seq"], c["flow"], tuple(c["path"]) if c["what"] != "remove" else None) for c in changes
-    }
-    present = {(c["flow"], tuple(c["path"])) for c in changes if c["why"] == "present"}
+    after the agent read the controller's state needs a change of that entry, that flow, that
+    path and that tag stack (removed: a removal); the state at that read, a change marked
+    ``present``."""
+    applied = {(c["seq"], c["flow"], _applied_state(c)) for c in changes}
+    present = {(c["flow"], _applied_state(c)) for c in changes if c["why"] == "present"}
     at_sync: dict[int, tuple | None] = {}
     missing = []
     for d in decided:
+        state = None if d["path"] is None else (tuple(d["path"]), tuple(d["tags"]))
         if d["seq"] <= synced_seq:
-            at_sync[d["flow"]] = d["path"]
-        elif (d["seq"], d["flow"], d["path"]) not in applied:
+            at_sync[d["flow"]] = state
+        elif (d["seq"], d["flow"], state) not in applied:
             missing.append(d)
-    for fid, p in at_sync.items():
-        if p is not None and (fid, p) not in present:
-            missing.append({"seq": synced_seq, "flow": fid, "path": p})
+    for fid, st in at_sync.items():
+        if st is not None and (fid, st) not in present:
+            missing.append({"seq": synced_seq, "flow": fid, "path": st[0], "tags": st[1]})
     return missing
 
 
@@ -533,6 +542,7 @@ def analyse(
     for m in missing:
         m["flow"] = name_of.get(m["flow"], m["flow"])
         m["path"] = list(m["path"]) if m["path"] else None
+        m["tags"] = list(m["tags"]) if m["tags"] else None
     ok = ok and not missing
     # a machine that fell behind by half the tightest deadline (a virtual machine's pause, a
     # core taken away) may have broken a deadline by itself: said, so a miss is not blamed on

@@ -20,11 +20,13 @@ PATH = ["h1", "s1", "s2", "h2"]
 PORTS = {"s1": [10, 11, 12, 13], "s2": [20, 21, 22], "s3": [30, 31]}
 
 
-def run(hop_rows: list[tuple], created: list[int], tags=(11, 11), be_tags=(12, 12)) -> dict:
-    """Flow a admitted at 1 us on PATH with ``tags`` (base 10: port 1, class 1 at s1 and s2);
-    before, its source's best-effort route, the same ports with ``be_tags`` (class 2).
-    ``hop_rows``: (seq, hop, node, port, priority); ``created``: each packet's creation
-    (scenario ns)."""
+def run(
+    hop_rows: list[tuple], created: list[int], tags=(11, 11), be_tags=(12, 12), decided_tags=None
+) -> dict:
+    """Flow a admitted at 1 us on PATH with ``tags`` (base 10: port 1, class 1 at s1 and s2),
+    as the controller decided (``decided_tags``: it decided other tags); before, its source's
+    best-effort route, the same ports with ``be_tags`` (class 2). ``hop_rows``: (seq, hop,
+    node, port, priority); ``created``: each packet's creation (scenario ns)."""
     plan = {"dilation": 1, "tag_base": 10, "duration_ns": 10_000, "tag_allowance_bytes": 8}
     plan["ports"] = PORTS
     answers = [
@@ -49,7 +51,7 @@ def run(hop_rows: list[tuple], created: list[int], tags=(11, 11), be_tags=(12, 1
         packets=packets,
     )
     routes = {"h1": {"h2": {"path": PATH, "tags": list(be_tags)}}}
-    decided = [{"seq": 1, "flow": 7, "path": tuple(PATH)}]
+    decided = [{"seq": 1, "flow": 7, "path": tuple(PATH), "tags": tuple(decided_tags or tags)}]
     return analyse(plan, answers, status, res, routes, T0, "http://x", "spec.toml", decided)
 
 
@@ -90,3 +92,14 @@ def test_a_tag_stack_that_does_not_fit_the_path_is_a_named_error():
         run(took(0), [2_000], tags=(11,))
     with pytest.raises(LatnetError, match="tag 41 names port 4 of s2, which has none"):
         run(took(0), [2_000], tags=(11, 41))
+
+
+def test_tags_the_agent_applied_other_than_the_controllers_are_not_applied():
+    """The agent tagged the flow's path in other classes than the controller decided: its
+    packets follow what the agent applied (no misrouted packet), but the decision is reported
+    as not applied, and the run fails."""
+    doc = run(took(0, classes=(0, 1, 1)), [2_000], decided_tags=(10, 11))
+    assert doc["flows"][0]["misrouted"] == 0
+    assert doc["not_applied"] == [{"seq": 1, "flow": "a", "path": PATH, "tags": [10, 11]}]
+    assert not doc["ok"]
+    assert run(took(0, classes=(0, 1, 1)), [2_000])["not_applied"] == []

@@ -71,7 +71,9 @@ def cmd_live(args: argparse.Namespace) -> int:
     hdr += ["p50 ms", "p99 ms", "max ms", "deadline ms", "over"]
     print("\n" + render(hdr, rows, "every packet against the controller's decision"))
     for m in doc["not_applied"]:
-        what = "-".join(m["path"]) if m["path"] else "removal"
+        what = "removal"
+        if m["path"]:
+            what = "-".join(m["path"]) + " tags " + ",".join(map(str, m["tags"]))
         print(f"NOT APPLIED by the host agent: log entry {m['seq']}, flow {m['flow']}: {what}")
     line = emulation_timing({"emulation": doc["emulation"]}) if doc["emulation"] else None
     if line:
