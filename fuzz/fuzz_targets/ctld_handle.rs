@@ -21,6 +21,8 @@ fuzz_target!(|data: &[u8]| {
         hosts_per_edge: None,
         queues: 4,
         topology: None,
+        max_tags: None,
+        tag_base: None,
     };
     let Ok(mut svc) = Service::open(Path::new(":memory:"), cfg) else { return };
     let (status, reply) = svc.handle(method, path, body);

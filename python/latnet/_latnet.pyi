@@ -143,6 +143,7 @@ class ChameleonController:
         shaping: bool = True,
         burst: str = "real",
         tag_base: int = 10,
+        max_tags: int = 10,
     ) -> None: ...
     def hosts(self) -> list[str]: ...
     def request(

@@ -183,6 +183,8 @@ def replay(client: Client, on_move=None, on_entry=None, on_restore=None) -> Cont
 
     cfg = client._get("/config")
     kw: dict = {"queues": cfg["queues"], "system": cfg["system"]}
+    # settings a service started without do not appear: the controller's defaults
+    kw |= {k: cfg[k] for k in ("max_tags", "tag_base") if cfg.get(k) is not None}
     with tempfile.TemporaryDirectory() as tmp:
         if cfg.get("topology") is not None:
             path = os.path.join(tmp, "topology.toml")

@@ -120,6 +120,9 @@ def test_service_refuses_a_store_made_with_other_settings(tmp_path):
         (["--k", "3"], "even k"),
         (["--k", "4", "--queues", "9"], "9 queues"),
         (["--k", "4", "--tls-cert", "no.crt", "--tls-key", "no.key"], "--tls-cert no.crt"),
+        (["--k", "4", "--max-tags", "17"], "--max-tags: expected a whole number from 1 to 16"),
+        (["--k", "4", "--tag-base", "5000"], "--tag-base: expected a whole number from 1 to"),
+        (["--k", "4", "--tag-base", "2000"], "cannot encode port 3"),
     ],
 )
 def test_service_usage_errors_name_the_option(tmp_path, argv, why):
@@ -135,6 +138,25 @@ def test_service_usage_errors_name_the_option(tmp_path, argv, why):
         # checked by latnet before latnet-ctld runs
         assert "usage: latnet-ctld" not in p.stderr, p.stderr
     assert not (tmp_path / "c.db").exists()
+
+
+def test_a_services_tag_base_and_max_tags_reach_whoever_replays_it(tmp_path):
+    """`serve --tag-base 100 --max-tags 3`: the service's tags use base 100, and
+    `chameleon.replay` (verify, transitions and live build their controller with it) builds
+    the same controller from `GET /config`: the same tags, and the same refusal of a path
+    beyond three tags."""
+    from latnet.chameleon import Client, replay
+
+    with service(tmp_path / "t.db", "--k", "4", "--tag-base", "100", "--max-tags", "3") as base:
+        c = Client(base)
+        a = c.request("h0_0_0", "h0_1_0", 1e6, 1500, 5e6)
+        assert a["admitted"], a
+        served = c.flow(a["id"])
+        ctl = replay(c)
+    (f,) = ctl.flows()
+    assert f["tags"] == served["tags"] and max(f["tags"]) >= 100, (f, served)
+    far = ctl.request("h0_0_0", "h1_0_0", 1e6, 1500, 5e6)
+    assert far["code"] == "beyond-max-tags", far
 
 
 def stream(hosts, n):

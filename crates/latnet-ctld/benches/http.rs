@@ -72,6 +72,8 @@ fn bench(c: &mut Criterion) {
             hosts_per_edge: None,
             queues: 8,
             topology: None,
+            max_tags: None,
+            tag_base: None,
         };
         let mut svc = Service::open(&dir.join(format!("{name}.db")), cfg).expect("store");
         let opts = ServeOptions::default();

@@ -22,6 +22,8 @@ fn cfg() -> ServiceConfig {
         hosts_per_edge: None,
         queues: 4,
         topology: None,
+        max_tags: None,
+        tag_base: None,
     }
 }
 

@@ -155,6 +155,14 @@ pub struct ServiceConfig {
     pub queues: usize,
     /// A topology file's text (instead of a fat-tree), kept so a restart uses the same one.
     pub topology: Option<String>,
+    /// Most tags a host pushes, so most switches a path may cross (`None`: the controller's
+    /// 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tags: Option<usize>,
+    /// The tag base: a tag is `base × local port + queue` (`None`: 10; the paper's example
+    /// uses 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag_base: Option<u16>,
 }
 
 impl ServiceConfig {
@@ -168,10 +176,16 @@ impl ServiceConfig {
             }
             (None, None) => return Err("give k (a fat-tree) or a topology file".into()),
         };
-        let opts = EvalOptions { queues: self.queues, ..EvalOptions::default() };
-        let cfg = opts
+        let mut opts = EvalOptions { queues: self.queues, ..EvalOptions::default() };
+        if let Some(base) = self.tag_base {
+            opts.tags.base = base;
+        }
+        let mut cfg = opts
             .config(kind)?
             .ok_or_else(|| "qjump is not a per-queue controller; it cannot be served".to_owned())?;
+        if let Some(m) = self.max_tags {
+            cfg.max_tags = m;
+        }
         Controller::new(Arc::new(topo), cfg)
     }
 
@@ -182,6 +196,8 @@ impl ServiceConfig {
             ("k", opt(self.k)),
             ("hosts_per_edge", opt(self.hosts_per_edge)),
             ("queues", self.queues.to_string()),
+            ("max_tags", self.max_tags.map_or("default (10)".to_owned(), |v| v.to_string())),
+            ("tag_base", self.tag_base.map_or("default (10)".to_owned(), |v| v.to_string())),
             (
                 "topology",
                 self.topology.as_ref().map_or("none".into(), |t| {

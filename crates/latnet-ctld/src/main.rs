@@ -1,7 +1,8 @@
 //! `latnet-ctld`: the Chameleon controller as a REST service with its state in SQLite.
 //!
 //! ```text
-//! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N]
+//! latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] [--queues N] [--max-tags N]
+//!             [--tag-base B]
 //!             (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS]
 //!             [--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE
 //!             [--tls-client-ca FILE [--tls-client-crl FILE]]] [--stdin-stop]
@@ -14,6 +15,11 @@
 //! store error (the message names the file and what differs, as for a store made with other
 //! settings) or a `--listen` address that cannot be bound. Settings are checked and the port
 //! bound before the store is opened, so a start refused for either writes nothing.
+//!
+//! `--max-tags N` (default 10): most tags a host pushes, so most switches an admitted path
+//! crosses (at most 16). `--tag-base B` (default 10): a tag is `B × local port + queue` (the
+//! paper's example uses 100; every tag must fit a VLAN id, below 4096). Both are kept in the
+//! store with the other settings: a restart must give the same.
 //!
 //! `--io-timeout` (default 10 s): how long one read or write of a client's connection may wait
 //! and how long a request's body may take to arrive (408 after); each client has a thread of
@@ -42,7 +48,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 const USAGE: &str = "usage: latnet-ctld [--db FILE] [--listen ADDR:PORT] [--system NAME] \
-[--queues N] (--k K [--hosts-per-edge M] | --topology FILE) [--io-timeout SECONDS] \
+[--queues N] [--max-tags N] [--tag-base B] (--k K [--hosts-per-edge M] | --topology FILE) \
+[--io-timeout SECONDS] \
 [--tokens FILE] [--log-keep N] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE \
 [--tls-client-crl FILE]]] [--stdin-stop]";
 
@@ -115,6 +122,8 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         hosts_per_edge: None,
         queues: 8,
         topology: None,
+        max_tags: None,
+        tag_base: None,
     };
     let mut stdin_stop = false;
     let mut log_keep = None;
@@ -140,6 +149,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--system" => cfg.system = it.next().ok_or("--system: expected a system")?,
             "--queues" => cfg.queues = num("--queues", it.next())?,
+            "--max-tags" => cfg.max_tags = Some(num("--max-tags", it.next())?),
+            "--tag-base" => {
+                let n = num("--tag-base", it.next())?;
+                let b = u16::try_from(n).ok().filter(|&b| b < 4096);
+                let b = b.ok_or_else(|| format!("--tag-base: expected at most 4095, got {n}"))?;
+                cfg.tag_base = Some(b);
+            }
             "--k" => cfg.k = Some(num("--k", it.next())?),
             "--hosts-per-edge" => cfg.hosts_per_edge = Some(num("--hosts-per-edge", it.next())?),
             "--topology" => {

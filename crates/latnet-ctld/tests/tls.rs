@@ -59,6 +59,8 @@ fn start_with(
             hosts_per_edge: None,
             queues: 8,
             topology: None,
+            max_tags: None,
+            tag_base: None,
         },
     )
     .unwrap();

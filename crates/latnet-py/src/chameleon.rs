@@ -411,7 +411,7 @@ impl ChameleonController {
     #[new]
     #[pyo3(signature = (k=None, hosts_per_edge=None, queues=8, topology_file=None,
         system="chameleon", routing="least-delay", reroute_limit=20, multiplier=30_000,
-        per_hop_ns=0, shaping=true, burst="real", tag_base=10))]
+        per_hop_ns=0, shaping=true, burst="real", tag_base=10, max_tags=10))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         k: Option<usize>,
@@ -426,6 +426,7 @@ impl ChameleonController {
         shaping: bool,
         burst: &str,
         tag_base: u16,
+        max_tags: usize,
     ) -> PyResult<Self> {
         let kind: SystemKind = system.parse().map_err(PyValueError::new_err)?;
         let topo = topology(k, hosts_per_edge, topology_file)?;
@@ -440,10 +441,11 @@ impl ChameleonController {
             tag_base,
             1,
         )?;
-        let cfg: CtlConfig = opts
+        let mut cfg: CtlConfig = opts
             .config(kind)
             .map_err(PyValueError::new_err)?
             .ok_or_else(|| PyValueError::new_err("QJump is not a per-queue controller"))?;
+        cfg.max_tags = max_tags;
         let inner = Controller::new(topo, cfg).map_err(PyValueError::new_err)?;
         Ok(ChameleonController { inner })
     }

@@ -125,6 +125,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         argv += ["--k", str(args.k)]
         if args.hosts_per_edge:
             argv += ["--hosts-per-edge", str(args.hosts_per_edge)]
+    for flag, v in (("--max-tags", args.max_tags), ("--tag-base", args.tag_base)):
+        if v is not None:
+            argv += [flag, str(v)]
     argv += ["--io-timeout", str(args.io_timeout)]
     if args.tokens:
         argv += ["--tokens", args.tokens]
@@ -166,6 +169,20 @@ def register_serve(sub) -> None:
     s.add_argument("--hosts-per-edge", type=whole(1), metavar="M", help="servers per edge switch")
     s.add_argument("--topology", metavar="FILE", help="a topology file instead of a fat-tree")
     s.add_argument("--queues", type=whole(1), default=8, help="queues per switch port (default 8)")
+    s.add_argument(
+        "--max-tags",
+        type=whole(1, 16),
+        metavar="N",
+        help="most tags a host pushes, so most switches an admitted path crosses (default 10, "
+        "at most 16); kept in the store",
+    )
+    s.add_argument(
+        "--tag-base",
+        type=whole(1, 4095),
+        metavar="B",
+        help="a tag is B x local port + queue (default 10; the paper's example uses 100); kept "
+        "in the store",
+    )
     s.add_argument(
         "--system",
         default="chameleon",

@@ -337,3 +337,46 @@ fn a_path_beyond_the_tags_a_packet_carries_is_invalid_naming_dst() {
     );
     assert!(r["reason"].as_str().unwrap().contains("the fewest is 11"), "{r}");
 }
+
+/// `max_tags` and the tag base are settings of the service: tags are `base × port + queue`
+/// with its base, a path beyond its tags is invalid, `GET /config` shows both (a service
+/// without them shows neither), and its store refuses to reopen with others.
+#[test]
+fn the_tag_base_and_max_tags_are_the_services_and_its_stores() {
+    let db = tmp("tags");
+    let tagged = ServiceConfig { max_tags: Some(3), tag_base: Some(100), ..cfg(4) };
+    let mut svc = Service::open(&db, tagged.clone()).unwrap();
+    // within a pod: edge, aggregation, edge
+    let (st, f) = post(&mut svc, req("h0_0_0", "h0_1_0", 1_000_000, 5000));
+    assert_eq!(st, 201, "{f}");
+    let tags: Vec<u64> = serde_json::from_value(f["tags"].clone()).unwrap();
+    let queues: Vec<u64> = serde_json::from_value(f["queues"].clone()).unwrap();
+    assert_eq!(tags.len(), 3);
+    assert!(tags.iter().any(|&t| t >= 100), "base 10 would do: {tags:?}");
+    for (t, q) in tags.iter().zip(&queues[1..]) {
+        // a switch of a k = 4 fat-tree has 4 ports
+        assert!(t / 100 < 4 && t % 100 == *q, "{tags:?} {queues:?}");
+    }
+    // across pods: five switches, beyond three tags
+    let (st, e) = post(&mut svc, req("h0_0_0", "h1_0_0", 1_000_000, 5000));
+    assert_eq!(
+        (st, e["code"].as_str(), e["field"].as_str()),
+        (422, Some("beyond-max-tags"), Some("dst"))
+    );
+    let (_, config) = svc.handle("GET", "/config", b"");
+    assert_eq!((config["max_tags"].as_u64(), config["tag_base"].as_u64()), (Some(3), Some(100)));
+    drop(svc);
+    for (other, field) in [
+        (ServiceConfig { max_tags: Some(4), ..tagged.clone() }, "max_tags"),
+        (ServiceConfig { tag_base: None, ..tagged.clone() }, "tag_base"),
+    ] {
+        let e = Service::open(&db, other).unwrap_err();
+        assert!(matches!(&e, ServiceError::Mismatch { field: f, .. } if f == field), "{e}");
+    }
+    let mut svc = Service::open(&db, tagged).unwrap();
+    let (_, flows) = svc.handle("GET", "/flows", b"");
+    assert_eq!(flows.as_array().map(Vec::len), Some(1));
+    let mut plain = Service::open(&tmp("tags-default"), cfg(4)).unwrap();
+    let (_, config) = plain.handle("GET", "/config", b"");
+    assert!(config.get("max_tags").is_none() && config.get("tag_base").is_none(), "{config}");
+}

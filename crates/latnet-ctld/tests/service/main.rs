@@ -33,6 +33,8 @@ fn cfg(k: usize) -> ServiceConfig {
         hosts_per_edge: None,
         queues: 8,
         topology: None,
+        max_tags: None,
+        tag_base: None,
     }
 }
 

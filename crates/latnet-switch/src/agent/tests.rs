@@ -124,6 +124,8 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
         hosts_per_edge: None,
         queues: 8,
         topology: None,
+        max_tags: None,
+        tag_base: None,
     };
     let _ = std::fs::create_dir_all(dir.join("db"));
     let svc = latnet_ctld::Service::open(&dir.join("db").join("controller.db"), cfg2());
