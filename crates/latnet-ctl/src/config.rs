@@ -150,6 +150,9 @@ impl TagScheme {
     }
 }
 
+/// Most tags a host pushes unless configured otherwise (10 in the shipped end-host code).
+pub const DEFAULT_MAX_TAGS: usize = 10;
+
 /// Everything the controller needs besides the topology.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CtlConfig {
@@ -201,7 +204,7 @@ impl CtlConfig {
             routing: Routing::LeastDelay,
             reroute: Some(RerouteConfig::default()),
             tags: TagScheme::default(),
-            max_tags: 10,
+            max_tags: DEFAULT_MAX_TAGS,
         }
     }
 

@@ -39,7 +39,7 @@ pub mod topo;
 pub mod verify;
 pub mod workload;
 
-pub use config::{CtlConfig, QueueSet, RerouteConfig, Routing, TagScheme};
+pub use config::{CtlConfig, QueueSet, RerouteConfig, Routing, TagScheme, DEFAULT_MAX_TAGS};
 pub use controller::{
     Admission, Checkpoint, Controller, Embedding, FlowId, FlowRequest, Hop, Rejection, Shaper,
     Stats,

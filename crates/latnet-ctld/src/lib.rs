@@ -49,7 +49,10 @@
 //! | `GET /applied?flow=ID&seq=SEQ&wait=MS` | 200 `{"done", "why", "agent"}`; with `wait` held until done (a long poll); 400 naming the parameter |
 
 use latnet_ctl::eval::{EvalOptions, SystemKind};
-use latnet_ctl::{Checkpoint, Controller, Embedding, FlowRequest, Rejection, Topology};
+use latnet_ctl::{
+    Checkpoint, Controller, Embedding, FlowRequest, Rejection, TagScheme, Topology,
+    DEFAULT_MAX_TAGS,
+};
 use latnet_units::{Bytes, Duration, Rate};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -196,8 +199,9 @@ impl ServiceConfig {
             ("k", opt(self.k)),
             ("hosts_per_edge", opt(self.hosts_per_edge)),
             ("queues", self.queues.to_string()),
-            ("max_tags", self.max_tags.map_or("default (10)".to_owned(), |v| v.to_string())),
-            ("tag_base", self.tag_base.map_or("default (10)".to_owned(), |v| v.to_string())),
+            // the values in effect: a default given explicitly is the same setting
+            ("max_tags", self.max_tags.unwrap_or(DEFAULT_MAX_TAGS).to_string()),
+            ("tag_base", self.tag_base.unwrap_or(TagScheme::default().base).to_string()),
             (
                 "topology",
                 self.topology.as_ref().map_or("none".into(), |t| {

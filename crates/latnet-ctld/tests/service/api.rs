@@ -376,7 +376,12 @@ fn the_tag_base_and_max_tags_are_the_services_and_its_stores() {
     let mut svc = Service::open(&db, tagged).unwrap();
     let (_, flows) = svc.handle("GET", "/flows", b"");
     assert_eq!(flows.as_array().map(Vec::len), Some(1));
-    let mut plain = Service::open(&tmp("tags-default"), cfg(4)).unwrap();
+    let plain_db = tmp("tags-default");
+    let mut plain = Service::open(&plain_db, cfg(4)).unwrap();
     let (_, config) = plain.handle("GET", "/config", b"");
     assert!(config.get("max_tags").is_none() && config.get("tag_base").is_none(), "{config}");
+    drop(plain);
+    // the defaults given explicitly are the same settings
+    let explicit = ServiceConfig { max_tags: Some(10), tag_base: Some(10), ..cfg(4) };
+    assert!(Service::open(&plain_db, explicit).is_ok());
 }
