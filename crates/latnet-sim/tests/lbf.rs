@@ -228,6 +228,29 @@ fn the_physical_convention_counts_serialization_and_still_meets_the_bound() {
     assert_eq!(t[0][0], 124.0 + 70.0);
 }
 
+/// A notification record says, whichever way the packet carries its SLO, what the packet would
+/// at least arrive with and its end-to-end upper bound: under `rest-slo` the block carries
+/// only what is left of the bounds, and the switch adds back what the flow already spent.
+#[test]
+fn notifications_are_end_to_end_whatever_carries_the_slo() {
+    let text = short(&experiment("upper-mark.toml"));
+    let notes = |carry: &str| {
+        let slo = format!("slo = {{ lower = \"700us\", upper = \"750us\", carry = \"{carry}\" }}");
+        let r = run_text(&text.replace("slo = { lower = \"700us\", upper = \"750us\" }", &slo));
+        r.lbf.unwrap_or_else(|| panic!("{carry}: no LBF results")).notifications
+    };
+    let so_far = notes("latency-so-far");
+    assert!(!so_far.is_empty());
+    assert!(so_far.iter().all(|n| n.upper_ns == 750_000 && n.projected_ns > n.upper_ns));
+    for carry in ["timestamp", "rest-slo"] {
+        let other = notes(carry);
+        assert_eq!(other.len(), so_far.len(), "{carry}");
+        for (a, b) in other.iter().zip(&so_far) {
+            assert_eq!(a, b, "{carry}");
+        }
+    }
+}
+
 #[test]
 fn a_tight_upper_bound_drops_early_or_marks_late() {
     let drop = run_text(&short(&experiment("upper-drop.toml")));

@@ -154,11 +154,22 @@ fn lower_budget(rem: u64, hops: u32, s: &LbfSettings) -> u64 {
 }
 
 impl LbfSwitch {
-    fn notify(&mut self, now: Time, pkt: &Packet, projected: u64, upper: u64) {
+    /// A notification of `pkt`, marked late at `now`: it would at least arrive with
+    /// `projected` against its upper bound `upper`, both as its block has them. Under
+    /// `rest-slo` the block holds what is left of the bounds; the record is end to end in every
+    /// mode, so the flow's latency so far (its end-to-end upper bound less what is left of it)
+    /// is added back.
+    fn notify(&mut self, now: Time, pkt: &Packet, mode: LbfMode, projected: u64, upper: u64) {
+        let flow = pkt.meta.flow as usize;
+        let slo_upper = self.net.flows.get(flow).and_then(|f| f.as_ref()?.slo.upper);
+        let so_far = match (mode, slo_upper) {
+            (LbfMode::RestSlo, Some(u)) => u.as_nanos().saturating_sub(upper),
+            _ => 0,
+        };
+        let (projected, upper) = (projected.saturating_add(so_far), upper.saturating_add(so_far));
         self.counters.marked_late += 1;
         self.notified += 1;
         if self.notifications.len() < MAX_NOTIFICATIONS {
-            let flow = pkt.meta.flow as usize;
             self.notifications.push(Notification {
                 time_ns: now.as_nanos(),
                 node: self.net.node_names.get(self.node).cloned().unwrap_or_default(),
@@ -243,7 +254,7 @@ impl LbfSwitch {
                         if let Some(mut b) = wire::block_mut(&mut pkt.data, loc.offset) {
                             b.set_late(true);
                         }
-                        self.notify(now, pkt, spent, ub);
+                        self.notify(now, pkt, r.mode, spent, ub);
                         return Forward::Port(port);
                     }
                 }
@@ -287,7 +298,7 @@ impl LbfSwitch {
             b.set_late(true);
             let (upper, late_at) = (loc.repr.upper_ns.unwrap_or(0), pkt.meta.late_at);
             let over = late_at.map_or(0, |t| now.as_nanos() - t.as_nanos());
-            self.notify(now, pkt, upper.saturating_add(over), upper);
+            self.notify(now, pkt, loc.repr.mode, upper.saturating_add(over), upper);
         }
     }
 }
