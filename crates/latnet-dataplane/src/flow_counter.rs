@@ -169,8 +169,11 @@ pub struct LargeFlowCounter {
     stats: CounterStats,
 }
 
+/// A port's rate as the option carries it, kbit/s: at least 1 for a port with any rate (the
+/// option has no smaller unit, and 0 would say the port has none).
 fn kbps(r: Rate) -> u32 {
-    u32::try_from(r.bps() / 1000).unwrap_or(u32::MAX)
+    let k = (r.bps() / 1000).max(u64::from(r.bps() > 0));
+    u32::try_from(k).unwrap_or(u32::MAX)
 }
 
 impl LargeFlowCounter {

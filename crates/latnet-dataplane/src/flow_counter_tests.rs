@@ -315,3 +315,17 @@ fn an_announcement_never_loosens_the_path_share() {
         assert!(matches!(report(&a), None | Some((1, 100_000))), "{:?}", report(&a));
     }
 }
+
+/// A port slower than the option's unit (1 kbit/s) is written as 1 kbit/s, not 0: a share of
+/// 0 would stop the sender. A rate of 0 stays 0 (a port with no rate).
+#[test]
+fn a_port_below_one_kbit_per_second_is_written_as_one() {
+    assert_eq!(kbps(Rate::from_bps(500)), 1);
+    assert_eq!(kbps(Rate::from_bps(1_999)), 1);
+    assert_eq!(kbps(Rate::from_bps(0)), 0);
+    let mut c = LargeFlowCounter::new(CounterSpec::default());
+    let mut s = syn(1);
+    assert!(c.process(t(0), &mut s, PORT, Rate::from_bps(500)).is_ok());
+    let o = large_flow_option(&s.data).unwrap().unwrap();
+    assert_eq!((o.count, o.rate_kbps, o.share_bps()), (1, 1, Some(1_000)));
+}

@@ -82,9 +82,11 @@ impl LargeFlowOption {
         self.flags & FLAG_FILLED != 0 && self.count > 0
     }
 
-    /// The fair share `rate / count` in bit/s, if filled.
+    /// The fair share `rate / count` in bit/s, if filled with a rate (a share of 0 would stop
+    /// a sender that paced at it: `None`, as when nothing was written).
     pub fn share_bps(&self) -> Option<u64> {
-        self.filled().then(|| u64::from(self.rate_kbps) * 1000 / u64::from(self.count))
+        (self.filled() && self.rate_kbps > 0)
+            .then(|| u64::from(self.rate_kbps) * 1000 / u64::from(self.count))
     }
 
     /// Whether a port of `rate_kbps` shared by `count` flows is a tighter bottleneck than the
@@ -223,6 +225,9 @@ mod tests {
         assert!(o.is_tighter(4, 100_000));
         assert!(!o.is_tighter(3, 100_000), "equal share is not tighter");
         assert!(!o.is_tighter(0, 1), "a port with no large flow never reports");
+        let mut zero = o;
+        zero.fill(3, 0);
+        assert_eq!(zero.share_bps(), None, "no rate, no share to pace at");
     }
 
     #[test]
