@@ -181,7 +181,7 @@ def replay(client: Client, on_move=None, on_entry=None, on_restore=None) -> Cont
     (``seq`` 0 and nothing admitted if the service never compacted its log)."""
     import tempfile
 
-    cfg = client._get("/config")
+    cfg = client.config()
     kw: dict = {"queues": cfg["queues"], "system": cfg["system"]}
     # settings a service started without do not appear: the controller's defaults
     kw |= {k: cfg[k] for k in ("max_tags", "tag_base") if cfg.get(k) is not None}
@@ -566,6 +566,9 @@ class Client:
         return r
 
     def config(self) -> dict:
+        """The service's settings (``GET /config``): ``system``, ``k``, ``hosts_per_edge``,
+        ``queues``, ``topology`` (a file's text), and ``max_tags`` and ``tag_base`` when the
+        service was started with them."""
         return self._get("/config")
 
     def routes(self, src: str) -> dict:

@@ -152,6 +152,7 @@ def test_a_services_tag_base_and_max_tags_reach_whoever_replays_it(tmp_path):
         a = c.request("h0_0_0", "h0_1_0", 1e6, 1500, 5e6)
         assert a["admitted"], a
         served = c.flow(a["id"])
+        assert (c.config()["max_tags"], c.config()["tag_base"]) == (3, 100)
         ctl = replay(c)
     (f,) = ctl.flows()
     assert f["tags"] == served["tags"] and max(f["tags"]) >= 100, (f, served)
