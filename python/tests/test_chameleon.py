@@ -62,7 +62,7 @@ def test_a_log_holding_the_largest_amounts_replays_as_the_service_decided():
     assert burst["code"] != "invalid-burst", burst
 
     class Log:  # a service's answers: its settings, no snapshot, a log of that one refusal
-        def _get(self, path):
+        def config(self):
             return {"queues": 4, "system": "chameleon", "k": 4, "topology": None}
 
         def snapshot(self):
