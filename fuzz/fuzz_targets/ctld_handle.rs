@@ -15,15 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let (Ok(method), Ok(path)) = (std::str::from_utf8(method), std::str::from_utf8(path)) else {
         return;
     };
-    let cfg = ServiceConfig {
-        system: "chameleon".into(),
-        k: Some(4),
-        hosts_per_edge: None,
-        queues: 4,
-        topology: None,
-        max_tags: None,
-        tag_base: None,
-    };
+    let cfg = ServiceConfig::fat_tree(4, 4);
     let Ok(mut svc) = Service::open(Path::new(":memory:"), cfg) else { return };
     let (status, reply) = svc.handle(method, path, body);
     assert!((200..600).contains(&status), "{status}");

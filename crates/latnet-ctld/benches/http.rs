@@ -66,15 +66,7 @@ fn bench(c: &mut Criterion) {
     let mut threads = Vec::new();
     let mut urls = Vec::new();
     for (name, tls_cfg) in [("plain", None), ("tls", Some(tls_cfg))] {
-        let cfg = ServiceConfig {
-            system: "chameleon".into(),
-            k: Some(4),
-            hosts_per_edge: None,
-            queues: 8,
-            topology: None,
-            max_tags: None,
-            tag_base: None,
-        };
+        let cfg = ServiceConfig::fat_tree(4, 8);
         let mut svc = Service::open(&dir.join(format!("{name}.db")), cfg).expect("store");
         let opts = ServeOptions::default();
         let ep = Endpoint::open("127.0.0.1:0", tls_cfg).expect("listening");

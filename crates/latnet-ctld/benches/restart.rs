@@ -16,15 +16,7 @@ use std::sync::Arc;
 const REQUESTS: usize = 12_000;
 
 fn cfg() -> ServiceConfig {
-    ServiceConfig {
-        system: "chameleon".into(),
-        k: Some(8),
-        hosts_per_edge: None,
-        queues: 4,
-        topology: None,
-        max_tags: None,
-        tag_base: None,
-    }
+    ServiceConfig::fat_tree(8, 4)
 }
 
 /// A store loaded by the workload; its file.

@@ -169,6 +169,20 @@ pub struct ServiceConfig {
 }
 
 impl ServiceConfig {
+    /// Chameleon on a `k`-ary fat-tree (`k/2` hosts per edge switch) with `queues` queues per
+    /// port, every other setting the default.
+    pub fn fat_tree(k: usize, queues: usize) -> ServiceConfig {
+        ServiceConfig {
+            system: "chameleon".into(),
+            k: Some(k),
+            hosts_per_edge: None,
+            queues,
+            topology: None,
+            max_tags: None,
+            tag_base: None,
+        }
+    }
+
     /// A controller with nothing admitted.
     pub fn controller(&self) -> Result<Controller, String> {
         let kind: SystemKind = self.system.parse()?;

@@ -116,15 +116,8 @@ impl Args {
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut db = PathBuf::from("out/chameleon-service/controller.db");
     let mut listen = "127.0.0.1:8700".to_owned();
-    let mut cfg = ServiceConfig {
-        system: "chameleon".into(),
-        k: None,
-        hosts_per_edge: None,
-        queues: 8,
-        topology: None,
-        max_tags: None,
-        tag_base: None,
-    };
+    // a fat-tree's k or a topology file is given below (exactly one)
+    let mut cfg = ServiceConfig { k: None, ..ServiceConfig::fat_tree(0, 8) };
     let mut stdin_stop = false;
     let mut log_keep = None;
     let (mut tls_cert, mut tls_key, mut client_ca, mut tokens) = (None, None, None, None);

@@ -53,15 +53,7 @@ fn start_with(
 ) -> Running {
     let svc = Service::open(
         &dir(&format!("{name}-db")).join("controller.db"),
-        ServiceConfig {
-            system: "chameleon".into(),
-            k: Some(4),
-            hosts_per_edge: None,
-            queues: 8,
-            topology: None,
-            max_tags: None,
-            tag_base: None,
-        },
+        ServiceConfig::fat_tree(4, 8),
     )
     .unwrap();
     let opts = ServeOptions { io_timeout, tokens: None };

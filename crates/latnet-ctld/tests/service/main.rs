@@ -27,15 +27,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 fn cfg(k: usize) -> ServiceConfig {
-    ServiceConfig {
-        system: "chameleon".into(),
-        k: Some(k),
-        hosts_per_edge: None,
-        queues: 8,
-        topology: None,
-        max_tags: None,
-        tag_base: None,
-    }
+    ServiceConfig::fat_tree(k, 8)
 }
 
 /// A store's file, `controller.db` in a [`Scratch`] directory (removed with the value).

@@ -118,15 +118,7 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
         let out = std::process::Command::new(&script).arg(dir.join(name)).output();
         assert!(out.is_ok_and(|o| o.status.success()), "scripts/tls-certs.sh (openssl)");
     }
-    let cfg2 = || latnet_ctld::ServiceConfig {
-        system: "chameleon".into(),
-        k: Some(4),
-        hosts_per_edge: None,
-        queues: 8,
-        topology: None,
-        max_tags: None,
-        tag_base: None,
-    };
+    let cfg2 = || latnet_ctld::ServiceConfig::fat_tree(4, 8);
     let _ = std::fs::create_dir_all(dir.join("db"));
     let svc = latnet_ctld::Service::open(&dir.join("db").join("controller.db"), cfg2());
     let Ok(mut svc) = svc else { panic!("no service") };
