@@ -371,17 +371,26 @@ def tls_context(
     url: str,
     ca_file: str | os.PathLike[str] | None,
     client_cert: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
+    crl_file: str | os.PathLike[str] | None = None,
 ) -> ssl.SSLContext | None:
-    """The TLS settings of a client of ``url``: ``None`` for ``http://`` (a ``ca_file`` or
-    ``client_cert`` is then refused), else the system's CAs or only the certificates in
-    ``ca_file``, and with ``client_cert`` (certificate and key files, PEM) that certificate
-    presented to a service that asks for one (``--tls-client-ca``, mutual TLS)."""
+    """The TLS settings of a client of ``url``: ``None`` for ``http://`` (a ``ca_file``,
+    ``client_cert`` or ``crl_file`` is then refused), else the system's CAs or only the
+    certificates in ``ca_file``, and with ``client_cert`` (certificate and key files, PEM) that
+    certificate presented to a service that asks for one (``--tls-client-ca``, mutual TLS).
+    With ``crl_file`` (PEM revocation lists of the CA in ``ca_file``, ``scripts/tls-revoke.sh``)
+    a service whose certificate a list revokes is refused, and so is every service once the
+    list is past its next update (OpenSSL's checks, as the host agent's)."""
     if not url.startswith("https://"):
-        if ca_file is not None:
-            raise UsageError(f"--ca-file {ca_file}: {url} is not https://")
-        if client_cert is not None:
-            raise UsageError(f"--client-cert {client_cert[0]}: {url} is not https://")
+        for flag, given in (
+            ("--ca-file", ca_file),
+            ("--client-cert", None if client_cert is None else client_cert[0]),
+            ("--crl-file", crl_file),
+        ):
+            if given is not None:
+                raise UsageError(f"{flag} {given}: {url} is not https://")
         return None
+    if crl_file is not None and ca_file is None:
+        raise UsageError(f"--crl-file {crl_file}: needs --ca-file (whose certificates it revokes)")
     try:
         ctx = ssl.create_default_context(cafile=None if ca_file is None else os.fspath(ca_file))
     except (OSError, ssl.SSLError) as e:
@@ -397,6 +406,22 @@ def tls_context(
                 f"--client-cert {cert} / --client-key {key}: expected a PEM certificate and its "
                 f"key: {why}"
             ) from None
+    if crl_file is not None:
+        try:
+            with open(crl_file, encoding="ascii", errors="replace") as f:
+                has_list = "-----BEGIN X509 CRL-----" in f.read()
+            if not has_list:
+                raise UsageError(
+                    f"--crl-file {crl_file}: no revocation list in it (expected a PEM "
+                    "'BEGIN X509 CRL' block)"
+                )
+            ctx.load_verify_locations(cafile=os.fspath(crl_file))
+        except (OSError, ssl.SSLError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise UsageError(
+                f"--crl-file {crl_file}: expected PEM revocation lists: {why}"
+            ) from None
+        ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     return ctx
 
 
@@ -408,7 +433,8 @@ class Client:
     for an ``https://`` service (``--tls-cert``), the certificate (PEM) of who signed the
     service's (``scripts/tls-certs.sh`` makes both; without it the system's CAs are trusted).
     ``client_cert``: ``(certificate, key)`` files presented to a service that asks for a client
-    certificate (``--tls-client-ca``).
+    certificate (``--tls-client-ca``). ``crl_file``: revocation lists of the CA in ``ca_file``;
+    a service certificate they revoke is refused (see ``tls_context``).
 
         >>> svc = chameleon.Client("http://127.0.0.1:8700")
         >>> svc.request("h0_0_0", "h3_1_1", rate_bps=2e6, burst_bytes=300, deadline_ns=10e6)
@@ -421,6 +447,7 @@ class Client:
         token_file: str | os.PathLike[str] | None = None,
         ca_file: str | os.PathLike[str] | None = None,
         client_cert: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
+        crl_file: str | os.PathLike[str] | None = None,
     ):
         self.base = base_url.rstrip("/")
         self.timeout_s = timeout_s
@@ -428,7 +455,8 @@ class Client:
         self.ca_file = ca_file
         self._token = read_token(token_file) if token_file is not None else None
         self.client_cert = client_cert
-        self._tls = tls_context(self.base, ca_file, client_cert)
+        self.crl_file = crl_file
+        self._tls = tls_context(self.base, ca_file, client_cert, crl_file)
 
     def _call(
         self,
@@ -467,7 +495,14 @@ class Client:
         except urllib.error.URLError as e:
             hint = ""
             if isinstance(e.reason, ssl.SSLCertVerificationError):
-                hint = " (give the certificate that signed the service's: --ca-file)"
+                # OpenSSL's X509_V_ERR_CERT_REVOKED and X509_V_ERR_CRL_HAS_EXPIRED
+                hint = {
+                    23: " (the revocation list --crl-file names the service's certificate)",
+                    12: " (the revocation list --crl-file is past its next update: renew it)",
+                }.get(
+                    e.reason.verify_code,
+                    " (give the certificate that signed the service's: --ca-file)",
+                )
             raise LatnetError(f"{self.base}: cannot reach the service: {e.reason}{hint}") from None
         except ssl.SSLError as e:
             # TLS 1.3 tells of a refused client certificate only after the handshake

@@ -55,10 +55,14 @@ def controller_network(
     token_file: str | os.PathLike[str] | None = None,
     ca_file: str | os.PathLike[str] | None = None,
     client_cert: tuple[str, str] | None = None,
+    crl_file: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write the network of the service at ``url`` (its settings and log replayed here) as a
     scenario file with no flows at ``path``: what ``latnet testbed up --controller`` runs."""
-    ctl = replay(Client(url, token_file=token_file, ca_file=ca_file, client_cert=client_cert))
+    client = Client(
+        url, token_file=token_file, ca_file=ca_file, client_cert=client_cert, crl_file=crl_file
+    )
+    ctl = replay(client)
     path = Path(path)
     path.write_text(ctl.network_toml(duration_ns=duration_ns))
     return path
@@ -118,6 +122,7 @@ def live(
     peer_wait_ms: int = 5000,
     ca_file: str | os.PathLike[str] | None = None,
     client_cert: tuple[str, str] | None = None,
+    crl_file: str | os.PathLike[str] | None = None,
 ) -> dict:
     """Run ``spec`` on the network of the service at ``url``; results in ``out`` (see the module
     docstring). Returns the document written to ``out/live.json``. ``token_file``: the token a
@@ -126,8 +131,9 @@ def live(
     (round robin, in the order of the plan); more than one keep the sequential order between
     them through the service, each waiting up to ``peer_wait_ms`` for another's step (0: the
     order holds only among each agent's own hosts). ``ca_file``: for an ``https://`` service,
-    who signed its certificate, and ``client_cert``: the ``(certificate, key)`` files a service
-    asking for one gets (for this client and the agents)."""
+    who signed its certificate, ``client_cert``: the ``(certificate, key)`` files a service
+    asking for one gets, and ``crl_file``: that CA's revocation lists, checked against the
+    service's certificate (for this client and the agents)."""
     if agents < 1:
         raise UsageError(f"agents: expected at least 1, got {agents}")
     spec = Path(spec)
@@ -135,7 +141,9 @@ def live(
         text = spec.read_text()
     except OSError as e:
         raise UsageError(f"{spec}: cannot read the file: {e.strerror}") from None
-    client = Client(url, token_file=token_file, ca_file=ca_file, client_cert=client_cert)
+    client = Client(
+        url, token_file=token_file, ca_file=ca_file, client_cert=client_cert, crl_file=crl_file
+    )
     ctl = replay(client)
     plan = json.loads(ctl.live_plan(spec.name, text))
     k = plan["dilation"]
@@ -202,6 +210,7 @@ def live(
                     token_file=token_file,
                     ca_file=ca_file,
                     client_cert=client_cert,
+                    crl_file=crl_file,
                     wait_ms=wait_ms,
                     hosts=group,
                     peer_wait_ms=peer_wait_ms,

@@ -415,6 +415,7 @@ class Testbed:
         peer_wait_ms: int = 5000,
         ca_file: str | os.PathLike[str] | None = None,
         client_cert: tuple[str, str] | None = None,
+        crl_file: str | os.PathLike[str] | None = None,
     ) -> subprocess.Popen:
         """Start a Chameleon host agent for every host (``latnet-switch agent``: a BPF tagger on
         each host's egress and an HTB shaper per admitted flow, programmed from the controller
@@ -430,7 +431,9 @@ class Testbed:
         of its own, and keep the sequential order between them through the service, waiting up
         to ``peer_wait_ms`` for another agent's step: an agent token will do then).
         ``ca_file``: for an ``https://`` service, who signed its certificate; ``client_cert``:
-        the ``(certificate, key)`` files to present to a service that asks for one."""
+        the ``(certificate, key)`` files to present to a service that asks for one;
+        ``crl_file``: that CA's revocation lists (a service certificate they revoke is
+        refused)."""
         status = Path(status) if status is not None else self.run_dir / "agent.json"
         status.unlink(missing_ok=True)
         hosts = self.hosts() if hosts is None else list(hosts)
@@ -446,6 +449,8 @@ class Testbed:
             argv += ["--ca-file", str(ca_file)]
         if client_cert is not None:
             argv += ["--client-cert", str(client_cert[0]), "--client-key", str(client_cert[1])]
+        if crl_file is not None:
+            argv += ["--crl-file", str(crl_file)]
         log_path = status.with_suffix(".log")
         log = open(log_path, "w")  # noqa: SIM115 (child keeps it)
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -275,7 +275,8 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
     cubic) flow in the admitted class, iperf3 held to its reservation by its HTB shaper, its
     ACKs (unreserved) best effort; `latnet testbed down` stops the agent. The service speaks
     HTTPS here, asking for client certificates: the network is read, the agent polls and the
-    requests are made over mutual TLS."""
+    requests are made over mutual TLS, the client and the agent checking the service's
+    certificate against the CA's revocation list."""
     import time
 
     from latnet.chameleon import Client
@@ -285,10 +286,13 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
     svc_tokens, write, read = tokens(tmp_path)  # the agent reads with a read token
     ca = tls_certs[0]
     mine = (ca.parent / "client.crt", ca.parent / "client.key")
+    revoke = [str(ROOT / "scripts" / "tls-revoke.sh"), str(ca.parent)]
+    subprocess.run(revoke, check=True, capture_output=True)  # the CA's list, revoking nothing
     with service(tmp_path / "tb.db", tokens=svc_tokens, tls=tls_certs) as url:
         assert url.startswith("https://"), url
         argv = ["testbed", "up", "--controller", url, "--run-dir", str(run)]
         argv += ["--ca-file", str(ca), "--client-cert", str(mine[0]), "--client-key", str(mine[1])]
+        argv += ["--crl-file", str(ca.parent / "ca.crl")]
         assert main([*argv, "--token-file", str(read)]) == 0
         out = capsys.readouterr().out
         prefix = out.split()[1]

@@ -520,3 +520,49 @@ def test_a_client_certificate_the_ca_revoked_is_refused_saying_so(tmp_path, tls_
     argv = ["chameleon", "serve", "--db", str(tmp_path / "z.db"), "--k", "4", *crl]
     assert main([*argv, "--tls-cert", str(cert), "--tls-key", str(key)]) == 2
     assert "--tls-client-crl needs --tls-client-ca" in capsys.readouterr().err
+
+
+def test_a_client_with_the_cas_revocation_lists_refuses_a_revoked_or_stale_service(
+    tmp_path, tls_certs, capsys
+):
+    """`Client(crl_file=...)` / `--crl-file`: the service's certificate is checked against the
+    CA's lists; one they revoke, or any once they are past their next update, is refused, and
+    the error says which."""
+    from latnet import LatnetError, UsageError
+    from latnet.chameleon import Client
+    from latnet.cli import main
+
+    ca, cert, key = tls_certs
+    d = ca.parent
+    revoke = [str(ROOT / "scripts" / "tls-revoke.sh"), str(d)]
+    subprocess.run(revoke, check=True, capture_output=True)  # the list, empty
+    stale = d / "stale.crl"
+    subprocess.run(
+        ["openssl", "ca", "-config", d / "ca-revoke.cnf", "-keyfile", d / "ca.key"]
+        + ["-cert", ca, "-gencrl", "-crl_lastupdate", "20200101000000Z"]
+        + ["-crl_nextupdate", "20200102000000Z", "-out", stale],
+        check=True,
+        capture_output=True,
+    )
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    with service(tmp_path / "crl.db", "--k", "4", *tls) as base:
+        assert len(Client(base, ca_file=ca, crl_file=d / "ca.crl").hosts()) == 16
+        with pytest.raises(LatnetError, match="--crl-file is past its next update"):
+            Client(base, ca_file=ca, crl_file=stale).hosts()
+        subprocess.run([*revoke, str(cert)], check=True, capture_output=True)
+        with pytest.raises(LatnetError, match="--crl-file names the service's certificate"):
+            Client(base, ca_file=ca, crl_file=d / "ca.crl").hosts()
+        # without the lists it still gets in: revocation is checked only when asked
+        assert len(Client(base, ca_file=ca).hosts()) == 16
+        # the command line: the same refusal, exit status 1
+        argv = ["chameleon", "verify", "--controller", base, "--ca-file", str(ca)]
+        assert main([*argv, "--crl-file", str(d / "ca.crl")]) == 1
+        assert "names the service's certificate" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="--crl-file .*needs --ca-file"):
+        Client("https://127.0.0.1:1", crl_file=d / "ca.crl")
+    with pytest.raises(UsageError, match="--crl-file .*is not https://"):
+        Client("http://127.0.0.1:1", crl_file=d / "ca.crl")
+    with pytest.raises(UsageError, match="--crl-file .*no revocation list in it"):
+        Client("https://127.0.0.1:1", ca_file=ca, crl_file=ca)
+    with pytest.raises(UsageError, match="--crl-file .*expected PEM revocation lists"):
+        Client("https://127.0.0.1:1", ca_file=ca, crl_file=d / "missing.crl")

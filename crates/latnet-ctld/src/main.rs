@@ -33,7 +33,8 @@
 //! `listening on https://...`); see [`latnet_ctld::tls`]. Tokens travel in the clear without it.
 //! `--tls-client-ca FILE`: clients must also present a certificate that CA signed (mutual TLS).
 //! `--tls-client-crl FILE`: and one no revocation list in FILE (PEM; `scripts/tls-revoke.sh`)
-//! revokes; a renewed list is read on SIGHUP.
+//! revokes; a renewed list is read on SIGHUP. A list past its next update is refused, and
+//! once a loaded one passes it every client is refused until a renewed one is read.
 //!
 //! SIGHUP: read the `--tokens` and `--tls-*` files again (after a certificate was renewed, a
 //! token revoked). Connections accepted after it get the new certificate; open ones keep the

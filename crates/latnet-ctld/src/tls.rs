@@ -23,7 +23,9 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+mod crl;
 
 /// The server's TLS settings from a certificate chain and its private key, both PEM, and with
 /// `client_ca` (PEM) clients must present a certificate that CA signed (mutual TLS; a client
@@ -31,8 +33,10 @@ use std::time::{Duration, Instant};
 /// per CA of the chain: `scripts/tls-revoke.sh` makes the one of the CA `scripts/tls-certs.sh`
 /// made) a client whose certificate, or a CA certificate of its chain, a list revokes fails the
 /// handshake (alert `certificate_revoked`), and so does one whose certificates no list covers:
-/// a list of another CA locks every client out. Errors name the flag, the file and what was
-/// expected.
+/// a list of another CA locks every client out. A list is good until its next update: one
+/// past it is refused here, naming the date, and once a loaded list passes it every client
+/// fails the handshake until a renewed list is read (SIGHUP), as RFC 5280 says a list is not
+/// to be relied on after then. Errors name the flag, the file and what was expected.
 pub fn server_config(
     cert: &Path,
     key: &Path,
@@ -57,7 +61,10 @@ pub fn server_config(
             let mut verifier =
                 rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider);
             if let Some(crl) = client_crl {
-                verifier = verifier.with_crls(revocation_lists(crl)?);
+                let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+                let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                verifier =
+                    verifier.with_crls(revocation_lists(crl, now)?).enforce_revocation_expiration();
             }
             let verifier = verifier.build().map_err(|e| bad(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)
@@ -111,14 +118,36 @@ fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'stat
         .map_err(|e| format!("{flag} {}: {e} (expected PEM certificates)", path.display()))
 }
 
-/// The certificate revocation lists in the PEM file `path` (`--tls-client-crl`), at least one.
-fn revocation_lists(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+/// The certificate revocation lists in the PEM file `path` (`--tls-client-crl`), at least one,
+/// each with a next update after `now` (seconds since 1970).
+fn revocation_lists(
+    path: &Path,
+    now: i64,
+) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
     let bad = |m: String| format!("--tls-client-crl {}: {m}", path.display());
     let crls = CertificateRevocationListDer::pem_file_iter(path)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(|e| bad(format!("{e} (expected PEM certificate revocation lists)")))?;
     if crls.is_empty() {
         return Err(bad("no revocation list in it (expected a PEM 'BEGIN X509 CRL' block)".into()));
+    }
+    for (i, der) in crls.iter().enumerate() {
+        let which = if crls.len() == 1 { "the list".to_owned() } else { format!("list {}", i + 1) };
+        match crl::next_update(der) {
+            None => {
+                return Err(bad(format!(
+                    "{which} says no next update (expected a version 2 list with nextUpdate, as \
+                     RFC 5280 requires)"
+                )))
+            }
+            Some((due, shown)) if due <= now => {
+                return Err(bad(format!(
+                    "{which} was due for renewal at {shown} (its next update); make a new one \
+                     (scripts/tls-revoke.sh DIR), then start again or send SIGHUP"
+                )))
+            }
+            Some(_) => {}
+        }
     }
     Ok(crls)
 }

@@ -333,6 +333,60 @@ fn a_client_certificate_the_revocation_list_names_is_refused_once_the_list_is_re
     assert!(tls::server_config(&cert, &key, Some(&other_ca), Some(&foreign)).is_ok());
 }
 
+/// The list of the CA in `dir` (after [`revoke`]) written again with `when` (`openssl ca
+/// -gencrl` arguments) setting its update times; the file `dir/name`.
+fn list_dated(dir: &Path, name: &str, when: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let run = std::process::Command::new("openssl")
+        .args(["ca", "-config"])
+        .arg(dir.join("ca-revoke.cnf"))
+        .arg("-keyfile")
+        .arg(dir.join("ca.key"))
+        .arg("-cert")
+        .arg(dir.join("ca.crt"))
+        .arg("-gencrl")
+        .args(when)
+        .arg("-out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    out
+}
+
+#[test]
+fn a_revocation_list_past_its_next_update_is_refused_and_one_that_passes_it_locks_clients_out() {
+    let d = dir("crl-due");
+    let (ca, cert, key) = certs(&d, "a");
+    let (mine, my_key) = (d.join("a/client.crt"), d.join("a/client.key"));
+    revoke(&d.join("a"), &[]);
+    // due in 2020: refused when loaded, naming the file and the date
+    let old = ["-crl_lastupdate", "20200101000000Z", "-crl_nextupdate", "20200102000000Z"];
+    let stale = list_dated(&d.join("a"), "stale.crl", &old);
+    let e = tls::server_config(&cert, &key, Some(&ca), Some(&stale)).unwrap_err();
+    assert!(e.starts_with(&format!("--tls-client-crl {}: ", stale.display())), "{e}");
+    assert!(e.contains("due for renewal at 2020-01-02 00:00:00 UTC"), "{e}");
+    // due in 3 s: taken, and clients get in until then
+    let short = list_dated(&d.join("a"), "short.crl", &["-crlsec", "3"]);
+    let loaded = Instant::now();
+    let svc = start_with("crl-due", Duration::from_secs(5), &cert, &key, Some(&ca), Some(&short));
+    let ask = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let get = || https(&svc.addr, &client_with(&ca, Some((&mine, &my_key))), ask);
+    let first = get();
+    // (a slow machine may have taken the 3 s already; then only the refusal is checked)
+    if loaded.elapsed() < Duration::from_secs(2) {
+        assert_eq!(answers(&first.unwrap()).first().map(|a| a.0), Some(200));
+    }
+    std::thread::sleep(Duration::from_secs(4).saturating_sub(loaded.elapsed()));
+    let e = get().unwrap_err();
+    assert!(e.to_string().contains("fatal alert"), "{e}");
+    // a renewed list (as on SIGHUP) lets them in again
+    let renewed = revoke(&d.join("a"), &[]);
+    svc.tls.set(tls::server_config(&cert, &key, Some(&ca), Some(&renewed)).unwrap());
+    assert_eq!(answers(&get().unwrap()).first().map(|a| a.0), Some(200));
+    svc.end();
+}
+
 /// One answer read from a kept-alive connection `s`: status and body.
 fn answer(s: &mut impl Read) -> (u16, String) {
     let mut raw = Vec::new();

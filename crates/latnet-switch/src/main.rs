@@ -17,7 +17,7 @@
 //!                       [--status FILE] [--poll-ms 20] [--wait-ms 500]
 //!                       [--shaper htb|none] [--routes yes|no]
 //!                       [--order sequential|together] [--token-file FILE] [--ca-file FILE
-//!                       [--client-cert FILE --client-key FILE]]
+//!                       [--client-cert FILE --client-key FILE] [--crl-file FILE]]
 //!                       [--dilation K] [--duration D]
 //! ```
 //!
@@ -40,7 +40,9 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
                            [--shaper htb|none] [--routes yes|no] [--order sequential|together]
                            [--token-file FILE] [--ca-file FILE (https: who signed the
                             service's certificate) [--client-cert FILE --client-key FILE
-                            (mutual TLS)]] [--dilation K] [--duration D]
+                            (mutual TLS)] [--crl-file FILE (that CA's revocation lists: a
+                            service certificate they revoke is refused)]] [--dilation K]
+                           [--duration D]
                            [--peer-wait-ms 5000] (sequential order across agents: how long
                             to wait for another agent's step; 0: only among its own hosts)
   run      --node NODE [--stats FILE] [--stats-every 1s] [--ring-mb 8] [--duration D] [--seed N]
@@ -377,13 +379,19 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                             ))
                         }
                     };
-                    let c = match (a.get("ca-file"), client) {
-                        (None, None) => c,
-                        (None, Some(_)) => {
+                    let crl = a.get("crl-file").map(Path::new);
+                    let c = match (a.get("ca-file"), client, crl) {
+                        (None, None, None) => c,
+                        (None, Some(_), _) => {
                             return Err(Fail::Usage("--client-cert needs --ca-file".into()))
                         }
-                        (Some(f), client) => c
-                            .with_tls(Path::new(f), client)
+                        (None, None, Some(_)) => {
+                            return Err(Fail::Usage(
+                                "--crl-file needs --ca-file (whose certificates it revokes)".into(),
+                            ))
+                        }
+                        (Some(f), client, crl) => c
+                            .with_tls(Path::new(f), client, crl)
                             .map_err(|e| Fail::Usage(e.to_string()))?,
                     };
                     c.check().map_err(|e| Fail::Usage(e.to_string()))?;

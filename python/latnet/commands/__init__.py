@@ -45,7 +45,8 @@ seed = whole(0)
 
 def add_ca_file(p: argparse.ArgumentParser) -> None:
     """``--ca-file``: for a service speaking HTTPS, who signed its certificate; ``--client-cert``
-    and ``--client-key``: what to present to one that asks (mutual TLS)."""
+    and ``--client-key``: what to present to one that asks (mutual TLS); ``--crl-file``: the
+    CA's revocation lists."""
     p.add_argument(
         "--ca-file",
         metavar="FILE",
@@ -60,6 +61,13 @@ def add_ca_file(p: argparse.ArgumentParser) -> None:
         "present, with --client-key",
     )
     p.add_argument("--client-key", metavar="FILE", help="the private key of --client-cert (PEM)")
+    p.add_argument(
+        "--crl-file",
+        metavar="FILE",
+        help="with --ca-file: that CA's certificate revocation lists (PEM, scripts/tls-revoke.sh); "
+        "a service certificate they revoke is refused, and so is any once they are past their "
+        "next update",
+    )
 
 
 def client_cert(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -75,6 +83,7 @@ def client_cert(args: argparse.Namespace) -> tuple[str, str] | None:
                 ("--token-file", getattr(args, "token_file", None)),
                 ("--ca-file", args.ca_file),
                 ("--client-cert", args.client_cert),
+                ("--crl-file", args.crl_file),
             )
             if value is not None
         ]

@@ -27,6 +27,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         token_file=args.token_file,
         ca_file=args.ca_file,
         client_cert=client_cert(args),
+        crl_file=args.crl_file,
         wait_ms=args.wait_ms,
         agents=args.agents,
         peer_wait_ms=args.peer_wait_ms,

@@ -132,6 +132,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 token_file=args.token_file,
                 ca_file=args.ca_file,
                 client_cert=cert,
+                crl_file=args.crl_file,
             )
             ctl = replay(client)
             doc = json.loads(
@@ -271,6 +272,7 @@ def cmd_transitions(args: argparse.Namespace) -> int:
                 token_file=args.token_file,
                 ca_file=args.ca_file,
                 client_cert=cert,
+                crl_file=args.crl_file,
             )
             doc = _service_transitions(client, args.max_transitions, opts)
             print(

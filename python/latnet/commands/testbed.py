@@ -112,6 +112,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             token_file=args.token_file,
             ca_file=args.ca_file,
             client_cert=cert,
+            crl_file=args.crl_file,
         )
     tb = Testbed(
         scenario,
@@ -134,6 +135,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 token_file=args.token_file,
                 ca_file=args.ca_file,
                 client_cert=cert,
+                crl_file=args.crl_file,
             )
         except BaseException:
             tb.down()

@@ -59,18 +59,22 @@ impl Controller {
     /// Trust the certificates (PEM) in `path` as the signers of an `https://` service's
     /// certificate (its own self-signed one will do). Refused for an `http://` service.
     pub fn with_ca_file(self, path: &Path) -> Result<Controller, AgentError> {
-        self.with_tls(path, None)
+        self.with_tls(path, None, None)
     }
 
     /// [`Controller::with_ca_file`], and with `client` (certificate chain and key files, PEM)
     /// present that certificate to a service that asks for one (`latnet-ctld
-    /// --tls-client-ca`, mutual TLS).
+    /// --tls-client-ca`, mutual TLS), and with `crl` (PEM certificate revocation lists of the
+    /// CA in `path`, `scripts/tls-revoke.sh`) refuse a service whose certificate a list
+    /// revokes, or which no list covers, or once the list is past its next update.
     pub fn with_tls(
         mut self,
         path: &Path,
         client: Option<(&Path, &Path)>,
+        crl: Option<&Path>,
     ) -> Result<Controller, AgentError> {
-        use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+        use rustls::pki_types::PrivateKeyDer;
+        use rustls::pki_types::{pem::PemObject, CertificateDer, CertificateRevocationListDer};
         let bad = |m: String| AgentError::Config(format!("--ca-file {}: {m}", path.display()));
         let Some((cfg, _)) = self.tls.as_mut() else {
             return Err(bad(format!("{} is not https://", self.url)));
@@ -86,10 +90,33 @@ impl Controller {
                 .into()));
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| bad(e.to_string()))?
-            .with_root_certificates(roots);
+            .map_err(|e| bad(e.to_string()))?;
+        let builder = match crl {
+            None => builder.with_root_certificates(roots),
+            Some(f) => {
+                let bad =
+                    |m: String| AgentError::Config(format!("--crl-file {}: {m}", f.display()));
+                let lists = CertificateRevocationListDer::pem_file_iter(f)
+                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                    .map_err(|e| bad(format!("{e} (expected PEM certificate revocation lists)")))?;
+                if lists.is_empty() {
+                    return Err(bad("no revocation list in it (expected a PEM 'BEGIN X509 CRL' \
+                                    block)"
+                        .into()));
+                }
+                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    roots.into(),
+                    provider,
+                )
+                .with_crls(lists)
+                .enforce_revocation_expiration()
+                .build()
+                .map_err(|e| bad(e.to_string()))?;
+                builder.with_webpki_verifier(verifier)
+            }
+        };
         let c = match client {
             None => builder.with_no_client_auth(),
             Some((cert, key)) => {

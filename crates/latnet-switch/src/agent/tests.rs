@@ -167,6 +167,44 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
         }
         other => panic!("{other:?}"),
     }
+    // with the CA's revocation lists: one revoking nothing lets it in; one past its next
+    // update, or revoking the service's certificate, refuses it, saying why
+    let ca = dir.join("a/ca.crt");
+    let with_crl =
+        |crl: &Path| Controller::new(&url).and_then(|c| c.with_tls(&ca, None, Some(crl)));
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd.output();
+        assert!(out.as_ref().is_ok_and(|o| o.status.success()), "{out:?}");
+    };
+    let revoke = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tls-revoke.sh");
+    run(std::process::Command::new(&revoke).arg(dir.join("a")));
+    let c = with_crl(&dir.join("a/ca.crl"));
+    let Ok(c) = c else { panic!("{c:?}") };
+    assert!(matches!(c.get("/hosts"), Ok((200, _))));
+    let a = |f: &str| dir.join("a").join(f);
+    run(std::process::Command::new("openssl")
+        .args(["ca", "-config"])
+        .arg(a("ca-revoke.cnf"))
+        .arg("-keyfile")
+        .arg(a("ca.key"))
+        .arg("-cert")
+        .arg(a("ca.crt"))
+        .args(["-gencrl", "-crl_lastupdate", "20200101000000Z"])
+        .args(["-crl_nextupdate", "20200102000000Z", "-out"])
+        .arg(a("stale.crl")));
+    let c = with_crl(&a("stale.crl"));
+    let Ok(c) = c else { panic!("{c:?}") };
+    let e = c.get("/hosts");
+    let said = |e: &Result<_, AgentError>, what: &str| matches!(e, Err(AgentError::Controller { msg, .. }) if msg.contains(what));
+    assert!(said(&e, "revocation list expired"), "{e:?}");
+    run(std::process::Command::new(&revoke).arg(dir.join("a")).arg(a("service.crt")));
+    let c = with_crl(&a("ca.crl"));
+    let Ok(c) = c else { panic!("{c:?}") };
+    let e = c.get("/hosts");
+    assert!(said(&e, "Revoked"), "{e:?}");
+    let e = with_crl(&ca);
+    let want = format!("--crl-file {}: no revocation list", ca.display());
+    assert!(matches!(&e, Err(AgentError::Config(m)) if m.starts_with(&want)), "{e:?}");
     // no CA file for https://, a CA file for http://, a file without certificates
     let Ok(bare) = Controller::new(&url) else { panic!("{url}") };
     assert!(matches!(bare.check(), Err(AgentError::Config(m)) if m.contains("--ca-file")));
@@ -204,7 +242,7 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
         endpoint.run(&mut svc, opts, || stop2.load(std::sync::atomic::Ordering::Relaxed));
     });
     let (cert, key) = (dir.join("a/client.crt"), dir.join("a/client.key"));
-    let c = Controller::new(&url).and_then(|c| c.with_tls(&ca, Some((&cert, &key))));
+    let c = Controller::new(&url).and_then(|c| c.with_tls(&ca, Some((&cert, &key)), None));
     let Ok(c) = c else { panic!("{c:?}") };
     let r = c.get("/hosts");
     assert!(matches!(&r, Ok((200, _))), "{r:?}");
@@ -214,7 +252,7 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
     assert!(matches!(&r, Err(AgentError::Controller { msg, .. }) if msg.contains("Certificate")));
     // a key that is not the certificate's is refused naming both
     let other = dir.join("b/client.key");
-    let e = Controller::new(&url).and_then(|c| c.with_tls(&ca, Some((&cert, &other))));
+    let e = Controller::new(&url).and_then(|c| c.with_tls(&ca, Some((&cert, &other)), None));
     let want = format!("--client-key {}: does not go with --client-cert", other.display());
     assert!(matches!(&e, Err(AgentError::Config(m)) if m.starts_with(&want)), "{e:?}");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

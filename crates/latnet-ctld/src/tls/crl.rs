@@ -1,0 +1,171 @@
+//! When a certificate revocation list says the next one is due: its `nextUpdate` (RFC 5280,
+//! section 5.1.2.5), read from its DER so a list already past it is refused when it is loaded,
+//! naming the date, instead of locking every client out at their handshakes (rustls checks it
+//! there too, for a list that expires while the service runs, but only says "expired").
+//!
+//! A small walk over the first fields of the list, not a parser of it: rustls parses and checks
+//! the whole list. It reads only the lengths and tags it needs and answers `None` for anything
+//! else, never panicking (tested on every prefix and every one-byte change of a real list).
+
+/// `nextUpdate` of the DER certificate revocation list `der`, as seconds since 1970-01-01
+/// 00:00:00 UTC, and the time as written (`YYYY-MM-DD HH:MM:SS UTC`); `None` if the list has
+/// none or `der` is not such a list.
+pub(super) fn next_update(der: &[u8]) -> Option<(i64, String)> {
+    let (0x30, list, _) = tlv(der)? else { return None };
+    let (0x30, mut fields, _) = tlv(list)? else { return None };
+    // version (optional), signature algorithm, issuer, thisUpdate, then nextUpdate if present
+    let mut times = 0;
+    for _ in 0..5 {
+        let (tag, value, rest) = tlv(fields)?;
+        match (tag, times) {
+            (0x17 | 0x18, 1) => return time(tag, value),
+            (0x17 | 0x18, _) => times += 1,
+            (_, 1) => return None,
+            _ => {}
+        }
+        fields = rest;
+    }
+    None
+}
+
+/// The first tag-length-value of `input`: tag (one byte, low-tag-number form), value, rest.
+fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, input) = input.split_first()?;
+    let (&first, mut input) = input.split_first()?;
+    let len = match first {
+        0..=0x7f => usize::from(first),
+        0x81..=0x84 => {
+            let n = usize::from(first & 0x7f);
+            let (bytes, rest) = input.split_at_checked(n)?;
+            input = rest;
+            bytes.iter().fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
+        }
+        _ => return None,
+    };
+    let (value, rest) = input.split_at_checked(len)?;
+    Some((tag, value, rest))
+}
+
+/// A UTCTime (`0x17`, `YYMMDDHHMMSSZ`, years 1950 to 2049) or GeneralizedTime (`0x18`,
+/// `YYYYMMDDHHMMSSZ`) as RFC 5280 writes them (in UTC, whole seconds).
+fn time(tag: u8, value: &[u8]) -> Option<(i64, String)> {
+    let digits = value.strip_suffix(b"Z")?;
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let num = |d: &[u8]| d.iter().fold(0i64, |acc, &b| acc * 10 + i64::from(b - b'0'));
+    let (year, rest) = match (tag, digits.len()) {
+        (0x17, 12) => {
+            let yy = num(&digits[..2]);
+            (if yy < 50 { 2000 + yy } else { 1900 + yy }, &digits[2..])
+        }
+        (0x18, 14) => (num(&digits[..4]), &digits[4..]),
+        _ => return None,
+    };
+    let [month, day, hour, minute, second] = [0, 2, 4, 6, 8].map(|i| num(&rest[i..i + 2]));
+    let valid = (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && hour < 24
+        && minute < 60
+        && second < 60;
+    if !valid {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    let shown = format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02} UTC");
+    Some((secs, shown))
+}
+
+/// Days from 1970-01-01 to the given date of the proleptic Gregorian calendar (Howard
+/// Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A list openssl wrote (`scripts/tls-revoke.sh DIR DIR/client.crt`, then `openssl ca
+    /// -gencrl -crl_lastupdate 261127150000Z -crl_nextupdate 290301150000Z`): version 2, one
+    /// revoked certificate, thisUpdate 2026-11-27 15:00:00, nextUpdate 2029-03-01 15:00:00.
+    const LIST: &str = "\
+-----BEGIN X509 CRL-----
+MIHVMHwCAQEwCgYIKoZIzj0EAwIwFDESMBAGA1UEAwwJbGF0bmV0IENBFw0yNjEx
+MjcxNTAwMDBaFw0yOTAzMDExNTAwMDBaMCcwJQIUMKiJlhziJo/iktdmv5XPyP7V
+sOEXDTI2MTEyNzE0NDM1NFqgDjAMMAoGA1UdFAQDAgECMAoGCCqGSM49BAMCA0kA
+MEYCIQDKSN7ZiMADwc5nV5P+fWh8PGcaR2UaHlsr0LLX0S1WRgIhALUPqHfkig9v
+4FC14iy1gqsMGKRBAXxkE1BOYlVGBjYj
+-----END X509 CRL-----
+";
+
+    fn list() -> Vec<u8> {
+        use rustls::pki_types::pem::PemObject;
+        let der = rustls::pki_types::CertificateRevocationListDer::from_pem_slice(LIST.as_bytes());
+        der.unwrap().to_vec()
+    }
+
+    #[test]
+    fn reads_the_next_update_of_a_list_openssl_wrote() {
+        let (secs, shown) = next_update(&list()).unwrap();
+        assert_eq!(shown, "2029-03-01 15:00:00 UTC");
+        // `date -u -d '2029-03-01 15:00:00' +%s`
+        assert_eq!(secs, 1_867_071_600);
+    }
+
+    #[test]
+    fn both_time_forms_and_the_calendar() {
+        assert_eq!(time(0x17, b"700101000000Z").unwrap().0, 0);
+        assert_eq!(time(0x17, b"491231235959Z").unwrap().1, "2049-12-31 23:59:59 UTC");
+        assert_eq!(time(0x17, b"500101000000Z").unwrap().1, "1950-01-01 00:00:00 UTC");
+        assert_eq!(time(0x18, b"20000229120000Z").unwrap().0, 951_825_600);
+        assert_eq!(time(0x18, b"21000301000000Z").unwrap().0, 4_107_542_400);
+        for bad in
+            [&b"20261327000000Z"[..], b"2026112700000Z", b"20261127000000", b"2026112700000aZ"]
+        {
+            assert_eq!(time(0x18, bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(time(0x17, b"20261127000000Z"), None);
+    }
+
+    #[test]
+    fn a_list_without_a_next_update_or_not_a_list_gives_none() {
+        // SEQUENCE { SEQUENCE { INTEGER 1, SEQUENCE {}, SEQUENCE {}, thisUpdate, [0] {} } }
+        let tbs = b"\x02\x01\x01\x30\x00\x30\x00\x17\x0d261127150000Z\xa0\x00";
+        let mut der = vec![0x30, tbs.len() as u8 + 2, 0x30, tbs.len() as u8];
+        der.extend_from_slice(tbs);
+        assert_eq!(next_update(&der), None);
+        // the same with a nextUpdate, and without the optional version
+        let tbs = b"\x30\x00\x30\x00\x17\x0d261127150000Z\x18\x0f20270101000000Z";
+        let mut der = vec![0x30, tbs.len() as u8 + 2, 0x30, tbs.len() as u8];
+        der.extend_from_slice(tbs);
+        assert_eq!(next_update(&der).unwrap().1, "2027-01-01 00:00:00 UTC");
+        assert_eq!(next_update(b""), None);
+        assert_eq!(next_update(b"-----BEGIN X509 CRL-----"), None);
+    }
+
+    #[test]
+    fn every_prefix_and_every_one_byte_change_of_a_list_is_answered_without_a_panic() {
+        let der = list();
+        let whole = next_update(&der);
+        for n in 0..der.len() {
+            // the outer length then claims more than there is
+            assert_eq!(next_update(&der[..n]), None, "prefix of {n} bytes");
+        }
+        let mut changed = der.clone();
+        for i in 0..der.len() {
+            for b in [0x00, 0x01, 0x7f, 0x80, 0x81, 0x84, 0x85, 0xff, der[i] ^ 0x10] {
+                changed[i] = b;
+                let _ = next_update(&changed);
+            }
+            changed[i] = der[i];
+        }
+        assert_eq!(next_update(&changed), whole);
+    }
+}
