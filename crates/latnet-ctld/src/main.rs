@@ -42,6 +42,7 @@
 //! on, on open connections too. If any file cannot be used, nothing changes and standard error
 //! says why (the same message as at start); a line on standard error says what was reloaded.
 
+use latnet_ctld::metrics::Metrics;
 use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig, Swap, Tokens};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -72,16 +73,20 @@ struct Args {
     tokens: Option<PathBuf>,
 }
 
+/// The service's TLS settings, and when its first client revocation list is due for renewal.
+type TlsSettings = (Arc<rustls::ServerConfig>, Option<tls::Due>);
+
 /// The token file `p`, or an error naming the flag and the file's line.
 fn load_tokens(p: &Path) -> Result<Tokens, String> {
     Tokens::load(p).map_err(|e| format!("--tokens {e}"))
 }
 
 impl Args {
-    /// The TLS settings from the `--tls-*` files (`None` without them).
-    fn tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, String> {
+    /// The TLS settings from the `--tls-*` files (`None` without them), and when the first
+    /// client revocation list is due for renewal (seconds since 1970, and as written).
+    fn tls(&self) -> Result<Option<TlsSettings>, String> {
         let Some((cert, key)) = &self.tls else { return Ok(None) };
-        tls::server_config(cert, key, self.client_ca.as_deref(), self.client_crl.as_deref())
+        tls::server_config_due(cert, key, self.client_ca.as_deref(), self.client_crl.as_deref())
             .map(Some)
     }
 
@@ -91,6 +96,7 @@ impl Args {
         &self,
         opts: &ServeOptions,
         endpoint_tls: Option<&Swap<rustls::ServerConfig>>,
+        metrics: &Metrics,
     ) -> Result<String, String> {
         let tokens = self.tokens.as_deref().map(load_tokens).transpose()?;
         let tls = self.tls()?;
@@ -99,12 +105,14 @@ impl Args {
             done.push(format!("{} tokens from {}", t.len(), p.display()));
             swap.set(t);
         }
-        if let (Some(cfg), Some(swap), Some((cert, _))) = (tls, endpoint_tls, &self.tls) {
+        if let (Some((cfg, due)), Some(swap), Some((cert, _))) = (tls, endpoint_tls, &self.tls) {
             done.push(format!("the certificate {}", cert.display()));
-            if let Some(crl) = &self.client_crl {
-                done.push(format!("the revocation lists {}", crl.display()));
+            if let (Some(crl), Some(due)) = (&self.client_crl, &due) {
+                let (crl, shown) = (crl.display(), &due.shown);
+                done.push(format!("the revocation lists {crl} (next update {shown})"));
             }
             swap.set(cfg);
+            metrics.revocation_due(due.map(|d| d.unix_secs));
         }
         Ok(if done.is_empty() {
             "nothing to reload (no --tokens or --tls-cert)".into()
@@ -234,6 +242,10 @@ fn main() -> ExitCode {
         eprintln!("latnet-ctld: {e}");
         return ExitCode::from(2);
     }
+    let (tls, crl_due) = match tls {
+        Some((cfg, due)) => (Some(cfg), due),
+        None => (None, None),
+    };
     let endpoint = match Endpoint::open(&args.listen, tls) {
         Ok(e) => e,
         Err(e) => {
@@ -241,6 +253,11 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let (Some(crl), Some(due)) = (&args.client_crl, crl_due) {
+        let (crl, shown) = (crl.display(), &due.shown);
+        eprintln!("latnet-ctld: the revocation lists {crl} are due for renewal at {shown}");
+        endpoint.metrics().revocation_due(Some(due.unix_secs));
+    }
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("latnet-ctld: {}: {e}", dir.display());
@@ -273,7 +290,7 @@ fn main() -> ExitCode {
         let metrics = endpoint.metrics();
         std::thread::spawn(move || {
             while wait_hangup(&set) {
-                let done = args.reload(&opts, tls.as_ref());
+                let done = args.reload(&opts, tls.as_ref(), &metrics);
                 metrics.reloaded(done.is_ok());
                 match done {
                     Ok(what) => eprintln!("latnet-ctld: SIGHUP: reloaded {what}"),

@@ -10,7 +10,7 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The network side's counters, shared by an endpoint's threads.
@@ -30,6 +30,9 @@ pub struct Metrics {
     reloads: AtomicU64,
     /// Reloads that kept the previous settings (a file could not be used).
     reloads_failed: AtomicU64,
+    /// When the first client revocation list in use is due for renewal (seconds since 1970);
+    /// 0 without lists.
+    crl_due: AtomicI64,
 }
 
 impl Metrics {
@@ -43,6 +46,12 @@ impl Metrics {
     pub fn reloaded(&self, ok: bool) {
         let c = if ok { &self.reloads } else { &self.reloads_failed };
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The client revocation lists in use now are due for renewal at `due` (seconds since
+    /// 1970; `None`: no lists).
+    pub fn revocation_due(&self, due: Option<i64>) {
+        self.crl_due.store(due.unwrap_or(0), Ordering::Relaxed);
     }
 }
 
@@ -118,6 +127,13 @@ pub(crate) fn render(stats: &Value, net: &Metrics) -> String {
         load(&net.reloads),
         load(&net.reloads_failed)
     );
+    let due = net.crl_due.load(Ordering::Relaxed);
+    if due != 0 {
+        let help = "When the first client revocation list (--tls-client-crl) is due for \
+                    renewal, in seconds since 1970: every client is refused from then on.";
+        let name = "latnet_ctld_tls_client_crl_next_update_timestamp_seconds";
+        metric(&mut out, name, "gauge", help, due);
+    }
     out
 }
 
@@ -158,6 +174,12 @@ mod tests {
         assert_eq!(got["latnet_ctld_reloads_total{result=\"failed\"}"], 1.0);
         assert_eq!(got["latnet_ctld_reloads_total{result=\"ok\"}"], 0.0);
         assert_eq!(got["latnet_ctld_connections_total"], 3.0);
+        let due = "latnet_ctld_tls_client_crl_next_update_timestamp_seconds";
+        assert!(!got.contains_key(due), "no revocation lists, no renewal time");
+        net.revocation_due(Some(1_867_071_600));
+        let text = render(&stats, &net);
+        let got: BTreeMap<String, f64> = samples(&text).into_iter().collect();
+        assert_eq!(got[due], 1_867_071_600.0);
         // each metric family is declared once, before its samples, with a known type
         let mut declared = Vec::new();
         for l in text.lines() {

@@ -27,6 +27,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 mod crl;
 
+/// When a certificate revocation list is due for renewal: its next update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    /// Seconds since 1970-01-01 00:00:00 UTC.
+    pub unix_secs: i64,
+    /// As written: `YYYY-MM-DD HH:MM:SS UTC`.
+    pub shown: String,
+}
+
 /// The server's TLS settings from a certificate chain and its private key, both PEM, and with
 /// `client_ca` (PEM) clients must present a certificate that CA signed (mutual TLS; a client
 /// without one fails the handshake). With `client_crl` (PEM certificate revocation lists, one
@@ -43,6 +52,18 @@ pub fn server_config(
     client_ca: Option<&Path>,
     client_crl: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, String> {
+    server_config_due(cert, key, client_ca, client_crl).map(|(cfg, _)| cfg)
+}
+
+/// [`server_config`], and with `client_crl` when the first of its lists is due for renewal,
+/// for `GET /metrics` and the log.
+pub fn server_config_due(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+    client_crl: Option<&Path>,
+) -> Result<(Arc<ServerConfig>, Option<Due>), String> {
+    let mut due = None;
     let certs = pem_certificates("--tls-cert", cert)?;
     let (c, k) = (cert.display(), key.display());
     let key = pem_key("--tls-key", key)?;
@@ -63,8 +84,9 @@ pub fn server_config(
             if let Some(crl) = client_crl {
                 let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
                 let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-                verifier =
-                    verifier.with_crls(revocation_lists(crl, now)?).enforce_revocation_expiration();
+                let (lists, first_due) = revocation_lists(crl, now)?;
+                due = Some(first_due);
+                verifier = verifier.with_crls(lists).enforce_revocation_expiration();
             }
             let verifier = verifier.build().map_err(|e| bad(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)
@@ -73,7 +95,7 @@ pub fn server_config(
     let cfg = builder
         .with_single_cert(certs, key)
         .map_err(|e| format!("--tls-key {k}: does not serve the certificate of {c}: {e}"))?;
-    Ok(Arc::new(cfg))
+    Ok((Arc::new(cfg), due))
 }
 
 /// The certificates in the PEM file `path` (`flag`'s), at least one; errors begin with `flag
@@ -119,11 +141,11 @@ fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'stat
 }
 
 /// The certificate revocation lists in the PEM file `path` (`--tls-client-crl`), at least one,
-/// each with a next update after `now` (seconds since 1970).
+/// each with a next update after `now` (seconds since 1970), and the earliest of those.
 fn revocation_lists(
     path: &Path,
     now: i64,
-) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+) -> Result<(Vec<CertificateRevocationListDer<'static>>, Due), String> {
     let bad = |m: String| format!("--tls-client-crl {}: {m}", path.display());
     let crls = CertificateRevocationListDer::pem_file_iter(path)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
@@ -131,6 +153,7 @@ fn revocation_lists(
     if crls.is_empty() {
         return Err(bad("no revocation list in it (expected a PEM 'BEGIN X509 CRL' block)".into()));
     }
+    let mut first: Option<Due> = None;
     for (i, der) in crls.iter().enumerate() {
         let which = if crls.len() == 1 { "the list".to_owned() } else { format!("list {}", i + 1) };
         match crl::next_update(der) {
@@ -140,16 +163,21 @@ fn revocation_lists(
                      RFC 5280 requires)"
                 )))
             }
-            Some((due, shown)) if due <= now => {
+            Some(Due { unix_secs, shown }) if unix_secs <= now => {
                 return Err(bad(format!(
                     "{which} was due for renewal at {shown} (its next update); make a new one \
                      (scripts/tls-revoke.sh DIR), then start again or send SIGHUP"
                 )))
             }
-            Some(_) => {}
+            Some(due) => {
+                if first.as_ref().is_none_or(|f| due.unix_secs < f.unix_secs) {
+                    first = Some(due);
+                }
+            }
         }
     }
-    Ok(crls)
+    let first = first.unwrap_or(Due { unix_secs: 0, shown: String::new() }); // (crls is not empty)
+    Ok((crls, first))
 }
 
 /// Do the TLS handshake on `tcp` (within `io_timeout`), let `talk` read and write through it,

@@ -425,6 +425,11 @@ struct Daemon {
 
 impl Daemon {
     fn start(d: &Path, cert: &Path, key: &Path, tokens: &Path) -> Daemon {
+        Daemon::start_with(d, cert, key, tokens, &[])
+    }
+
+    /// [`Daemon::start`] with `more` arguments.
+    fn start_with(d: &Path, cert: &Path, key: &Path, tokens: &Path, more: &[&Path]) -> Daemon {
         use std::io::BufRead;
         use std::process::{Command, Stdio};
         let mut child = Command::new(env!("CARGO_BIN_EXE_latnet-ctld"))
@@ -436,6 +441,7 @@ impl Daemon {
             .arg(key)
             .arg("--tokens")
             .arg(tokens)
+            .args(more)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -534,5 +540,43 @@ fn sighup_rereads_the_certificate_and_tokens_and_a_file_it_cannot_use_changes_no
     ] {
         assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
     }
+    daemon.end();
+}
+
+#[test]
+fn when_the_revocation_lists_are_due_is_logged_and_in_the_metrics_and_follows_a_reload() {
+    let d = dir("crl-due-metrics");
+    let (ca, cert, key) = certs(&d, "a");
+    let a = d.join("a");
+    let (tokens, read) = (d.join("tokens"), "rrrrrrrrrrrrrrrrrrrr");
+    std::fs::write(&tokens, format!("read {read}\n")).unwrap();
+    revoke(&a, &[]);
+    let dated = |name: &str, next: &str| {
+        list_dated(&a, name, &["-crl_lastupdate", "20260101000000Z", "-crl_nextupdate", next])
+    };
+    let crl = d.join("in-use.crl");
+    std::fs::copy(dated("first.crl", "20990101000000Z"), &crl).unwrap();
+    let more = [Path::new("--tls-client-ca"), &ca, Path::new("--tls-client-crl"), &crl];
+    let mut daemon = Daemon::start_with(&d, &cert, &key, &tokens, &more);
+    let said = daemon.stderr.next().unwrap().unwrap();
+    assert!(said.contains("due for renewal at 2099-01-01 00:00:00 UTC"), "{said}");
+    let mine = client_with(&ca, Some((&a.join("client.crt"), &a.join("client.key"))));
+    let raw = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {read}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    let addr = daemon.addr.clone();
+    let gauge = || {
+        let text = &answers(&https(&addr, &mine, &raw).unwrap())[0].1;
+        let name = "latnet_ctld_tls_client_crl_next_update_timestamp_seconds ";
+        text.lines().find_map(|l| l.strip_prefix(name).map(str::to_owned))
+    };
+    // `date -u -d 2099-01-01 +%s`
+    assert_eq!(gauge().as_deref(), Some("4070908800"));
+    // renewed with an earlier next update (a CA that shortened its period): both follow
+    std::fs::copy(dated("second.crl", "20980101000000Z"), &crl).unwrap();
+    let said = daemon.hangup();
+    assert!(said.contains("(next update 2098-01-01 00:00:00 UTC)"), "{said}");
+    assert_eq!(gauge().as_deref(), Some("4039372800"));
     daemon.end();
 }

@@ -7,10 +7,11 @@
 //! the whole list. It reads only the lengths and tags it needs and answers `None` for anything
 //! else, never panicking (tested on every prefix and every one-byte change of a real list).
 
-/// `nextUpdate` of the DER certificate revocation list `der`, as seconds since 1970-01-01
-/// 00:00:00 UTC, and the time as written (`YYYY-MM-DD HH:MM:SS UTC`); `None` if the list has
-/// none or `der` is not such a list.
-pub(super) fn next_update(der: &[u8]) -> Option<(i64, String)> {
+use super::Due;
+
+/// `nextUpdate` of the DER certificate revocation list `der`; `None` if the list has none or
+/// `der` is not such a list.
+pub(super) fn next_update(der: &[u8]) -> Option<Due> {
     let (0x30, list, _) = tlv(der)? else { return None };
     let (0x30, mut fields, _) = tlv(list)? else { return None };
     // version (optional), signature algorithm, issuer, thisUpdate, then nextUpdate if present
@@ -48,7 +49,7 @@ fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 
 /// A UTCTime (`0x17`, `YYMMDDHHMMSSZ`, years 1950 to 2049) or GeneralizedTime (`0x18`,
 /// `YYYYMMDDHHMMSSZ`) as RFC 5280 writes them (in UTC, whole seconds).
-fn time(tag: u8, value: &[u8]) -> Option<(i64, String)> {
+fn time(tag: u8, value: &[u8]) -> Option<Due> {
     let digits = value.strip_suffix(b"Z")?;
     if !digits.iter().all(u8::is_ascii_digit) {
         return None;
@@ -73,7 +74,7 @@ fn time(tag: u8, value: &[u8]) -> Option<(i64, String)> {
     }
     let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
     let shown = format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02} UTC");
-    Some((secs, shown))
+    Some(Due { unix_secs: secs, shown })
 }
 
 /// Days from 1970-01-01 to the given date of the proleptic Gregorian calendar (Howard
@@ -113,7 +114,7 @@ MEYCIQDKSN7ZiMADwc5nV5P+fWh8PGcaR2UaHlsr0LLX0S1WRgIhALUPqHfkig9v
 
     #[test]
     fn reads_the_next_update_of_a_list_openssl_wrote() {
-        let (secs, shown) = next_update(&list()).unwrap();
+        let Due { unix_secs: secs, shown } = next_update(&list()).unwrap();
         assert_eq!(shown, "2029-03-01 15:00:00 UTC");
         // `date -u -d '2029-03-01 15:00:00' +%s`
         assert_eq!(secs, 1_867_071_600);
@@ -121,11 +122,11 @@ MEYCIQDKSN7ZiMADwc5nV5P+fWh8PGcaR2UaHlsr0LLX0S1WRgIhALUPqHfkig9v
 
     #[test]
     fn both_time_forms_and_the_calendar() {
-        assert_eq!(time(0x17, b"700101000000Z").unwrap().0, 0);
-        assert_eq!(time(0x17, b"491231235959Z").unwrap().1, "2049-12-31 23:59:59 UTC");
-        assert_eq!(time(0x17, b"500101000000Z").unwrap().1, "1950-01-01 00:00:00 UTC");
-        assert_eq!(time(0x18, b"20000229120000Z").unwrap().0, 951_825_600);
-        assert_eq!(time(0x18, b"21000301000000Z").unwrap().0, 4_107_542_400);
+        assert_eq!(time(0x17, b"700101000000Z").unwrap().unix_secs, 0);
+        assert_eq!(time(0x17, b"491231235959Z").unwrap().shown, "2049-12-31 23:59:59 UTC");
+        assert_eq!(time(0x17, b"500101000000Z").unwrap().shown, "1950-01-01 00:00:00 UTC");
+        assert_eq!(time(0x18, b"20000229120000Z").unwrap().unix_secs, 951_825_600);
+        assert_eq!(time(0x18, b"21000301000000Z").unwrap().unix_secs, 4_107_542_400);
         for bad in
             [&b"20261327000000Z"[..], b"2026112700000Z", b"20261127000000", b"2026112700000aZ"]
         {
@@ -145,7 +146,7 @@ MEYCIQDKSN7ZiMADwc5nV5P+fWh8PGcaR2UaHlsr0LLX0S1WRgIhALUPqHfkig9v
         let tbs = b"\x30\x00\x30\x00\x17\x0d261127150000Z\x18\x0f20270101000000Z";
         let mut der = vec![0x30, tbs.len() as u8 + 2, 0x30, tbs.len() as u8];
         der.extend_from_slice(tbs);
-        assert_eq!(next_update(&der).unwrap().1, "2027-01-01 00:00:00 UTC");
+        assert_eq!(next_update(&der).unwrap().shown, "2027-01-01 00:00:00 UTC");
         assert_eq!(next_update(b""), None);
         assert_eq!(next_update(b"-----BEGIN X509 CRL-----"), None);
     }
