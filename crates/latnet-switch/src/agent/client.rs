@@ -1,7 +1,9 @@
 //! The controller service as the agent reaches it: HTTP/1.1 or HTTPS, a bearer token, every
 //! address the host name resolved to.
 
+use super::files::{Files, Loaded, TlsFiles};
 use super::*;
+use std::sync::Mutex;
 
 /// A controller service at `http://HOST:PORT` or `https://HOST:PORT` (then [`Controller::
 /// with_ca_file`] names who signed its certificate, which must name `HOST`).
@@ -9,14 +11,16 @@ use super::*;
 pub struct Controller {
     url: String,
     host: String,
-    /// With `https://`: the TLS settings (`None` until a CA file is given) and the name the
-    /// certificate must carry.
-    tls: Option<(Option<Arc<rustls::ClientConfig>>, rustls::pki_types::ServerName<'static>)>,
+    /// With `https://`: the name the service's certificate must carry.
+    name: Option<rustls::pki_types::ServerName<'static>>,
     /// Every address the host name resolved to, tried in turn.
     pub(super) addrs: Vec<std::net::SocketAddr>,
     timeout: StdDuration,
-    /// The bearer token sent with every request (a service started with `--tokens`).
-    token: Option<String>,
+    /// The TLS files (`https://`) and the token file (a service started with `--tokens`).
+    files: Files,
+    /// What was read from them (the TLS settings, the bearer token sent with every request),
+    /// read again when one changes; shared by the clones.
+    loaded: Arc<Mutex<Loaded>>,
 }
 
 impl Controller {
@@ -36,23 +40,24 @@ impl Controller {
         if addrs.is_empty() {
             return Err(bad("resolves to no address"));
         }
-        let tls = if scheme == "https" {
+        let name = if scheme == "https" {
             let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
             let name = name.trim_start_matches('[').trim_end_matches(']');
             let name = rustls::pki_types::ServerName::try_from(name.to_owned()).map_err(|e| {
                 bad(&format!("{name:?} is not a name a certificate can carry: {e}"))
             })?;
-            Some((None, name))
+            Some(name)
         } else {
             None
         };
         Ok(Controller {
             url: format!("{scheme}://{host}"),
             host: host.to_owned(),
-            tls,
+            name,
             addrs,
             timeout: StdDuration::from_secs(2),
-            token: None,
+            files: Files::default(),
+            loaded: Arc::default(),
         })
     }
 
@@ -66,86 +71,38 @@ impl Controller {
     /// present that certificate to a service that asks for one (`latnet-ctld
     /// --tls-client-ca`, mutual TLS), and with `crl` (PEM certificate revocation lists of the
     /// CA in `path`, `scripts/tls-revoke.sh`) refuse a service whose certificate a list
-    /// revokes, or which no list covers, or once the list is past its next update.
+    /// revokes, or which no list covers, or once the list is past its next update. The files
+    /// are read again when they change (`agent/files.rs`).
     pub fn with_tls(
-        mut self,
+        self,
         path: &Path,
         client: Option<(&Path, &Path)>,
         crl: Option<&Path>,
     ) -> Result<Controller, AgentError> {
-        use rustls::pki_types::PrivateKeyDer;
-        use rustls::pki_types::{pem::PemObject, CertificateDer, CertificateRevocationListDer};
-        let bad = |m: String| AgentError::Config(format!("--ca-file {}: {m}", path.display()));
-        let Some((cfg, _)) = self.tls.as_mut() else {
-            return Err(bad(format!("{} is not https://", self.url)));
-        };
-        let certs = CertificateDer::pem_file_iter(path)
-            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-            .map_err(|e| bad(format!("{e} (expected PEM certificates)")))?;
-        let mut roots = rustls::RootCertStore::empty();
-        let (added, _) = roots.add_parsable_certificates(certs);
-        if added == 0 {
-            return Err(bad("no usable certificate in it (expected a PEM 'BEGIN CERTIFICATE' \
-                            block)"
-                .into()));
+        if self.name.is_none() {
+            let m = format!("--ca-file {}: {} is not https://", path.display(), self.url);
+            return Err(AgentError::Config(m));
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| bad(e.to_string()))?;
-        let builder = match crl {
-            None => builder.with_root_certificates(roots),
-            Some(f) => {
-                let bad =
-                    |m: String| AgentError::Config(format!("--crl-file {}: {m}", f.display()));
-                let lists = CertificateRevocationListDer::pem_file_iter(f)
-                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                    .map_err(|e| bad(format!("{e} (expected PEM certificate revocation lists)")))?;
-                if lists.is_empty() {
-                    return Err(bad("no revocation list in it (expected a PEM 'BEGIN X509 CRL' \
-                                    block)"
-                        .into()));
-                }
-                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
-                    roots.into(),
-                    provider,
-                )
-                .with_crls(lists)
-                .enforce_revocation_expiration()
-                .build()
-                .map_err(|e| bad(e.to_string()))?;
-                builder.with_webpki_verifier(verifier)
-            }
+        let tls = TlsFiles {
+            ca: path.to_owned(),
+            client: client.map(|(c, k)| (c.to_owned(), k.to_owned())),
+            crl: crl.map(Path::to_owned),
         };
-        let c = match client {
-            None => builder.with_no_client_auth(),
-            Some((cert, key)) => {
-                let bad_cert = |m: String| {
-                    AgentError::Config(format!("--client-cert {}: {m}", cert.display()))
-                };
-                let bad_key =
-                    |m: String| AgentError::Config(format!("--client-key {}: {m}", key.display()));
-                let chain = CertificateDer::pem_file_iter(cert)
-                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                    .map_err(|e| bad_cert(format!("{e} (expected PEM certificates)")))?;
-                if chain.is_empty() {
-                    return Err(bad_cert("no certificate in it".into()));
-                }
-                let k = PrivateKeyDer::from_pem_file(key)
-                    .map_err(|e| bad_key(format!("{e} (expected a PEM private key)")))?;
-                builder.with_client_auth_cert(chain, k).map_err(|e| {
-                    bad_key(format!("does not go with --client-cert {}: {e}", cert.display()))
-                })?
-            }
-        };
-        *cfg = Some(Arc::new(c));
+        let files = Files { tls: Some(tls), ..self.files.clone() };
+        self.with_files(files)
+    }
+
+    /// Read `files` now (refused if one cannot be used); the settings from then on.
+    fn with_files(mut self, files: Files) -> Result<Controller, AgentError> {
+        self.loaded = Arc::new(Mutex::new(files.read()?));
+        self.files = files;
         Ok(self)
     }
 
     /// An `https://` service without a CA file is a configuration error, said before starting.
     pub fn check(&self) -> Result<(), AgentError> {
-        match &self.tls {
-            Some((None, _)) => Err(AgentError::Config(format!(
+        match (&self.name, &self.files.tls) {
+            (Some(_), None) => Err(AgentError::Config(format!(
                 "--controller {}: give the certificate that signed the service's: --ca-file FILE",
                 self.url
             ))),
@@ -154,21 +111,11 @@ impl Controller {
     }
 
     /// Send the token in file `path` (its first line that is neither empty nor a `#` comment,
-    /// either `TOKEN` or `ROLE TOKEN` as in the service's own file) with every request.
-    pub fn with_token_file(mut self, path: &Path) -> Result<Controller, AgentError> {
-        let bad = |m: String| AgentError::Config(format!("--token-file {}: {m}", path.display()));
-        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        let line = text
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#'))
-            .ok_or_else(|| bad("expected a token, the file has none".into()))?;
-        let token = line.split_whitespace().last().unwrap_or_default();
-        if token.is_empty() || !token.chars().all(|c| c.is_ascii_graphic()) {
-            return Err(bad("expected a token of printable characters".into()));
-        }
-        self.token = Some(token.to_owned());
-        Ok(self)
+    /// either `TOKEN` or `ROLE TOKEN` as in the service's own file) with every request; the
+    /// file is read again when it changes.
+    pub fn with_token_file(self, path: &Path) -> Result<Controller, AgentError> {
+        let files = Files { token: Some(path.to_owned()), ..self.files.clone() };
+        self.with_files(files)
     }
 
     /// The service's address.
@@ -218,16 +165,17 @@ impl Controller {
         tcp.set_read_timeout(Some(self.timeout + wait)).map_err(|e| self.fail(e.to_string()))?;
         tcp.set_write_timeout(Some(self.timeout)).map_err(|e| self.fail(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
-        let mut s: Box<dyn ReadWrite> = match &self.tls {
-            None => Box::new(tcp),
-            Some((None, _)) => return Err(self.fail("https:// needs --ca-file")),
-            Some((Some(cfg), name)) => {
-                let conn = rustls::ClientConnection::new(cfg.clone(), name.clone())
+        let (tls, token) = self.files.current(&self.loaded);
+        let mut s: Box<dyn ReadWrite> = match (&self.name, tls) {
+            (None, _) => Box::new(tcp),
+            (Some(_), None) => return Err(self.fail("https:// needs --ca-file")),
+            (Some(name), Some(cfg)) => {
+                let conn = rustls::ClientConnection::new(cfg, name.clone())
                     .map_err(|e| self.fail(format!("TLS: {e}")))?;
                 Box::new(rustls::StreamOwned::new(conn, tcp))
             }
         };
-        let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n"));
+        let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n"));
         let body = body.map(Value::to_string).unwrap_or_default();
         let kind = if body.is_empty() { "" } else { "Content-Type: application/json\r\n" };
         let head = format!(

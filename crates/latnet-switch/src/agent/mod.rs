@@ -41,6 +41,10 @@
 //! agent serving every host). A service speaking HTTPS (`latnet-ctld --tls-cert`) is
 //! `--controller https://HOST:PORT` with `--ca-file` naming who signed its certificate, which
 //! must name `HOST`; without TLS the token crosses the management network in the clear.
+//! `--client-cert` / `--client-key` answer a service asking for a client certificate, and
+//! `--crl-file` checks the service's certificate against the CA's revocation lists. The token
+//! and TLS files are read again when they change (a renewed list, certificate or token), from
+//! the next request on (`agent/files.rs`).
 //!
 //! Agents serving different hosts keep the sequential order between them through the service
 //! (`latnet_ctld::agents`): each registers its hosts (`POST /agents`, renewed every second),
@@ -95,6 +99,7 @@ pub enum AgentError {
 
 mod apply;
 mod client;
+mod files;
 mod flows;
 mod peers;
 mod shaper;

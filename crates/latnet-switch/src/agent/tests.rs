@@ -168,20 +168,22 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
         other => panic!("{other:?}"),
     }
     // with the CA's revocation lists: one revoking nothing lets it in; one past its next
-    // update, or revoking the service's certificate, refuses it, saying why
+    // update, or revoking the service's certificate, refuses it, saying why; the agent reads
+    // the file again when it changes, and keeps what it had if the new one cannot be used
     let ca = dir.join("a/ca.crt");
-    let with_crl =
-        |crl: &Path| Controller::new(&url).and_then(|c| c.with_tls(&ca, None, Some(crl)));
+    let a = |f: &str| dir.join("a").join(f);
     let run = |cmd: &mut std::process::Command| {
         let out = cmd.output();
         assert!(out.as_ref().is_ok_and(|o| o.status.success()), "{out:?}");
     };
     let revoke = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tls-revoke.sh");
     run(std::process::Command::new(&revoke).arg(dir.join("a")));
-    let c = with_crl(&dir.join("a/ca.crl"));
+    let in_use = a("in-use.crl");
+    let use_list = |from: &Path| assert!(std::fs::copy(from, &in_use).is_ok());
+    use_list(&a("ca.crl"));
+    let c = Controller::new(&url).and_then(|c| c.with_tls(&ca, None, Some(&in_use)));
     let Ok(c) = c else { panic!("{c:?}") };
     assert!(matches!(c.get("/hosts"), Ok((200, _))));
-    let a = |f: &str| dir.join("a").join(f);
     run(std::process::Command::new("openssl")
         .args(["ca", "-config"])
         .arg(a("ca-revoke.cnf"))
@@ -192,17 +194,21 @@ fn an_https_service_is_reached_with_its_ca_file_and_client_certificate_and_refus
         .args(["-gencrl", "-crl_lastupdate", "20200101000000Z"])
         .args(["-crl_nextupdate", "20200102000000Z", "-out"])
         .arg(a("stale.crl")));
-    let c = with_crl(&a("stale.crl"));
-    let Ok(c) = c else { panic!("{c:?}") };
+    use_list(&a("stale.crl"));
     let e = c.get("/hosts");
     let said = |e: &Result<_, AgentError>, what: &str| matches!(e, Err(AgentError::Controller { msg, .. }) if msg.contains(what));
     assert!(said(&e, "revocation list expired"), "{e:?}");
+    // renewed: in again, on the same controller (and its clones)
+    use_list(&a("ca.crl"));
+    assert!(matches!(c.clone().get("/hosts"), Ok((200, _))));
     run(std::process::Command::new(&revoke).arg(dir.join("a")).arg(a("service.crt")));
-    let c = with_crl(&a("ca.crl"));
-    let Ok(c) = c else { panic!("{c:?}") };
+    use_list(&a("ca.crl"));
     let e = c.get("/hosts");
     assert!(said(&e, "Revoked"), "{e:?}");
-    let e = with_crl(&ca);
+    // a file it cannot use keeps the previous lists (still refused), then a good one is used
+    assert!(std::fs::write(&in_use, "not a list\n").is_ok());
+    assert!(said(&c.get("/hosts"), "Revoked"));
+    let e = Controller::new(&url).and_then(|c| c.with_tls(&ca, None, Some(&ca)));
     let want = format!("--crl-file {}: no revocation list", ca.display());
     assert!(matches!(&e, Err(AgentError::Config(m)) if m.starts_with(&want)), "{e:?}");
     // no CA file for https://, a CA file for http://, a file without certificates
@@ -269,24 +275,42 @@ fn a_token_file_gives_every_request_its_bearer_header() {
     let _ = std::fs::write(&file, "# the agents' token\n\nread abcdef0123456789xyz\n");
     let Ok(l) = TcpListener::bind("127.0.0.1:0") else { panic!("no listener") };
     let url = format!("http://{}", l.local_addr().map(|a| a.to_string()).unwrap_or_default());
+    // the requests it reads, one per connection
     let seen = std::thread::spawn(move || {
-        let Ok((mut s, _)) = l.accept() else { return String::new() };
-        let mut req = Vec::new();
-        let mut buf = [0u8; 512];
-        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => req.extend_from_slice(&buf[..n]),
+        let mut all = Vec::new();
+        for _ in 0..4 {
+            let Ok((mut s, _)) = l.accept() else { break };
+            let mut req = Vec::new();
+            let mut buf = [0u8; 512];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
             }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]");
+            all.push(String::from_utf8_lossy(&req).into_owned());
         }
-        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]");
-        String::from_utf8_lossy(&req).into_owned()
+        all
     });
     let c = Controller::new(&url).and_then(|c| c.with_token_file(&file));
     let Ok(c) = c else { panic!("{c:?}") };
     assert!(matches!(c.get("/hosts"), Ok((200, _))));
-    let req = seen.join().unwrap_or_default();
-    assert!(req.contains("\r\nAuthorization: Bearer abcdef0123456789xyz\r\n"), "{req}");
+    // a new token in the file is sent from the next request on; a file without one keeps
+    // the previous token
+    let _ = std::fs::write(&file, "read newtoken0123456789\n");
+    assert!(matches!(c.get("/hosts"), Ok((200, _))));
+    let _ = std::fs::write(&file, "# nothing yet\n");
+    assert!(matches!(c.get("/hosts"), Ok((200, _))));
+    let _ = std::fs::write(&file, "third0123456789abcdef\n");
+    assert!(matches!(c.get("/hosts"), Ok((200, _))));
+    let reqs = seen.join().unwrap_or_default();
+    let tokens: Vec<_> = reqs
+        .iter()
+        .map(|r| r.lines().find_map(|l| l.strip_prefix("Authorization: Bearer ")).unwrap_or(""))
+        .collect();
+    let want = ["abcdef0123456789xyz", "newtoken0123456789", "newtoken0123456789"];
+    assert_eq!(tokens, [&want[..], &["third0123456789abcdef"]].concat(), "{reqs:?}");
     // a file without a token, or none at all, is refused naming it
     let _ = std::fs::write(&file, "# nothing yet\n");
     for path in [file.clone(), dir.join("missing")] {
