@@ -73,8 +73,38 @@ struct Args {
     tokens: Option<PathBuf>,
 }
 
-/// The service's TLS settings, and when its first client revocation list is due for renewal.
-type TlsSettings = (Arc<rustls::ServerConfig>, Option<tls::Due>);
+/// The service's TLS settings, and the dates of their files.
+type TlsSettings = (Arc<rustls::ServerConfig>, tls::Dates);
+
+/// A certificate expiring within this many days is warned of at start and at each reload.
+const WARN_DAYS: i64 = 14;
+
+/// What to say about the dates of the TLS files: when the revocation lists are due, and a
+/// warning if the certificate expired or expires within [`WARN_DAYS`].
+fn dated(args: &Args, dates: &tls::Dates) -> Vec<String> {
+    let mut said = Vec::new();
+    if let (Some(crl), Some(due)) = (&args.client_crl, &dates.revocation) {
+        let (crl, shown) = (crl.display(), &due.shown);
+        said.push(format!("the revocation lists {crl} are due for renewal at {shown}"));
+    }
+    if let (Some((cert, _)), Some(expiry)) = (&args.tls, &dates.certificate) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let (cert, shown) = (cert.display(), &expiry.shown);
+        let left = expiry.unix_secs - now;
+        if left <= 0 {
+            said.push(format!(
+                "warning: the certificate {cert} expired at {shown}: clients refuse it"
+            ));
+        } else if left < WARN_DAYS * 86_400 {
+            let days = (left + 43_200) / 86_400; // to the nearest day
+            said.push(format!(
+                "warning: the certificate {cert} expires at {shown}, in {days} days"
+            ));
+        }
+    }
+    said
+}
 
 /// The token file `p`, or an error naming the flag and the file's line.
 fn load_tokens(p: &Path) -> Result<Tokens, String> {
@@ -82,11 +112,10 @@ fn load_tokens(p: &Path) -> Result<Tokens, String> {
 }
 
 impl Args {
-    /// The TLS settings from the `--tls-*` files (`None` without them), and when the first
-    /// client revocation list is due for renewal (seconds since 1970, and as written).
+    /// The TLS settings from the `--tls-*` files (`None` without them), and their dates.
     fn tls(&self) -> Result<Option<TlsSettings>, String> {
         let Some((cert, key)) = &self.tls else { return Ok(None) };
-        tls::server_config_due(cert, key, self.client_ca.as_deref(), self.client_crl.as_deref())
+        tls::server_config_dated(cert, key, self.client_ca.as_deref(), self.client_crl.as_deref())
             .map(Some)
     }
 
@@ -105,14 +134,14 @@ impl Args {
             done.push(format!("{} tokens from {}", t.len(), p.display()));
             swap.set(t);
         }
-        if let (Some((cfg, due)), Some(swap), Some((cert, _))) = (tls, endpoint_tls, &self.tls) {
+        if let (Some((cfg, dates)), Some(swap), Some((cert, _))) = (tls, endpoint_tls, &self.tls) {
             done.push(format!("the certificate {}", cert.display()));
-            if let (Some(crl), Some(due)) = (&self.client_crl, &due) {
-                let (crl, shown) = (crl.display(), &due.shown);
-                done.push(format!("the revocation lists {crl} (next update {shown})"));
+            if let Some(crl) = &self.client_crl {
+                done.push(format!("the revocation lists {}", crl.display()));
             }
+            done.extend(dated(self, &dates));
             swap.set(cfg);
-            metrics.revocation_due(due.map(|d| d.unix_secs));
+            metrics.tls_dates(&dates);
         }
         Ok(if done.is_empty() {
             "nothing to reload (no --tokens or --tls-cert)".into()
@@ -242,9 +271,9 @@ fn main() -> ExitCode {
         eprintln!("latnet-ctld: {e}");
         return ExitCode::from(2);
     }
-    let (tls, crl_due) = match tls {
-        Some((cfg, due)) => (Some(cfg), due),
-        None => (None, None),
+    let (tls, dates) = match tls {
+        Some((cfg, dates)) => (Some(cfg), dates),
+        None => (None, tls::Dates::default()),
     };
     let endpoint = match Endpoint::open(&args.listen, tls) {
         Ok(e) => e,
@@ -253,11 +282,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if let (Some(crl), Some(due)) = (&args.client_crl, crl_due) {
-        let (crl, shown) = (crl.display(), &due.shown);
-        eprintln!("latnet-ctld: the revocation lists {crl} are due for renewal at {shown}");
-        endpoint.metrics().revocation_due(Some(due.unix_secs));
+    for line in dated(&args, &dates) {
+        eprintln!("latnet-ctld: {line}");
     }
+    endpoint.metrics().tls_dates(&dates);
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("latnet-ctld: {}: {e}", dir.display());

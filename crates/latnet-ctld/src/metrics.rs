@@ -33,6 +33,8 @@ pub struct Metrics {
     /// When the first client revocation list in use is due for renewal (seconds since 1970);
     /// 0 without lists.
     crl_due: AtomicI64,
+    /// When the service's certificate in use expires (seconds since 1970); 0 without TLS.
+    cert_expiry: AtomicI64,
 }
 
 impl Metrics {
@@ -48,10 +50,11 @@ impl Metrics {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The client revocation lists in use now are due for renewal at `due` (seconds since
-    /// 1970; `None`: no lists).
-    pub fn revocation_due(&self, due: Option<i64>) {
-        self.crl_due.store(due.unwrap_or(0), Ordering::Relaxed);
+    /// The TLS files in use now have these dates.
+    pub fn tls_dates(&self, dates: &crate::tls::Dates) {
+        let secs = |d: &Option<crate::tls::Due>| d.as_ref().map_or(0, |d| d.unix_secs);
+        self.crl_due.store(secs(&dates.revocation), Ordering::Relaxed);
+        self.cert_expiry.store(secs(&dates.certificate), Ordering::Relaxed);
     }
 }
 
@@ -127,6 +130,13 @@ pub(crate) fn render(stats: &Value, net: &Metrics) -> String {
         load(&net.reloads),
         load(&net.reloads_failed)
     );
+    let expiry = net.cert_expiry.load(Ordering::Relaxed);
+    if expiry != 0 {
+        let help = "When the service's certificate (--tls-cert) expires, in seconds since 1970: \
+                    clients refuse it from then on.";
+        let name = "latnet_ctld_tls_certificate_not_after_timestamp_seconds";
+        metric(&mut out, name, "gauge", help, expiry);
+    }
     let due = net.crl_due.load(Ordering::Relaxed);
     if due != 0 {
         let help = "When the first client revocation list (--tls-client-crl) is due for \
@@ -175,8 +185,15 @@ mod tests {
         assert_eq!(got["latnet_ctld_reloads_total{result=\"ok\"}"], 0.0);
         assert_eq!(got["latnet_ctld_connections_total"], 3.0);
         let due = "latnet_ctld_tls_client_crl_next_update_timestamp_seconds";
+        let expiry = "latnet_ctld_tls_certificate_not_after_timestamp_seconds";
+        assert!(!got.contains_key(due) && !got.contains_key(expiry), "no TLS, no dates");
+        let at = |unix_secs| Some(crate::tls::Due { unix_secs, shown: String::new() });
+        net.tls_dates(&crate::tls::Dates { certificate: at(1_867_070_634), revocation: None });
+        let text = render(&stats, &net);
+        let got: BTreeMap<String, f64> = samples(&text).into_iter().collect();
+        assert_eq!(got[expiry], 1_867_070_634.0);
         assert!(!got.contains_key(due), "no revocation lists, no renewal time");
-        net.revocation_due(Some(1_867_071_600));
+        net.tls_dates(&crate::tls::Dates { certificate: None, revocation: at(1_867_071_600) });
         let text = render(&stats, &net);
         let got: BTreeMap<String, f64> = samples(&text).into_iter().collect();
         assert_eq!(got[due], 1_867_071_600.0);

@@ -25,9 +25,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-mod crl;
+mod der;
 
-/// When a certificate revocation list is due for renewal: its next update.
+/// An instant a TLS file names: when a certificate expires, when a revocation list is due for
+/// renewal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
     /// Seconds since 1970-01-01 00:00:00 UTC.
@@ -52,19 +53,29 @@ pub fn server_config(
     client_ca: Option<&Path>,
     client_crl: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, String> {
-    server_config_due(cert, key, client_ca, client_crl).map(|(cfg, _)| cfg)
+    server_config_dated(cert, key, client_ca, client_crl).map(|(cfg, _)| cfg)
 }
 
-/// [`server_config`], and with `client_crl` when the first of its lists is due for renewal,
-/// for `GET /metrics` and the log.
-pub fn server_config_due(
+/// The dates of the files of a [`server_config`], for the log and `GET /metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dates {
+    /// When the service's certificate (the first of the chain) expires (`None` if its
+    /// validity could not be read); rustls does not refuse to serve an expired one, clients do.
+    pub certificate: Option<Due>,
+    /// When the first client revocation list is due for renewal (with `client_crl`).
+    pub revocation: Option<Due>,
+}
+
+/// [`server_config`], and its files' [`Dates`].
+pub fn server_config_dated(
     cert: &Path,
     key: &Path,
     client_ca: Option<&Path>,
     client_crl: Option<&Path>,
-) -> Result<(Arc<ServerConfig>, Option<Due>), String> {
-    let mut due = None;
+) -> Result<(Arc<ServerConfig>, Dates), String> {
+    let mut dates = Dates::default();
     let certs = pem_certificates("--tls-cert", cert)?;
+    dates.certificate = certs.first().and_then(|c| der::not_after(c));
     let (c, k) = (cert.display(), key.display());
     let key = pem_key("--tls-key", key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -85,7 +96,7 @@ pub fn server_config_due(
                 let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
                 let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
                 let (lists, first_due) = revocation_lists(crl, now)?;
-                due = Some(first_due);
+                dates.revocation = Some(first_due);
                 verifier = verifier.with_crls(lists).enforce_revocation_expiration();
             }
             let verifier = verifier.build().map_err(|e| bad(e.to_string()))?;
@@ -95,7 +106,7 @@ pub fn server_config_due(
     let cfg = builder
         .with_single_cert(certs, key)
         .map_err(|e| format!("--tls-key {k}: does not serve the certificate of {c}: {e}"))?;
-    Ok((Arc::new(cfg), due))
+    Ok((Arc::new(cfg), dates))
 }
 
 /// The certificates in the PEM file `path` (`flag`'s), at least one; errors begin with `flag
@@ -156,7 +167,7 @@ fn revocation_lists(
     let mut first: Option<Due> = None;
     for (i, der) in crls.iter().enumerate() {
         let which = if crls.len() == 1 { "the list".to_owned() } else { format!("list {}", i + 1) };
-        match crl::next_update(der) {
+        match der::next_update(der) {
             None => {
                 return Err(bad(format!(
                     "{which} says no next update (expected a version 2 list with nextUpdate, as \

@@ -576,7 +576,44 @@ fn when_the_revocation_lists_are_due_is_logged_and_in_the_metrics_and_follows_a_
     // renewed with an earlier next update (a CA that shortened its period): both follow
     std::fs::copy(dated("second.crl", "20980101000000Z"), &crl).unwrap();
     let said = daemon.hangup();
-    assert!(said.contains("(next update 2098-01-01 00:00:00 UTC)"), "{said}");
+    assert!(said.contains("are due for renewal at 2098-01-01 00:00:00 UTC"), "{said}");
     assert_eq!(gauge().as_deref(), Some("4039372800"));
+    daemon.end();
+}
+
+#[test]
+fn a_certificate_near_its_end_is_warned_of_and_its_expiry_is_in_the_metrics() {
+    let d = dir("cert-expiry");
+    let (cert, key, tokens) = (d.join("soon.crt"), d.join("soon.key"), d.join("tokens"));
+    let read = "rrrrrrrrrrrrrrrrrrrr";
+    std::fs::write(&tokens, format!("read {read}\n")).unwrap();
+    // self-signed, for 127.0.0.1, valid 3 days from now
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+        .args(["-nodes", "-days", "3", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let mut daemon = Daemon::start(&d, &cert, &key, &tokens);
+    let said = daemon.stderr.next().unwrap().unwrap();
+    assert!(said.contains("warning: the certificate") && said.contains("soon.crt"), "{said}");
+    assert!(said.contains("in 3 days"), "{said}");
+    let raw = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {read}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    let text = &answers(&https(&daemon.addr, &client(&cert), &raw).unwrap())[0].1;
+    let name = "latnet_ctld_tls_certificate_not_after_timestamp_seconds ";
+    let at = text.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("{text}"));
+    let at: u64 = at.parse().unwrap();
+    // openssl counts the 3 days from when it signed, a moment before the service started
+    let three_days = started.as_secs() + 3 * 86_400;
+    assert!((three_days - 60..=three_days).contains(&at), "{at} against {three_days}");
     daemon.end();
 }

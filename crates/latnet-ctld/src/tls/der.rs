@@ -1,11 +1,13 @@
-//! When a certificate revocation list says the next one is due: its `nextUpdate` (RFC 5280,
-//! section 5.1.2.5), read from its DER so a list already past it is refused when it is loaded,
+//! Two dates of RFC 5280 read from DER: when a certificate revocation list says the next one is
+//! due (`nextUpdate`, section 5.1.2.5), so a list already past it is refused when it is loaded,
 //! naming the date, instead of locking every client out at their handshakes (rustls checks it
-//! there too, for a list that expires while the service runs, but only says "expired").
+//! there too, for a list that expires while the service runs, but only says "expired"); and
+//! when a certificate expires (`notAfter`, section 4.1.2.5), which rustls does not check for a
+//! server's own certificate: the service says it, and `GET /metrics` shows both.
 //!
-//! A small walk over the first fields of the list, not a parser of it: rustls parses and checks
-//! the whole list. It reads only the lengths and tags it needs and answers `None` for anything
-//! else, never panicking (tested on every prefix and every one-byte change of a real list).
+//! A small walk over the first fields, not a parser: rustls parses and checks the whole list
+//! or certificate. It reads only the lengths and tags it needs and answers `None` for anything
+//! else, never panicking (tested on every prefix and every one-byte change of real ones).
 
 use super::Due;
 
@@ -27,6 +29,28 @@ pub(super) fn next_update(der: &[u8]) -> Option<Due> {
         fields = rest;
     }
     None
+}
+
+/// `notAfter` of the DER certificate `der`; `None` if `der` is not a certificate.
+pub(super) fn not_after(der: &[u8]) -> Option<Due> {
+    let (0x30, cert, _) = tlv(der)? else { return None };
+    let (0x30, mut fields, _) = tlv(cert)? else { return None };
+    // version ([0], optional), serial number, signature algorithm, issuer, then validity
+    let (tag, _, rest) = tlv(fields)?;
+    if tag == 0xa0 {
+        fields = rest;
+    }
+    for want in [0x02, 0x30, 0x30] {
+        let (tag, _, rest) = tlv(fields)?;
+        if tag != want {
+            return None;
+        }
+        fields = rest;
+    }
+    let (0x30, validity, _) = tlv(fields)? else { return None };
+    let (0x17 | 0x18, _, rest) = tlv(validity)? else { return None };
+    let (tag @ (0x17 | 0x18), value, _) = tlv(rest)? else { return None };
+    time(tag, value)
 }
 
 /// The first tag-length-value of `input`: tag (one byte, low-tag-number form), value, rest.
@@ -106,6 +130,29 @@ MEYCIQDKSN7ZiMADwc5nV5P+fWh8PGcaR2UaHlsr0LLX0S1WRgIhALUPqHfkig9v
 -----END X509 CRL-----
 ";
 
+    /// A service certificate `scripts/tls-certs.sh` made (EC P-256, version 3), valid from
+    /// 2026-11-27 14:43:54 to 2029-03-01 14:43:54 (UTCTime).
+    const CERT: &str = "\
+-----BEGIN CERTIFICATE-----
+MIIBvTCCAWOgAwIBAgIUMKiJlhziJo/iktdmv5XPyP7VsOAwCgYIKoZIzj0EAwIw
+FDESMBAGA1UEAwwJbGF0bmV0IENBMB4XDTI2MTEyNzE0NDM1NFoXDTI5MDMwMTE0
+NDM1NFowFDESMBAGA1UEAwwJMTI3LjAuMC4xMFkwEwYHKoZIzj0CAQYIKoZIzj0D
+AQcDQgAEe26+QA3Dt12CT6S4+N+TSG65g8nnz8ZGf4w03qU0+GVJh/0XPBnr8yjX
+MZyEH7S6X0VxBAX515Q9SnYBaLMSX6OBkjCBjzAaBgNVHREEEzARhwR/AAABggls
+b2NhbGhvc3QwDAYDVR0TAQH/BAIwADAOBgNVHQ8BAf8EBAMCB4AwEwYDVR0lBAww
+CgYIKwYBBQUHAwEwHQYDVR0OBBYEFInmHSCGDwffVbrob8e1OsFt/95hMB8GA1Ud
+IwQYMBaAFPDTIGqgy7MKi90Ku+LYzS/N37CTMAoGCCqGSM49BAMCA0gAMEUCIQDG
+/GXzu0vuFfl38u7Uq6LqIKTHIFX+G731cHv7N7jOTQIgA6HkTxIlRmDvVrKuXuH/
+2IQpCnZmT34SvImaoc9aqfA=
+-----END CERTIFICATE-----
+";
+
+    fn cert() -> Vec<u8> {
+        use rustls::pki_types::pem::PemObject;
+        let der = rustls::pki_types::CertificateDer::from_pem_slice(CERT.as_bytes());
+        der.unwrap().to_vec()
+    }
+
     fn list() -> Vec<u8> {
         use rustls::pki_types::pem::PemObject;
         let der = rustls::pki_types::CertificateRevocationListDer::from_pem_slice(LIST.as_bytes());
@@ -118,6 +165,17 @@ MEYCIQDKSN7ZiMADwc5nV5P+fWh8PGcaR2UaHlsr0LLX0S1WRgIhALUPqHfkig9v
         assert_eq!(shown, "2029-03-01 15:00:00 UTC");
         // `date -u -d '2029-03-01 15:00:00' +%s`
         assert_eq!(secs, 1_867_071_600);
+    }
+
+    #[test]
+    fn reads_when_a_certificate_openssl_made_expires() {
+        let due = not_after(&cert()).unwrap();
+        assert_eq!(due.shown, "2029-03-01 14:43:54 UTC");
+        // `date -u -d '2029-03-01 14:43:54' +%s`
+        assert_eq!(due.unix_secs, 1_867_070_634);
+        // a list is not a certificate, nor a certificate a list
+        assert_eq!(not_after(&list()), None);
+        assert_eq!(next_update(&cert()), None);
     }
 
     #[test]
@@ -152,21 +210,23 @@ MEYCIQDKSN7ZiMADwc5nV5P+fWh8PGcaR2UaHlsr0LLX0S1WRgIhALUPqHfkig9v
     }
 
     #[test]
-    fn every_prefix_and_every_one_byte_change_of_a_list_is_answered_without_a_panic() {
-        let der = list();
-        let whole = next_update(&der);
-        for n in 0..der.len() {
-            // the outer length then claims more than there is
-            assert_eq!(next_update(&der[..n]), None, "prefix of {n} bytes");
-        }
-        let mut changed = der.clone();
-        for i in 0..der.len() {
-            for b in [0x00, 0x01, 0x7f, 0x80, 0x81, 0x84, 0x85, 0xff, der[i] ^ 0x10] {
-                changed[i] = b;
-                let _ = next_update(&changed);
+    fn every_prefix_and_every_one_byte_change_is_answered_without_a_panic() {
+        for (der, read) in [(list(), next_update as fn(&[u8]) -> _), (cert(), not_after)] {
+            let whole = read(&der);
+            assert!(whole.is_some());
+            for n in 0..der.len() {
+                // the outer length then claims more than there is
+                assert_eq!(read(&der[..n]), None, "prefix of {n} bytes");
             }
-            changed[i] = der[i];
+            let mut changed = der.clone();
+            for i in 0..der.len() {
+                for b in [0x00, 0x01, 0x7f, 0x80, 0x81, 0x84, 0x85, 0xff, der[i] ^ 0x10] {
+                    changed[i] = b;
+                    let _ = read(&changed);
+                }
+                changed[i] = der[i];
+            }
+            assert_eq!(read(&changed), whole);
         }
-        assert_eq!(next_update(&changed), whole);
     }
 }
