@@ -4,11 +4,12 @@
 //! Ports: none of its own; a switch calls [`LargeFlowCounter::process`] for every packet it
 //! forwards, with the packet's egress port and that port's rate, before enqueueing it. The
 //! element may rewrite the packet's IP options ([`latnet_wire::large_flow`]) and never holds
-//! packets. Sans-IO: it reads no clock; idle flows expire lazily when packets pass, in a scan
-//! at most every quarter of `idle_timeout` (or when a runner calls
-//! [`LargeFlowCounter::expire`] at [`LargeFlowCounter::next_expiry`]: latnet's simulator and
-//! real-time switch do not, so an idle connection leaves the count at the first packet after
-//! 1 to 1.25 `idle_timeout`).
+//! packets. Sans-IO: it reads no clock; idle flows expire when a runner calls
+//! [`LargeFlowCounter::expire`] at [`LargeFlowCounter::next_expiry`] (latnet's simulator and
+//! real-time switch do, so an idle connection leaves the count `idle_timeout` after its last
+//! packet, with or without packets after it), and also when packets pass, in a scan at most
+//! every quarter of `idle_timeout` (a runner that never calls `expire` still removes them, at
+//! the first packet 1 to 1.25 `idle_timeout` after).
 //!
 //! # Protocol (the seed's, completed where it is silent)
 //!

@@ -85,6 +85,8 @@ enum Event {
     TcpSample,
     /// The queue occupancy series closes an interval.
     QueueSample,
+    /// A switch's large-flow counter asked to be woken: its earliest idle connection expires.
+    LargeFlowExpiry { node: u32 },
 }
 
 #[derive(Debug)]
@@ -145,6 +147,8 @@ pub struct Simulator {
     forwarders: Vec<Option<Forwarder>>,
     /// Large-flow counter of each switch that has one (switch-assisted pacing).
     large_flows: Vec<Option<latnet_dataplane::LargeFlowCounter>>,
+    /// When each large-flow counter is woken next (a [`Event::LargeFlowExpiry`] scheduled).
+    large_flow_wake: Vec<Option<Time>>,
     host_by_addr: HashMap<IpAddr, usize>,
     now: Time,
     end: Time,
@@ -171,7 +175,8 @@ impl Simulator {
     }
 
     /// Deliver `pkt` to `node` as if it had arrived on the link of `port` at time `at`
-    /// (for tests and fault injection: malformed frames, foreign traffic).
+    /// (for tests and fault injection: malformed frames, foreign traffic). `pkt`'s flow must
+    /// be one of the scenario's: the packet is counted in its statistics.
     pub fn inject(&mut self, at: Time, port: usize, pkt: Packet) {
         self.events.schedule(at, 0, Event::Arrive { port: port as u32, pkt, tail: Duration::ZERO });
     }
@@ -237,6 +242,14 @@ impl Simulator {
             Event::TcpApp { flow, stop } => self.tcp_app(flow, stop),
             Event::TcpSample => self.tcp_sample(),
             Event::QueueSample => self.queue_sample(),
+            Event::LargeFlowExpiry { node } => {
+                let node = node as usize;
+                self.large_flow_wake[node] = None;
+                if let Some(c) = self.large_flows[node].as_mut() {
+                    c.expire(self.now);
+                }
+                self.wake_large_flows(node);
+            }
         }
         if self.tcp.has_pending() {
             self.tcp_flush_pending();
@@ -367,13 +380,32 @@ impl Simulator {
     fn count_large_flow(&mut self, node: usize, port: usize, mut pkt: Packet) -> Option<Packet> {
         let Some(c) = self.large_flows[node].as_mut() else { return Some(pkt) };
         let rate = self.topo.ports[port].rate;
-        match c.process(self.now, &mut pkt, port as u32, rate) {
+        let done = c.process(self.now, &mut pkt, port as u32, rate);
+        self.wake_large_flows(node);
+        match done {
             Ok(_) => Some(pkt),
             Err(reason) => {
                 self.drop_at_node(node, pkt, reason);
                 None
             }
         }
+    }
+
+    /// Wake `node`'s large-flow counter when its earliest idle connection expires, so a
+    /// connection leaves the count `idle_timeout` after its last packet, as the element asks,
+    /// not at the next packet's scan. Only when no wake-up is pending: an expiry armed later
+    /// (a new or refreshed connection) is never earlier than the pending one, so one event per
+    /// expiry at most, and a wake-up that finds nothing idle arms the next.
+    fn wake_large_flows(&mut self, node: usize) {
+        if self.large_flow_wake[node].is_some() {
+            return;
+        }
+        let Some(at) = self.large_flows[node].as_ref().and_then(|c| c.next_expiry()) else {
+            return;
+        };
+        let at = at.max(self.now);
+        self.large_flow_wake[node] = Some(at);
+        self.events.schedule(at, 0, Event::LargeFlowExpiry { node: node as u32 });
     }
 
     fn enqueue(&mut self, port: usize, mut pkt: Packet) {

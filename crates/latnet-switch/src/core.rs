@@ -243,6 +243,8 @@ pub struct SwitchCore {
     lbf: Option<LbfState>,
     /// Large-flow counter (switch-assisted pacing), if the node has `large_flows`.
     large_flows: Option<latnet_dataplane::LargeFlowCounter>,
+    /// When `advance` next wakes the large-flow counter: its earliest idle connection expires.
+    large_flow_wake: Option<Time>,
     /// Ports whose next event may have changed since `advance` last looked (bit i: port i;
     /// `touched_high`: some port >= 64).
     touched: u64,
@@ -460,7 +462,9 @@ impl SwitchCore {
             Forward::Port(g) | Forward::After(g, _) => {
                 if let (Some(c), Some(t)) = (self.large_flows.as_mut(), self.topo.ports.get(g)) {
                     // switch-assisted pacing: count large flows at their egress port
-                    if let Err(r) = c.process(now, &mut pkt, g as u32, t.rate) {
+                    let done = c.process(now, &mut pkt, g as u32, t.rate);
+                    self.wake_large_flows(now);
+                    if let Err(r) = done {
                         return self.count_drop(now, pkt, r, None);
                     }
                 }
@@ -668,6 +672,13 @@ impl SwitchCore {
         now: Time,
         sink: &mut impl FnMut(usize, Vec<u8>, Time) -> Option<Vec<u8>>,
     ) {
+        if self.large_flow_wake.is_some_and(|t| t <= now) {
+            self.large_flow_wake = None;
+            if let Some(c) = self.large_flows.as_mut() {
+                c.expire(now);
+            }
+            self.wake_large_flows(now);
+        }
         // Every port's next event, kept up to date below for the ports an event touched
         // (only they can have changed), so that each event does not rescan every port.
         let mut ev = std::mem::take(&mut self.events);
@@ -738,7 +749,17 @@ impl SwitchCore {
 
     /// When [`Self::advance`] next has something to do, if anything is pending.
     pub fn next_wakeup(&self) -> Option<Time> {
-        (0..self.ports.len()).filter_map(|i| self.port_event(i)).map(|(t, _)| t).min()
+        let ports = (0..self.ports.len()).filter_map(|i| self.port_event(i)).map(|(t, _)| t);
+        ports.chain(self.large_flow_wake).min()
+    }
+
+    /// Arm the large-flow counter's wake-up at its earliest idle connection's expiry (as the
+    /// simulator does), unless one is armed: one armed later is never earlier.
+    fn wake_large_flows(&mut self, now: Time) {
+        if self.large_flow_wake.is_none() {
+            let next = self.large_flows.as_ref().and_then(|c| c.next_expiry());
+            self.large_flow_wake = next.map(|t| t.max(now));
+        }
     }
 }
 

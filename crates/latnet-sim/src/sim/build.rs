@@ -141,12 +141,13 @@ impl Simulator {
                     .then(|| crate::switch::forwarder_for(&sc, i, lbf.as_ref()))
             })
             .collect();
-        let large_flows = sc
+        let large_flows: Vec<_> = sc
             .nodes
             .iter()
             .map(|n| n.large_flows.map(latnet_dataplane::LargeFlowCounter::new))
             .collect();
         let mut sim = Simulator {
+            large_flow_wake: vec![None; large_flows.len()],
             large_flows,
             sc,
             topo,

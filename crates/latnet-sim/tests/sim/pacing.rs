@@ -220,3 +220,69 @@ fn malformed_large_flow_options_at_a_host_are_counted_drops() {
     assert_eq!(node.drops.get("malformed-option"), Some(&1));
     assert!(lf(&r.flows[0]).changes.iter().any(|c| c.count == 4), "the flow carries on");
 }
+
+/// A registered connection that falls silent without a FIN (its hosts gone) leaves the count
+/// `idle_timeout` after its last packet, woken by the simulator at the instant the counter asks
+/// for, even when no packet crosses the switch afterwards.
+#[test]
+fn a_silent_connection_expires_at_its_idle_timeout_with_no_packet_after_it() {
+    let src = r#"
+[sim]
+duration = "1s"
+[defaults.link]
+rate = "1Gbps"
+delay = "10us"
+[[nodes]]
+name = "a"
+kind = "host"
+[[nodes]]
+name = "b"
+kind = "host"
+[[nodes]]
+name = "sw"
+kind = "switch"
+large_flows = { idle_timeout = "200ms" }
+[[links]]
+a = "a"
+b = "sw"
+[[links]]
+a = "sw"
+b = "b"
+[[flows]]
+name = "early"
+src = "a"
+dst = "b"
+size = 100
+start = "0ms"
+stop = "50ms"
+traffic = { kind = "cbr", rate = "1Mbps" }
+"#;
+    let mut sim = Simulator::new(Scenario::from_str_named("silent.toml", src).unwrap());
+    let node = |name: &str| sim.scenario().nodes.iter().position(|n| n.name == name).unwrap();
+    let (a, b, sw) = (node("a"), node("b"), node("sw"));
+    let (from, to) = (sim.scenario().nodes[a].address, sim.scenario().nodes[b].address);
+    let m = latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
+    let repr = latnet_wire::TcpRepr {
+        src_port: 40000,
+        dst_port: 5201,
+        seq_number: latnet_wire::TcpSeqNumber(1),
+        ack_number: latnet_wire::TcpSeqNumber(0),
+        flags: latnet_wire::TcpFlags::SYN,
+        window_len: 1000,
+        urgent_at: 0,
+        options: &[],
+    };
+    let mut f = Vec::new();
+    latnet_wire::build_tcp_ipv4(&mut f, m, m, from, to, 0, latnet_wire::Ecn::NotEct, 64, &repr, 0)
+        .unwrap();
+    let register = latnet_wire::LargeFlowOption::new(latnet_wire::LargeFlowMsg::Register);
+    latnet_wire::large_flow::set_large_flow_option(&mut f, &register).unwrap();
+    // the SYN as if `a` sent it on its link to the switch (in the statistics of flow 0,
+    // whose packets stopped crossing the switch at 50 ms)
+    let into_sw = sim.topology().ports.iter().position(|p| p.node == a && p.peer == sw).unwrap();
+    sim.inject(Time::from_nanos(100_000_000), into_sw, Packet::new(f, 0, Meta::default()));
+    let r = sim.run();
+    let counted = r.nodes.iter().find(|n| n.name == "sw").and_then(|n| n.large_flows).unwrap();
+    assert_eq!(counted.registered, 1);
+    assert_eq!(counted.expired, 1, "{counted:?}");
+}

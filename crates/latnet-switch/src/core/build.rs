@@ -153,6 +153,7 @@ impl SwitchCore {
             pool: Vec::new(),
             lbf,
             large_flows: sc.nodes[n].large_flows.map(latnet_dataplane::LargeFlowCounter::new),
+            large_flow_wake: None,
             touched: 0,
             touched_high: false,
             events: Vec::new(),

@@ -393,6 +393,34 @@ fn large_flows_are_counted_and_reported_as_in_the_simulator() {
 }
 
 #[test]
+fn a_silent_large_flow_leaves_the_count_at_its_idle_timeout_without_another_packet() {
+    use latnet_wire::TcpFlags;
+    let sc = Scenario::from_str_named(
+        "t.toml",
+        &SC.replace(
+            "name = \"s1\"\nkind = \"switch\"",
+            "name = \"s1\"\nkind = \"switch\"\nlarge_flows = { idle_timeout = \"200ms\" }",
+        ),
+    )
+    .unwrap();
+    let mut core = SwitchCore::new(&sc, "s1").unwrap();
+    let at = |ms: u64| Time::from_nanos(ms * 1_000_000);
+    core.receive(at(100), 0, &tcp_frame(false, TcpFlags::SYN, true), Offload::default());
+    core.advance(at(100), &mut |_, _, _| ());
+    core.advance(at(150), &mut |_, _, _| ()); // the SYN left
+                                              // the core asks to be woken when the connection expires, 200 ms after the switch had the
+                                              // SYN (its whole frame, a few microseconds after it was received), and it leaves the
+                                              // count then
+    let wake = core.next_wakeup().unwrap();
+    assert!(wake > at(300) && wake < at(300) + latnet_units::Duration::from_micros(10), "{wake:?}");
+    core.advance(at(300), &mut |_, _, _| ());
+    assert_eq!(core.large_flow_stats().unwrap().expired, 0);
+    core.advance(wake, &mut |_, _, _| ());
+    assert_eq!(core.large_flow_stats().unwrap().expired, 1);
+    assert_eq!(core.next_wakeup(), None, "nothing left to wake for");
+}
+
+#[test]
 fn tag_stack_forwarding_is_built_as_in_the_simulator() {
     let sc = tag_stack_scenario(SC);
     let core = SwitchCore::new(&sc, "s1").unwrap();
