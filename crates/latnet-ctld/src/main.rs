@@ -88,10 +88,8 @@ fn dated(args: &Args, dates: &tls::Dates) -> Vec<String> {
         said.push(format!("the revocation lists {crl} are due for renewal at {shown}"));
     }
     if let (Some((cert, _)), Some(expiry)) = (&args.tls, &dates.certificate) {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let (cert, shown) = (cert.display(), &expiry.shown);
-        let left = expiry.unix_secs - now;
+        let left = expiry.unix_secs - tls::unix_now();
         if left <= 0 {
             said.push(format!(
                 "warning: the certificate {cert} expired at {shown}: clients refuse it"

@@ -56,6 +56,12 @@ pub fn server_config(
     server_config_dated(cert, key, client_ca, client_crl).map(|(cfg, _)| cfg)
 }
 
+/// Now, in seconds since 1970-01-01 00:00:00 UTC (as [`Due::unix_secs`]).
+pub fn unix_now() -> i64 {
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+    now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// The dates of the files of a [`server_config`], for the log and `GET /metrics`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dates {
@@ -93,9 +99,7 @@ pub fn server_config_dated(
             let mut verifier =
                 rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider);
             if let Some(crl) = client_crl {
-                let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
-                let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-                let (lists, first_due) = revocation_lists(crl, now)?;
+                let (lists, first_due) = revocation_lists(crl, unix_now())?;
                 dates.revocation = Some(first_due);
                 verifier = verifier.with_crls(lists).enforce_revocation_expiration();
             }
