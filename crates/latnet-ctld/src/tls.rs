@@ -27,6 +27,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 mod der;
 
+pub use der::{next_update, not_after};
+
 /// An instant a TLS file names: when a certificate expires, when a revocation list is due for
 /// renewal.
 #[derive(Debug, Clone, PartialEq, Eq)]

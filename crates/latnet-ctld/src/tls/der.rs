@@ -13,7 +13,7 @@ use super::Due;
 
 /// `nextUpdate` of the DER certificate revocation list `der`; `None` if the list has none or
 /// `der` is not such a list.
-pub(super) fn next_update(der: &[u8]) -> Option<Due> {
+pub fn next_update(der: &[u8]) -> Option<Due> {
     let (0x30, list, _) = tlv(der)? else { return None };
     let (0x30, mut fields, _) = tlv(list)? else { return None };
     // version (optional), signature algorithm, issuer, thisUpdate, then nextUpdate if present
@@ -32,7 +32,7 @@ pub(super) fn next_update(der: &[u8]) -> Option<Due> {
 }
 
 /// `notAfter` of the DER certificate `der`; `None` if `der` is not a certificate.
-pub(super) fn not_after(der: &[u8]) -> Option<Due> {
+pub fn not_after(der: &[u8]) -> Option<Due> {
     let (0x30, cert, _) = tlv(der)? else { return None };
     let (0x30, mut fields, _) = tlv(cert)? else { return None };
     // version ([0], optional), serial number, signature algorithm, issuer, then validity
@@ -88,8 +88,15 @@ fn time(tag: u8, value: &[u8]) -> Option<Due> {
         _ => return None,
     };
     let [month, day, hour, minute, second] = [0, 2, 4, 6, 8].map(|i| num(&rest[i..i + 2]));
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
     let valid = (1..=12).contains(&month)
-        && (1..=31).contains(&day)
+        && (1..=days_in_month).contains(&day)
         && hour < 24
         && minute < 60
         && second < 60;
@@ -185,9 +192,12 @@ IwQYMBaAFPDTIGqgy7MKi90Ku+LYzS/N37CTMAoGCCqGSM49BAMCA0gAMEUCIQDG
         assert_eq!(time(0x17, b"500101000000Z").unwrap().shown, "1950-01-01 00:00:00 UTC");
         assert_eq!(time(0x18, b"20000229120000Z").unwrap().unix_secs, 951_825_600);
         assert_eq!(time(0x18, b"21000301000000Z").unwrap().unix_secs, 4_107_542_400);
-        for bad in
-            [&b"20261327000000Z"[..], b"2026112700000Z", b"20261127000000", b"2026112700000aZ"]
-        {
+        assert_eq!(time(0x18, b"20240229000000Z").unwrap().shown, "2024-02-29 00:00:00 UTC");
+        let malformed =
+            [&b"20261327000000Z"[..], b"2026112700000Z", b"20261127000000", b"2026112700000aZ"];
+        // no such days: 2025 and 2100 are not leap years, April has 30
+        let no_such_day = [&b"20250229000000Z"[..], b"21000229000000Z", b"20260431000000Z"];
+        for bad in malformed.into_iter().chain(no_such_day) {
             assert_eq!(time(0x18, bad), None, "{}", String::from_utf8_lossy(bad));
         }
         assert_eq!(time(0x17, b"20261127000000Z"), None);
