@@ -22,8 +22,9 @@ pub struct Metrics {
     pub(crate) open: AtomicUsize,
     /// Connections refused because [`crate::MAX_CONNECTIONS`] were open.
     pub(crate) refused: AtomicU64,
-    /// TLS connections that ended before or during the handshake with an error.
-    pub(crate) tls_failed: AtomicU64,
+    /// TLS connections that ended before or during the handshake with an error, by why
+    /// (indexed by [`Failure`]).
+    tls_failed: [AtomicU64; Failure::ALL.len()],
     /// Answers written, by status code.
     answers: Mutex<BTreeMap<u16, u64>>,
     /// Reloads of the token and TLS files that replaced them.
@@ -37,7 +38,59 @@ pub struct Metrics {
     cert_expiry: AtomicI64,
 }
 
+/// Why a TLS connection ended before its first request (`GET /metrics`:
+/// `latnet_ctld_tls_handshake_failures_total{reason="..."}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Plain HTTP on the TLS port (answered 400).
+    PlainHttp,
+    /// Neither TLS nor HTTP.
+    NotTls,
+    /// The handshake did not end within the I/O timeout.
+    Timeout,
+    /// The client closed or reset the connection during the handshake.
+    Closed,
+    /// The client's certificate was refused: none, another CA's, revoked, or one the revocation
+    /// lists cannot vouch for (a list of another CA, or past its next update).
+    ClientCertificate,
+    /// The client ended it with an alert (it refused the service's certificate, say).
+    PeerAlert,
+    /// Anything else (a protocol error).
+    Other,
+}
+
+impl Failure {
+    /// Every reason, in the order of the metric's samples.
+    pub const ALL: [Failure; 7] = [
+        Failure::PlainHttp,
+        Failure::NotTls,
+        Failure::Timeout,
+        Failure::Closed,
+        Failure::ClientCertificate,
+        Failure::PeerAlert,
+        Failure::Other,
+    ];
+
+    /// The metric's label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::PlainHttp => "plain_http",
+            Failure::NotTls => "not_tls",
+            Failure::Timeout => "timeout",
+            Failure::Closed => "closed",
+            Failure::ClientCertificate => "client_certificate",
+            Failure::PeerAlert => "peer_alert",
+            Failure::Other => "other",
+        }
+    }
+}
+
 impl Metrics {
+    /// Count a TLS connection that failed for `why`.
+    pub(crate) fn tls_failed(&self, why: Failure) {
+        self.tls_failed[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Count an answer with `status`.
     pub(crate) fn answered(&self, status: u16) {
         let mut a = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -112,9 +165,16 @@ pub(crate) fn render(stats: &Value, net: &Metrics) -> String {
     metric(&mut out, "latnet_ctld_connections_total", "counter", help, load(&net.accepted));
     let help = "Connections refused because the most were open (503).";
     metric(&mut out, "latnet_ctld_connections_refused_total", "counter", help, load(&net.refused));
-    let help = "TLS connections that failed before their first request.";
     let name = "latnet_ctld_tls_handshake_failures_total";
-    metric(&mut out, name, "counter", help, load(&net.tls_failed));
+    let _ = write!(
+        out,
+        "# HELP {name} TLS connections that failed before their first request, by why.\n\
+         # TYPE {name} counter\n"
+    );
+    for why in Failure::ALL {
+        let n = load(&net.tls_failed[why as usize]);
+        let _ = writeln!(out, "{name}{{reason=\"{}\"}} {n}", why.label());
+    }
     let name = "latnet_ctld_responses_total";
     let _ = write!(out, "# HELP {name} Answers written, by status.\n# TYPE {name} counter\n");
     let answers = net.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -170,6 +230,7 @@ mod tests {
         net.answered(200);
         net.answered(401);
         net.reloaded(false);
+        net.tls_failed(Failure::Timeout);
         net.accepted.store(3, Ordering::Relaxed);
         let stats = json!({"flows": 2, "admitted": 5, "rejected": 1, "reroutes": 0,
                            "admitted_after_reroute": 0, "invalid": 4, "denied": 1,
@@ -184,6 +245,11 @@ mod tests {
         assert_eq!(got["latnet_ctld_reloads_total{result=\"failed\"}"], 1.0);
         assert_eq!(got["latnet_ctld_reloads_total{result=\"ok\"}"], 0.0);
         assert_eq!(got["latnet_ctld_connections_total"], 3.0);
+        let failures = |why: &str| {
+            got[&format!("latnet_ctld_tls_handshake_failures_total{{reason=\"{why}\"}}")]
+        };
+        assert_eq!(failures("timeout"), 1.0);
+        assert!(Failure::ALL.iter().all(|f| *f == Failure::Timeout || failures(f.label()) == 0.0));
         let due = "latnet_ctld_tls_client_crl_next_update_timestamp_seconds";
         let expiry = "latnet_ctld_tls_certificate_not_after_timestamp_seconds";
         assert!(!got.contains_key(due) && !got.contains_key(expiry), "no TLS, no dates");

@@ -15,13 +15,12 @@
 
 use crate::err;
 use crate::http::{linger_close, respond};
-use crate::metrics::Metrics;
+use crate::metrics::{Failure, Metrics};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use std::net::TcpStream;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -200,7 +199,7 @@ fn revocation_lists(
 /// Do the TLS handshake on `tcp` (within `io_timeout`), let `talk` read and write through it,
 /// then close it, saying so (`close_notify`). A plain-HTTP request is answered 400. Every `Err`
 /// (why the connection ended before or during the handshake) is counted in `metrics` as a
-/// failed handshake before anything is written, the 400 also as an answer.
+/// failed handshake, by its [`Failure`], before anything is written, the 400 also as an answer.
 pub(crate) fn accept(
     tcp: TcpStream,
     cfg: Arc<ServerConfig>,
@@ -208,15 +207,13 @@ pub(crate) fn accept(
     metrics: &Metrics,
     talk: impl FnOnce(&mut StreamOwned<ServerConnection, TcpStream>),
 ) -> Result<(), String> {
-    let failed = || metrics.tls_failed.fetch_add(1, Ordering::Relaxed);
-    let Some(mut s) = handshake(tcp, cfg, io_timeout, metrics, failed).inspect_err(|e| {
-        if e != PLAIN_HTTP {
-            failed();
+    let shaken = handshake(tcp, cfg, io_timeout, metrics).map_err(|(why, e)| {
+        if why != Failure::PlainHttp {
+            metrics.tls_failed(why);
         }
-    })?
-    else {
-        return Ok(());
-    };
+        e
+    })?;
+    let Some(mut s) = shaken else { return Ok(()) };
     talk(&mut s);
     s.conn.send_close_notify();
     let _ = s.conn.complete_io(&mut s.sock);
@@ -224,50 +221,71 @@ pub(crate) fn accept(
     Ok(())
 }
 
-/// Why a connection that spoke plain HTTP ended (counted before its answer, not again).
-const PLAIN_HTTP: &str = "plain HTTP on the TLS port (answered 400)";
-
-/// The handshake of [`accept`]: the stream, or `None` if the client closed before a byte.
-/// `failed` counts the plain-HTTP one before its 400 is written.
+/// The handshake of [`accept`]: the stream, or `None` if the client closed before a byte;
+/// a failure says why. A plain-HTTP one is counted here, before its 400 is written.
 fn handshake(
     mut tcp: TcpStream,
     cfg: Arc<ServerConfig>,
     io_timeout: Duration,
     metrics: &Metrics,
-    failed: impl Fn() -> u64,
-) -> Result<Option<StreamOwned<ServerConnection, TcpStream>>, String> {
+) -> Result<Option<StreamOwned<ServerConnection, TcpStream>>, (Failure, String)> {
+    let other = |e: std::io::Error| (Failure::Other, e.to_string());
     let mut first = [0u8; 1];
     match tcp.peek(&mut first) {
         Ok(0) => return Ok(None), // a port scan, a health check of the TCP port
         Ok(_) => {}
-        Err(e) => return Err(format!("before the handshake: {e}")),
+        Err(e) => return Err((Failure::Closed, format!("before the handshake: {e}"))),
     }
     if first[0] != 0x16 {
         // not a TLS handshake record
         if first[0].is_ascii_uppercase() {
             // counted here, before the answer, and not again by the caller
-            failed();
+            metrics.tls_failed(Failure::PlainHttp);
             let reply = err(400, None, "this port speaks HTTPS: use https://");
             let _ = respond(&mut tcp, metrics, "GET", reply, true);
             linger_close(&tcp);
-            return Err(PLAIN_HTTP.into());
+            return Err((Failure::PlainHttp, "plain HTTP on the TLS port (answered 400)".into()));
         }
-        return Err(format!("not a TLS handshake (first byte {:#04x})", first[0]));
+        let why = format!("not a TLS handshake (first byte {:#04x})", first[0]);
+        return Err((Failure::NotTls, why));
     }
-    let mut conn = ServerConnection::new(cfg).map_err(|e| e.to_string())?;
+    let mut conn = ServerConnection::new(cfg).map_err(|e| (Failure::Other, e.to_string()))?;
     let deadline = Instant::now() + io_timeout;
+    let late = || (Failure::Timeout, format!("handshake not done within {io_timeout:?}"));
     while conn.is_handshaking() {
         let left = deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
-            .ok_or_else(|| format!("handshake not done within {io_timeout:?}"))?;
-        tcp.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+            .ok_or_else(late)?;
+        tcp.set_read_timeout(Some(left)).map_err(other)?;
         match conn.complete_io(&mut tcp) {
-            Ok((0, 0)) => return Err("closed during the handshake".into()),
+            Ok((0, 0)) => return Err((Failure::Closed, "closed during the handshake".into())),
             Ok(_) => {}
-            Err(e) => return Err(format!("handshake: {e}")),
+            Err(e) => return Err((failure(&e), format!("handshake: {e}"))),
         }
     }
-    tcp.set_read_timeout(Some(io_timeout)).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(io_timeout)).map_err(other)?;
     Ok(Some(StreamOwned::new(conn, tcp)))
+}
+
+/// Why the handshake's I/O failed with `e`.
+fn failure(e: &std::io::Error) -> Failure {
+    use std::io::ErrorKind;
+    match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+        Some(
+            rustls::Error::InvalidCertificate(_)
+            | rustls::Error::NoCertificatesPresented
+            | rustls::Error::InvalidCertRevocationList(_),
+        ) => Failure::ClientCertificate,
+        Some(rustls::Error::AlertReceived(_)) => Failure::PeerAlert,
+        Some(_) => Failure::Other,
+        None => match e.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => Failure::Timeout,
+            ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::UnexpectedEof
+            | ErrorKind::BrokenPipe => Failure::Closed,
+            _ => Failure::Other,
+        },
+    }
 }

@@ -171,7 +171,8 @@ fn requests_over_tls_are_answered_in_order_and_plain_http_is_told_where_it_is() 
     let text = &answers(&https(&svc.addr, &cfg, raw).unwrap())[0].1;
     for line in [
         "latnet_ctld_responses_total{code=\"400\"} 1",
-        "latnet_ctld_tls_handshake_failures_total 1",
+        "latnet_ctld_tls_handshake_failures_total{reason=\"plain_http\"} 1",
+        "latnet_ctld_tls_handshake_failures_total{reason=\"peer_alert\"} 0",
     ] {
         assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
     }
@@ -324,6 +325,15 @@ fn a_client_certificate_the_revocation_list_names_is_refused_once_the_list_is_re
     svc.tls.set(tls::server_config(&cert, &key, Some(&ca), Some(&foreign)).unwrap());
     let e = get(&theirs, &their_key).unwrap_err();
     assert!(e.to_string().contains("fatal alert"), "{e}");
+    // both refusals are counted as the clients' certificates' (read with the list back)
+    svc.tls.set(tls::server_config(&cert, &key, Some(&ca), Some(&crl)).unwrap());
+    let ask = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let text =
+        &answers(&https(&svc.addr, &client_with(&ca, Some((&theirs, &their_key))), ask).unwrap())
+            [0]
+        .1;
+    let line = "latnet_ctld_tls_handshake_failures_total{reason=\"client_certificate\"} 2";
+    assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
     svc.end();
     // a file with no list, or a list without a client CA, is refused naming the flag
     let e = tls::server_config(&cert, &key, Some(&ca), Some(&cert)).unwrap_err();
@@ -536,7 +546,9 @@ fn sighup_rereads_the_certificate_and_tokens_and_a_file_it_cannot_use_changes_no
     for line in [
         "latnet_ctld_reloads_total{result=\"ok\"} 1",
         "latnet_ctld_reloads_total{result=\"failed\"} 2",
-        "latnet_ctld_tls_handshake_failures_total 1",
+        // A's client refused B's certificate, with an alert
+        "latnet_ctld_tls_handshake_failures_total{reason=\"peer_alert\"} 1",
+        "latnet_ctld_tls_handshake_failures_total{reason=\"client_certificate\"} 0",
     ] {
         assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
     }
