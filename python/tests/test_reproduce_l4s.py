@@ -40,6 +40,11 @@ def test_reproduce_l4s_tiny(tmp_path, capsys):
             assert r["ours"]["l4s_p99_us"] < r["ours"]["classic_p99_us"], (t["id"], r)
     tgt = doc["tables"][-1]["rows"]
     assert {"meets_p99", "meets_util", "meets_jain"} <= set(tgt[0]["ours"])
+    for r in tgt:
+        o = r["ours"]
+        # Jain between the classes: with one flow each (1-1) the index over all flows
+        assert o["class_jain_1_1"] == pytest.approx(o["jain_1_1"]), r
+        assert o["meets_jain"] == (min(o["class_jain_1_1"], o["class_jain_10_10"]) >= 0.95), r
     assert (tmp_path / "reproduce-l4s.png").stat().st_size > 0
     assert (tmp_path / "reproduce-l4s-traces.png").stat().st_size > 0
     assert (tmp_path / "l4s" / "dctcp-cubic-vdq-csaqm.toml").is_file()

@@ -335,14 +335,16 @@ def _print_table(t: dict) -> None:
 
 def targets_table(tables: list[dict]) -> dict:
     """The issue's targets per set and AQM: L4S p99 < 1 ms (every phase with L4S flows),
-    utilisation >= 98 % (every phase), Jain >= 0.95 in the 1-1 and 10-10 mixes."""
+    utilisation >= 98 % (every phase), Jain >= 0.95 between L4S and Classic in the 1-1 and
+    10-10 mixes: Jain's index of the two classes' per-flow mean goodputs (``class_jain``;
+    with one flow per class it is the index over all flows, ``jain``, also shown)."""
     rows = []
     for t in tables:
         ph = t["rows"]
         l4s_p99 = [r["ours"]["l4s_p99_us"] for r in ph if r["ours"]["l4s_p99_us"] is not None]
         util = [r["ours"]["util_pct"] for r in ph if r["ours"]["util_pct"] is not None]
-        j11 = ph[1]["ours"]["jain"]
-        j1010 = ph[3]["ours"]["jain"]
+        j11 = ph[1]["ours"]["class_jain"]
+        j1010 = ph[3]["ours"]["class_jain"]
         worst_p99 = max(l4s_p99) if l4s_p99 else None
         min_util = min(util) if util else None
         rows.append(
@@ -352,8 +354,10 @@ def targets_table(tables: list[dict]) -> dict:
                     "worst_l4s_p99_us": worst_p99,
                     "min_util_pct": min_util,
                     "mean_util_pct": round(statistics.fmean(util), 2) if util else None,
-                    "jain_1_1": j11,
-                    "jain_10_10": j1010,
+                    "class_jain_1_1": j11,
+                    "class_jain_10_10": j1010,
+                    "jain_1_1": ph[1]["ours"]["jain"],
+                    "jain_10_10": ph[3]["ours"]["jain"],
                     "meets_p99": worst_p99 is not None and worst_p99 < TARGETS["l4s_p99_us"],
                     "meets_util": min_util is not None and min_util >= TARGETS["util_pct"],
                     "meets_jain": j11 is not None
@@ -364,8 +368,8 @@ def targets_table(tables: list[dict]) -> dict:
         )
     return {
         "id": "targets",
-        "title": "targets: L4S p99 sojourn < 1 ms, utilisation >= 98 %, Jain >= 0.95 in 1-1 "
-        "and 10-10",
+        "title": "targets: L4S p99 sojourn < 1 ms, utilisation >= 98 %, Jain >= 0.95 between L4S "
+        "and Classic (per-flow means) in 1-1 and 10-10",
         "unit": "us / % / index",
         "rows": rows,
     }
@@ -484,14 +488,15 @@ def run(
     print()
     print(
         render(
-            ["set/aqm", "worst L p99 us", "min util %", "Jain 1-1", "Jain 10-10", "p99", "util"]
-            + ["Jain"],
+            ["set/aqm", "worst L p99 us", "min util %", "Jain L/C 1-1", "Jain L/C 10-10"]
+            + ["(all flows 10-10)", "p99", "util", "Jain"],
             [
                 [
                     r["label"],
                     f"{r['ours']['worst_l4s_p99_us']}",
                     f"{r['ours']['min_util_pct']}",
-                    f"{r['ours']['jain_1_1']}",
+                    f"{r['ours']['class_jain_1_1']}",
+                    f"{r['ours']['class_jain_10_10']}",
                     f"{r['ours']['jain_10_10']}",
                     "met" if r["ours"]["meets_p99"] else "missed",
                     "met" if r["ours"]["meets_util"] else "missed",
