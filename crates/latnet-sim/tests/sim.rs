@@ -17,6 +17,37 @@ fn run(src: &str) -> Results {
     Simulator::new(scenario(src)).run()
 }
 
+/// A TCP/IPv4 frame of no payload from `src:sport` to `dst:dport` with `flags` (sequence 1,
+/// acknowledging 1 if `flags` has ACK), and with `ip_option` (a large-flow option's data, valid
+/// or not) in its IP options: what the large-flow tests inject.
+fn tcp_frame(
+    (src, sport): (std::net::Ipv4Addr, u16),
+    (dst, dport): (std::net::Ipv4Addr, u16),
+    flags: latnet_wire::TcpFlags,
+    ip_option: Option<&[u8]>,
+) -> Vec<u8> {
+    let m = latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
+    let ack = u32::from(flags.contains(latnet_wire::TcpFlags::ACK));
+    let repr = latnet_wire::TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq_number: latnet_wire::TcpSeqNumber(1),
+        ack_number: latnet_wire::TcpSeqNumber(ack),
+        flags,
+        window_len: 1000,
+        urgent_at: 0,
+        options: &[],
+    };
+    let mut f = Vec::new();
+    let ecn = latnet_wire::Ecn::NotEct;
+    latnet_wire::build_tcp_ipv4(&mut f, m, m, src, dst, 0, ecn, 64, &repr, 0).expect("a frame");
+    if let Some(o) = ip_option {
+        latnet_wire::option_edit::insert_ip_option(&mut f, latnet_wire::large_flow::KINDS, o)
+            .expect("room for the option");
+    }
+    f
+}
+
 /// h1 -- s1 -- h2, 100 Mbps, 100 us per link.
 fn line(extra_sim: &str, flows: &str) -> String {
     format!(

@@ -132,26 +132,9 @@ fn large_flow_counting_at_a_switch() {
         "name = \"s1\"\nkind = \"switch\"\nlarge_flows = { idle_timeout = \"10s\" }",
     );
     let mut sim = Simulator::new(scenario(&sc));
-    let m = latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
     let syn = |opt: Option<&[u8]>| {
-        let repr = latnet_wire::TcpRepr {
-            src_port: 40000,
-            dst_port: 5201,
-            seq_number: latnet_wire::TcpSeqNumber(1),
-            ack_number: latnet_wire::TcpSeqNumber(0),
-            flags: latnet_wire::TcpFlags::SYN,
-            window_len: 1000,
-            urgent_at: 0,
-            options: &[],
-        };
-        let mut f = Vec::new();
         let (a, b) = ("10.0.0.3".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        latnet_wire::build_tcp_ipv4(&mut f, m, m, a, b, 0, latnet_wire::Ecn::NotEct, 64, &repr, 0)
-            .unwrap();
-        if let Some(o) = opt {
-            latnet_wire::option_edit::insert_ip_option(&mut f, latnet_wire::large_flow::KINDS, o)
-                .unwrap();
-        }
+        let f = crate::tcp_frame((a, 40000), (b, 5201), latnet_wire::TcpFlags::SYN, opt);
         Packet::new(f, 0, Meta::default())
     };
     let register = latnet_wire::LargeFlowOption::new(latnet_wire::LargeFlowMsg::Register).to_data();

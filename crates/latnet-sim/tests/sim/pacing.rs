@@ -197,22 +197,8 @@ fn malformed_large_flow_options_at_a_host_are_counted_drops() {
     let l0 = sim.scenario().nodes.iter().position(|n| n.name == "l0").unwrap();
     let r0 = sim.scenario().nodes.iter().position(|n| n.name == "r0").unwrap();
     let (a, b) = (sim.scenario().nodes[r0].address, sim.scenario().nodes[l0].address);
-    let m = latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
-    let repr = latnet_wire::TcpRepr {
-        src_port: 20000,
-        dst_port: 10000,
-        seq_number: latnet_wire::TcpSeqNumber(1),
-        ack_number: latnet_wire::TcpSeqNumber(1),
-        flags: latnet_wire::TcpFlags::ACK,
-        window_len: 1000,
-        urgent_at: 0,
-        options: &[],
-    };
-    let mut f = Vec::new();
-    latnet_wire::build_tcp_ipv4(&mut f, m, m, a, b, 0, latnet_wire::Ecn::NotEct, 64, &repr, 0)
-        .unwrap();
-    latnet_wire::option_edit::insert_ip_option(&mut f, latnet_wire::large_flow::KINDS, &[9; 10])
-        .unwrap();
+    let ack = latnet_wire::TcpFlags::ACK;
+    let f = crate::tcp_frame((a, 20000), (b, 10000), ack, Some(&[9; 10]));
     let into_l0 = sim.topology().ports.iter().position(|p| p.peer == l0).unwrap();
     sim.inject(Time::from_nanos(700_000_000), into_l0, Packet::new(f, 0, Meta::default()));
     let r = sim.run();
@@ -261,22 +247,9 @@ traffic = { kind = "cbr", rate = "1Mbps" }
     let node = |name: &str| sim.scenario().nodes.iter().position(|n| n.name == name).unwrap();
     let (a, b, sw) = (node("a"), node("b"), node("sw"));
     let (from, to) = (sim.scenario().nodes[a].address, sim.scenario().nodes[b].address);
-    let m = latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
-    let repr = latnet_wire::TcpRepr {
-        src_port: 40000,
-        dst_port: 5201,
-        seq_number: latnet_wire::TcpSeqNumber(1),
-        ack_number: latnet_wire::TcpSeqNumber(0),
-        flags: latnet_wire::TcpFlags::SYN,
-        window_len: 1000,
-        urgent_at: 0,
-        options: &[],
-    };
-    let mut f = Vec::new();
-    latnet_wire::build_tcp_ipv4(&mut f, m, m, from, to, 0, latnet_wire::Ecn::NotEct, 64, &repr, 0)
-        .unwrap();
     let register = latnet_wire::LargeFlowOption::new(latnet_wire::LargeFlowMsg::Register);
-    latnet_wire::large_flow::set_large_flow_option(&mut f, &register).unwrap();
+    let syn = latnet_wire::TcpFlags::SYN;
+    let f = crate::tcp_frame((from, 40000), (to, 5201), syn, Some(&register.to_data()));
     // the SYN as if `a` sent it on its link to the switch (in the statistics of flow 0,
     // whose packets stopped crossing the switch at 50 ms)
     let into_sw = sim.topology().ports.iter().position(|p| p.node == a && p.peer == sw).unwrap();
