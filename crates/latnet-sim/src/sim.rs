@@ -174,11 +174,18 @@ impl Simulator {
         &self.topo
     }
 
-    /// Deliver `pkt` to `node` as if it had arrived on the link of `port` at time `at`
-    /// (for tests and fault injection: malformed frames, foreign traffic). `pkt`'s flow must
-    /// be one of the scenario's: the packet is counted in its statistics.
-    pub fn inject(&mut self, at: Time, port: usize, pkt: Packet) {
+    /// Deliver `pkt` to the peer of `port` as if it had arrived on that link at time `at` (for
+    /// tests and fault injection: malformed frames, foreign traffic). A packet of a scenario
+    /// flow is counted in its statistics; one of a flow id beyond them is foreign traffic,
+    /// forwarded, dropped and counted at nodes like any other but in no flow's statistics. A
+    /// port the topology does not have is refused, naming it.
+    pub fn inject(&mut self, at: Time, port: usize, pkt: Packet) -> Result<(), String> {
+        let ports = self.topo.ports.len();
+        if port >= ports {
+            return Err(format!("port {port}: the topology has {ports} ports (0 to {ports} - 1)"));
+        }
         self.events.schedule(at, 0, Event::Arrive { port: port as u32, pkt, tail: Duration::ZERO });
+        Ok(())
     }
 
     /// Run to the end.
@@ -463,15 +470,17 @@ impl Simulator {
         // measurement at start of transmission
         let lat = self.latency(&pkt.meta);
         let hop = usize::from(pkt.meta.hops);
-        let f = &mut self.flows[pkt.meta.flow as usize];
-        if f.hops.len() <= hop {
-            f.hops.resize_with(hop + 1, || HopStat {
-                node: topo.node,
-                port,
-                lat: LatencyStats::new(),
-            });
+        // (foreign traffic, `inject`ed, has no flow statistics)
+        if let Some(f) = self.flows.get_mut(pkt.meta.flow as usize) {
+            if f.hops.len() <= hop {
+                f.hops.resize_with(hop + 1, || HopStat {
+                    node: topo.node,
+                    port,
+                    lat: LatencyStats::new(),
+                });
+            }
+            f.hops[hop].lat.record(lat);
         }
-        f.hops[hop].lat.record(lat);
         if let Some(log) = &mut self.log {
             log.hops.push(HopRecord {
                 id: pkt.meta.id,
@@ -527,7 +536,9 @@ impl Simulator {
             // gLBF: the receiver applies the last hop's damper residue before the application.
             lat += l.final_hold(&pkt);
         }
-        let f = &mut self.flows[pkt.meta.flow as usize];
+        let Some(f) = self.flows.get_mut(pkt.meta.flow as usize) else {
+            return; // foreign traffic (`inject`): in no flow's statistics
+        };
         f.received += 1;
         f.rx_bytes += pkt.wire_len().get();
         f.last_rx = self.now;

@@ -439,7 +439,8 @@ fn a_malformed_lbf_block_is_dropped_and_counted_never_a_panic() {
     let n = bad.len() as u64;
     for (i, f) in bad {
         let meta = Meta { id: 1_000_000 + i as u64, flow: 0, ..Meta::default() };
-        sim.inject(Time::from_nanos(1 + i as u64), port, Packet::new(f, 0, meta));
+        sim.inject(Time::from_nanos(1 + i as u64), port, Packet::new(f, 0, meta))
+            .expect("injected");
     }
     let r = sim.run();
     let node = r.nodes.iter().find(|n| n.name == "FWD1").unwrap();
@@ -531,7 +532,7 @@ mod never_panics {
             if let Some(r) = raw { f = r; }
             let port = sim.topology().node_ports[s1][0];
             let meta = Meta { id: 1 << 40, flow: 0, ..Meta::default() };
-            sim.inject(Time::from_nanos(1), port, Packet::new(f, 0, meta));
+            sim.inject(Time::from_nanos(1), port, Packet::new(f, 0, meta)).expect("injected");
             let r = sim.run();
             let fl = &r.flows[0];
             prop_assert_eq!(fl.sent + 1, fl.received + fl.dropped + fl.in_flight_at_end);

@@ -230,12 +230,31 @@ fn malformed_frames_are_counted_drops_not_panics() {
     for (i, g) in garbage.iter().enumerate() {
         // port 0 is h1 -> s1: the frame arrives at s1.
         let meta = Meta { id: 1000 + i as u64, flow: u32::MAX, ..Meta::default() };
-        sim.inject(Time::from_nanos(5), 0, Packet::new(g.to_vec(), 0, meta));
+        sim.inject(Time::from_nanos(5), 0, Packet::new(g.to_vec(), 0, meta)).expect("injected");
     }
+    // foreign traffic well formed: forwarded and received, in no flow's statistics
+    let mut udp = Vec::new();
+    let m = latnet_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
+    let address = |name: &str| {
+        let n = sim.scenario().nodes.iter().find(|n| n.name == name).expect("a host");
+        n.address
+    };
+    let (a, b) = (address("h1"), address("h2"));
+    let ecn = latnet_wire::Ecn::NotEct;
+    latnet_wire::build_udp_ipv4(&mut udp, m, m, a, b, 0, ecn, 64, 9, 9, 64).expect("udp");
+    let meta = Meta { id: 2000, flow: u32::MAX, ..Meta::default() };
+    sim.inject(Time::from_nanos(5), 0, Packet::new(udp, 0, meta)).expect("injected");
+    // a port the topology does not have is refused, naming it
+    let ports = sim.topology().ports.len();
+    let e = sim.inject(Time::from_nanos(5), ports, Packet::new(vec![], 0, Meta::default()));
+    assert_eq!(e, Err(format!("port {ports}: the topology has {ports} ports (0 to {ports} - 1)")));
     let r = sim.run();
     let s1 = r.nodes.iter().find(|n| n.name == "s1").expect("s1");
     assert_eq!(s1.drops.get("malformed"), Some(&4), "{:?}", s1.drops);
     assert_eq!(r.flows[0].received, 1, "real traffic is unaffected");
+    assert_eq!(r.flows[0].sent, 1);
+    let to_h2 = r.ports.iter().find(|p| p.node == "s1" && p.peer == "h2").expect("s1 -> h2");
+    assert_eq!(to_h2.tx_packets, 2, "the flow's packet and the foreign one");
 }
 
 #[test]

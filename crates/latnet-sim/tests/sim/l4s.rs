@@ -117,7 +117,8 @@ fn malformed_value_options_are_counted_drops() {
     latnet_wire::option_edit::insert_ip_option(&mut f, latnet_wire::ppv::KINDS, &[9; 6]).unwrap();
     // arrive at s1 over the link from h0 (port 0 of the scenario is h0 -> s1)
     let h0_to_s1 = sim.topology().ports.iter().position(|p| p.peer == 0).unwrap();
-    sim.inject(Time::from_nanos(1_000), h0_to_s1, Packet::new(f, 0, Meta::default()));
+    sim.inject(Time::from_nanos(1_000), h0_to_s1, Packet::new(f, 0, Meta::default()))
+        .expect("injected");
     let r = sim.run();
     let port = r.ports.iter().find(|p| p.node == "s1" && p.peer == "rx").unwrap();
     assert_eq!(port.queue.drops.get("malformed-option"), Some(&1));
@@ -139,8 +140,8 @@ fn large_flow_counting_at_a_switch() {
     };
     let register = latnet_wire::LargeFlowOption::new(latnet_wire::LargeFlowMsg::Register).to_data();
     let h0_to_s1 = sim.topology().ports.iter().position(|p| p.peer == 0).unwrap();
-    sim.inject(Time::from_nanos(1_000), h0_to_s1, syn(Some(&register)));
-    sim.inject(Time::from_nanos(2_000), h0_to_s1, syn(Some(&[9; 10])));
+    sim.inject(Time::from_nanos(1_000), h0_to_s1, syn(Some(&register))).expect("injected");
+    sim.inject(Time::from_nanos(2_000), h0_to_s1, syn(Some(&[9; 10]))).expect("injected");
     let r = sim.run();
     let s1 = r.nodes.iter().find(|n| n.name == "s1").unwrap();
     let c = s1.large_flows.expect("s1 counts large flows");

@@ -200,7 +200,8 @@ fn malformed_large_flow_options_at_a_host_are_counted_drops() {
     let ack = latnet_wire::TcpFlags::ACK;
     let f = crate::tcp_frame((a, 20000), (b, 10000), ack, Some(&[9; 10]));
     let into_l0 = sim.topology().ports.iter().position(|p| p.peer == l0).unwrap();
-    sim.inject(Time::from_nanos(700_000_000), into_l0, Packet::new(f, 0, Meta::default()));
+    sim.inject(Time::from_nanos(700_000_000), into_l0, Packet::new(f, 0, Meta::default()))
+        .expect("injected");
     let r = sim.run();
     let node = r.nodes.iter().find(|n| n.name == "l0").unwrap();
     assert_eq!(node.drops.get("malformed-option"), Some(&1));
@@ -253,7 +254,8 @@ traffic = { kind = "cbr", rate = "1Mbps" }
     // the SYN as if `a` sent it on its link to the switch (in the statistics of flow 0,
     // whose packets stopped crossing the switch at 50 ms)
     let into_sw = sim.topology().ports.iter().position(|p| p.node == a && p.peer == sw).unwrap();
-    sim.inject(Time::from_nanos(100_000_000), into_sw, Packet::new(f, 0, Meta::default()));
+    sim.inject(Time::from_nanos(100_000_000), into_sw, Packet::new(f, 0, Meta::default()))
+        .expect("injected");
     let r = sim.run();
     let counted = r.nodes.iter().find(|n| n.name == "sw").and_then(|n| n.large_flows).unwrap();
     assert_eq!(counted.registered, 1);
