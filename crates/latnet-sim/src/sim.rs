@@ -365,13 +365,13 @@ impl Simulator {
         ready: Time,
         last_bit: Time,
     ) -> Option<Time> {
-        if last_bit <= ready {
-            return None; // store-and-forward, or a frame already whole
+        let tail = last_bit.saturating_duration_since(ready);
+        let wait = crate::switch::cut_through_hold(tail, self.tx_time(port, pkt.wire_len()));
+        if wait.is_zero() {
+            return None; // store-and-forward, a frame already whole, or a slower egress
         }
-        let through = last_bit - self.tx_time(port, pkt.wire_len());
-        let wait = through.checked_duration_since(ready).filter(|w| !w.is_zero())?;
         pkt.meta.ser_so_far += wait;
-        Some(through)
+        Some(ready + wait)
     }
 
     /// How long `port` takes to serialize a frame of `size` (with the link's overhead).

@@ -20,9 +20,19 @@ use crate::hdr;
 use crate::net::{Topology, NO_PORT};
 use latnet_dataplane::packet::priority_from_dscp;
 use latnet_dataplane::{DropReason, Packet};
-use latnet_units::Time;
+use latnet_units::{Duration, Time};
 use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
+
+/// Cut-through toward a faster egress: how long a switch holds a frame whose last bit arrives
+/// `tail` after the switch could queue it, on a port that sends the frame in `tx_out`. It may
+/// not start sending before its last bit arrives minus `tx_out`, or the transmitter would run
+/// out of bits; zero for a whole frame (`tail` zero) or an egress no faster than the ingress.
+/// The one rule of the simulator, its LBF budgets and the real-time switch; the runners count
+/// the hold as serialization (`ser_so_far`).
+pub fn cut_through_hold(tail: Duration, tx_out: Duration) -> Duration {
+    tail.saturating_sub(tx_out)
+}
 
 /// The switch's view of the network when it forwards.
 #[derive(Debug, Clone, Copy)]

@@ -481,13 +481,12 @@ impl SwitchCore {
                         }
                         // Cut-through toward a faster egress: not before `last_bit - tx`, or
                         // the transmitter would run out of bits (the simulator's rule).
-                        let through = if last_bit > now {
-                            last_bit - self.tx_time(g, pkt.wire_len())
-                        } else {
-                            now
-                        };
+                        let tail = last_bit.saturating_duration_since(now);
+                        let tx = self.tx_time(g, pkt.wire_len());
+                        let hold = latnet_sim::switch::cut_through_hold(tail, tx);
+                        let through = now + hold;
                         if through > now {
-                            pkt.meta.ser_so_far += through - now;
+                            pkt.meta.ser_so_far += hold;
                             self.touch(i);
                             let q = &mut self.ports[i].joining;
                             let at = q.partition_point(|(t, _)| *t <= through);

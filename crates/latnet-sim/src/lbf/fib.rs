@@ -132,7 +132,7 @@ impl LbfNet {
             .and_then(|&local| self.ports.get(local))
             .and_then(|p| self.ports.get(p.reverse));
         match (upstream, self.ports.get(port)) {
-            (Some(up), Some(out)) => tx(up).saturating_sub(tx(out)),
+            (Some(up), Some(out)) => crate::switch::cut_through_hold(tx(up), tx(out)),
             _ => Duration::ZERO,
         }
     }
