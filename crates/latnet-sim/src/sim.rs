@@ -130,6 +130,25 @@ struct FlowState {
     hops: Vec<HopStat>,
 }
 
+impl FlowState {
+    /// A flow's state before the run: nothing sent, received or measured yet.
+    fn new(source: Source, rng: ChaCha8Rng, templates: Templates) -> FlowState {
+        FlowState {
+            source,
+            rng,
+            templates,
+            sent: 0,
+            received: 0,
+            rx_bytes: 0,
+            last_rx: Time::ZERO,
+            drops: DropCounters::default(),
+            lat: LatencyStats::new(),
+            jitter: Jitter::default(),
+            hops: Vec::new(),
+        }
+    }
+}
+
 /// Stream ids of the run's random generators (one ChaCha stream per consumer).
 const STREAM_FLOW: u64 = 1 << 32;
 const STREAM_PORT: u64 = 2 << 32;

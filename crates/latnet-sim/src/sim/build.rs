@@ -83,37 +83,18 @@ impl Simulator {
             .iter()
             .zip(templates)
             .enumerate()
-            .map(|(i, (f, (templates, _)))| FlowState {
-                source: Source::new(f.traffic.clone(), f.size, f.start).with_jitter(f.jitter),
-                rng: rng_for(STREAM_FLOW + i as u64),
-                templates,
-                sent: 0,
-                received: 0,
-                rx_bytes: 0,
-                last_rx: Time::ZERO,
-                drops: DropCounters::default(),
-                lat: LatencyStats::new(),
-                jitter: Jitter::default(),
-                hops: Vec::new(),
+            .map(|(i, (f, (templates, _)))| {
+                let source = Source::new(f.traffic.clone(), f.size, f.start).with_jitter(f.jitter);
+                FlowState::new(source, rng_for(STREAM_FLOW + i as u64), templates)
             })
             .collect();
         // TCP flows: their servers' packets are accounted on hidden records after the flows.
         let (tcp, hidden) = tcp_glue::TcpState::new(&sc, rng_for);
         for (k, &i) in hidden.iter().enumerate() {
             let f = &sc.flows[i];
-            flows.push(FlowState {
-                source: Source::new(f.traffic.clone(), f.size, f.start),
-                rng: rng_for(STREAM_FLOW + (sc.flows.len() + k) as u64),
-                templates: Vec::new(),
-                sent: 0,
-                received: 0,
-                rx_bytes: 0,
-                last_rx: Time::ZERO,
-                drops: DropCounters::default(),
-                lat: LatencyStats::new(),
-                jitter: Jitter::default(),
-                hops: Vec::new(),
-            });
+            let source = Source::new(f.traffic.clone(), f.size, f.start);
+            let rng = rng_for(STREAM_FLOW + (sc.flows.len() + k) as u64);
+            flows.push(FlowState::new(source, rng, Vec::new()));
         }
         let host_by_addr = sc
             .nodes
