@@ -89,16 +89,14 @@ fn dated(args: &Args, dates: &tls::Dates) -> Vec<String> {
     }
     if let (Some((cert, _)), Some(expiry)) = (&args.tls, &dates.certificate) {
         let (cert, shown) = (cert.display(), &expiry.shown);
-        let left = expiry.unix_secs - tls::unix_now();
-        if left <= 0 {
-            said.push(format!(
+        match tls::left(expiry, tls::unix_now(), WARN_DAYS) {
+            tls::Left::Passed => said.push(format!(
                 "warning: the certificate {cert} expired at {shown}: clients refuse it"
-            ));
-        } else if left < WARN_DAYS * 86_400 {
-            let days = (left + 43_200) / 86_400; // to the nearest day
-            said.push(format!(
-                "warning: the certificate {cert} expires at {shown}, in {days} days"
-            ));
+            )),
+            left @ tls::Left::Days(_) => {
+                said.push(format!("warning: the certificate {cert} expires at {shown}, {left}"))
+            }
+            tls::Left::Later => {}
         }
     }
     said

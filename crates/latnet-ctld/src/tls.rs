@@ -24,19 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-mod der;
-
-pub use der::{next_update, not_after};
-
-/// An instant a TLS file names: when a certificate expires, when a revocation list is due for
-/// renewal.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Due {
-    /// Seconds since 1970-01-01 00:00:00 UTC.
-    pub unix_secs: i64,
-    /// As written: `YYYY-MM-DD HH:MM:SS UTC`.
-    pub shown: String,
-}
+pub use latnet_wire::x509::{left, next_update, not_after, Due, Left};
 
 /// The server's TLS settings from a certificate chain and its private key, both PEM, and with
 /// `client_ca` (PEM) clients must present a certificate that CA signed (mutual TLS; a client
@@ -82,7 +70,7 @@ pub fn server_config_dated(
 ) -> Result<(Arc<ServerConfig>, Dates), String> {
     let mut dates = Dates::default();
     let certs = pem_certificates("--tls-cert", cert)?;
-    dates.certificate = certs.first().and_then(|c| der::not_after(c));
+    dates.certificate = certs.first().and_then(|c| not_after(c));
     let (c, k) = (cert.display(), key.display());
     let key = pem_key("--tls-key", key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -172,7 +160,7 @@ fn revocation_lists(
     let mut first: Option<Due> = None;
     for (i, der) in crls.iter().enumerate() {
         let which = if crls.len() == 1 { "the list".to_owned() } else { format!("list {}", i + 1) };
-        match der::next_update(der) {
+        match next_update(der) {
             None => {
                 return Err(bad(format!(
                     "{which} says no next update (expected a version 2 list with nextUpdate, as \

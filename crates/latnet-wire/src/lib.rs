@@ -19,6 +19,7 @@
 //! | [`option_edit`] | one IPv4 option / IPv6 hop-by-hop option of a whole frame | — | [`find_ip_option`], [`set_ip_option`] (rewrite or insert) |
 //! | [`ppv`] | Per Packet Value option (16-bit value) | — | [`PacketValue`], [`packet_info`], [`set_packet_value`] |
 //! | [`large_flow`] | large-flow option of switch-assisted pacing | — | [`LargeFlowOption`], [`large_flow_option`], [`set_large_flow_option`] |
+//! | [`x509`] | two dates of a DER certificate or revocation list (the control plane's TLS files) | — | [`x509::not_after`], [`x509::next_update`], [`x509::left`] |
 //!
 //! # Views and reprs
 //!
@@ -72,6 +73,7 @@ pub mod tcp_option;
 pub mod udp;
 mod util;
 pub mod vlan;
+pub mod x509;
 
 pub use build::{build_tcp_ipv4, build_tcp_ipv6, build_udp_ipv4, build_udp_ipv6};
 pub use error::{Layer, Result, WireError};

@@ -1,15 +1,62 @@
-//! Two dates of RFC 5280 read from DER: when a certificate revocation list says the next one is
-//! due (`nextUpdate`, section 5.1.2.5), so a list already past it is refused when it is loaded,
-//! naming the date, instead of locking every client out at their handshakes (rustls checks it
-//! there too, for a list that expires while the service runs, but only says "expired"); and
-//! when a certificate expires (`notAfter`, section 4.1.2.5), which rustls does not check for a
-//! server's own certificate: the service says it, and `GET /metrics` shows both.
+//! Two dates of RFC 5280 read from DER, for the TLS files of latnet's control service and its
+//! host agents: when a certificate revocation list says the next one is due (`nextUpdate`,
+//! section 5.1.2.5), so a list already past it is refused when it is loaded, naming the date,
+//! instead of locking every peer out at their handshakes (rustls checks it there too, for a
+//! list that expires while in use, but only says "expired"); and when a certificate expires
+//! (`notAfter`, section 4.1.2.5), which rustls does not check for a peer's own certificate:
+//! the service and the agent warn ahead of both ([`left`]).
 //!
 //! A small walk over the first fields, not a parser: rustls parses and checks the whole list
 //! or certificate. It reads only the lengths and tags it needs and answers `None` for anything
-//! else, never panicking (tested on every prefix and every one-byte change of real ones).
+//! else, never panicking (tested on every prefix and every one-byte change of real ones, and
+//! fuzzed). No clock is read here: callers pass the time.
 
-use super::Due;
+/// An instant a TLS file names: when a certificate expires, when a revocation list is due for
+/// renewal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    /// Seconds since 1970-01-01 00:00:00 UTC.
+    pub unix_secs: i64,
+    /// As written: `YYYY-MM-DD HH:MM:SS UTC`.
+    pub shown: String,
+}
+
+/// How long until a [`Due`] instant, told the way a warning says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    /// It has passed (or is now).
+    Passed,
+    /// It comes within the warning window, in this many days (to the nearest day).
+    Days(i64),
+    /// It comes later than the warning window.
+    Later,
+}
+
+/// As a warning says it: "in 3 days", "in 1 day", "within a day", "passed", "later".
+impl core::fmt::Display for Left {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Left::Passed => f.write_str("passed"),
+            Left::Days(0) => f.write_str("within a day"),
+            Left::Days(1) => f.write_str("in 1 day"),
+            Left::Days(n) => write!(f, "in {n} days"),
+            Left::Later => f.write_str("later"),
+        }
+    }
+}
+
+/// How long from `now` (seconds since 1970-01-01 UTC) until `due`, with a warning window of
+/// `window_days` days.
+pub fn left(due: &Due, now: i64, window_days: i64) -> Left {
+    let secs = due.unix_secs.saturating_sub(now);
+    if secs <= 0 {
+        Left::Passed
+    } else if secs < window_days.saturating_mul(86_400) {
+        Left::Days((secs + 43_200) / 86_400)
+    } else {
+        Left::Later
+    }
+}
 
 /// `nextUpdate` of the DER certificate revocation list `der`; `None` if the list has none or
 /// `der` is not such a list.
@@ -183,6 +230,21 @@ IwQYMBaAFPDTIGqgy7MKi90Ku+LYzS/N37CTMAoGCCqGSM49BAMCA0gAMEUCIQDG
         // a list is not a certificate, nor a certificate a list
         assert_eq!(not_after(&list()), None);
         assert_eq!(next_update(&cert()), None);
+    }
+
+    #[test]
+    fn what_is_left_until_a_date() {
+        let due = Due { unix_secs: 100 * 86_400, shown: String::new() };
+        assert_eq!(left(&due, 100 * 86_400, 14), Left::Passed);
+        assert_eq!(left(&due, 101 * 86_400, 14), Left::Passed);
+        assert_eq!(left(&due, 100 * 86_400 - 1, 14), Left::Days(0));
+        assert_eq!(left(&due, 97 * 86_400 + 40_000, 14), Left::Days(3));
+        assert_eq!(left(&due, 86 * 86_400 + 1, 14), Left::Days(14));
+        assert_eq!(left(&due, 86 * 86_400, 14), Left::Later);
+        assert_eq!(left(&due, i64::MIN, 14), Left::Later);
+        assert_eq!(left(&due, i64::MAX, i64::MAX), Left::Passed);
+        let said = [Left::Days(0), Left::Days(1), Left::Days(3)].map(|l| l.to_string());
+        assert_eq!(said, ["within a day", "in 1 day", "in 3 days"]);
     }
 
     #[test]

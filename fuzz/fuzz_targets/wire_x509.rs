@@ -1,9 +1,9 @@
-//! The service's reader of TLS file dates (a revocation list's next update, a certificate's
-//! end): any bytes are a date or `None`, never a panic, and a date read is one of the
-//! calendar's, shown as it was read.
+//! The reader of TLS file dates the service and the host agents use (a revocation list's next
+//! update, a certificate's end): any bytes are a date or `None`, never a panic, and a date
+//! read is one of the calendar's, shown as it was read.
 #![no_main]
 
-use latnet_ctld::tls::{next_update, not_after};
+use latnet_wire::x509::{next_update, not_after};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
