@@ -64,11 +64,18 @@ bench: setup
 	$(PY) bench/sweep_dask.py
 	$(PY) bench/chameleon_service.py
 
+# Every reproduction runs, even after one fails; the target fails if any did, naming them. The
+# emulated ones need root (namespaces, veth) and are skipped, said, without it.
 reproduce: setup
-	@for s in lbf l4s ffp pacing chameleon; do \
-	  $(LATNET) reproduce $$s --out out/reproduce || echo "reproduce $$s: not available"; done
-	$(LATNET) reproduce lbf --emulated --out out/reproduce || echo "emulated lbf: needs root"
-	$(LATNET) reproduce pacing --emulated --out out/reproduce || echo "emulated pacing: needs root"
+	@failed=""; \
+	for s in lbf l4s ffp pacing chameleon; do \
+	  $(LATNET) reproduce $$s --out out/reproduce || failed="$$failed $$s"; done; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  for s in lbf pacing; do \
+	    $(LATNET) reproduce $$s --emulated --out out/reproduce || failed="$$failed $$s--emulated"; \
+	  done; \
+	else echo "reproduce lbf / pacing --emulated: skipped, they need root (namespaces, veth)"; fi; \
+	if [ -n "$$failed" ]; then echo "make reproduce: failed:$$failed" >&2; exit 1; fi
 
 clean:
 	$(CARGO) clean
