@@ -15,14 +15,35 @@
 use super::{reno_grow, AckSample, CongestionControl};
 use latnet_units::Time;
 
-/// alpha = 1 in fixed point.
+/// alpha = 1 in fixed point (Linux DCTCP's units, 1/1024).
 pub const ALPHA_ONE: u64 = 1024;
 /// `g = 1 / 2^G_SHIFT`.
 pub const G_SHIFT: u32 = 4;
+/// Fraction bits of alpha in TCP Prague (`tcp_prague.c` `PRAGUE_ALPHA_BITS`).
+pub const PRAGUE_ALPHA_BITS: u32 = 20;
+
+/// The fixed point the estimate is kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlphaPrecision {
+    /// Linux `tcp_dctcp.c`: alpha in units of 1/1024, each window adding `F * 1024 / 16`
+    /// truncated, so a window with less than 1/64 of its bytes marked adds nothing, and alpha
+    /// below 16/1024 drops to 0 (`min_not_zero`). Under a coupled AQM's sparse marks (about 1 %
+    /// against one CUBIC flow at 1 Gbit/s, 5 ms) alpha therefore sits near 0 and DCTCP hardly
+    /// reduces its window at a mark.
+    Dctcp,
+    /// TCP Prague (`tcp_prague.c`): alpha in units of 1/2^20 ([`PRAGUE_ALPHA_BITS`]), kept
+    /// multiplied by 16 (`1/g`) so each window's remainder carries over, and `F` in the same
+    /// units: a marked fraction of 1/100,000 still counts. The precision the Prague draft asks
+    /// for at the low marking probabilities of an L4S AQM.
+    Prague,
+}
 
 /// The DCTCP congestion estimate, shared with Prague.
 #[derive(Debug, Clone)]
 pub struct AlphaEstimator {
+    precision: AlphaPrecision,
+    /// [`AlphaPrecision::Dctcp`]: alpha in 1/1024; [`AlphaPrecision::Prague`]: 16 alpha in
+    /// 1/2^20.
     alpha: u64,
     window_end: Option<u64>,
     acked: u64,
@@ -31,14 +52,38 @@ pub struct AlphaEstimator {
 
 impl Default for AlphaEstimator {
     fn default() -> Self {
-        AlphaEstimator { alpha: ALPHA_ONE, window_end: None, acked: 0, ce_acked: 0 }
+        AlphaEstimator::new(AlphaPrecision::Dctcp)
     }
 }
 
 impl AlphaEstimator {
-    /// alpha in units of 1/1024.
+    /// An estimate starting at alpha = 1 (Linux `dctcp_alpha_on_init`, ns-3
+    /// `DctcpAlphaOnInit` = 1; `tcp_prague.c` starts at its maximum too).
+    pub fn new(precision: AlphaPrecision) -> Self {
+        let alpha = match precision {
+            AlphaPrecision::Dctcp => ALPHA_ONE,
+            AlphaPrecision::Prague => Self::PRAGUE_UPSCALED_ONE,
+        };
+        AlphaEstimator { precision, alpha, window_end: None, acked: 0, ce_acked: 0 }
+    }
+
+    /// alpha = 1 in Prague's upscaled units.
+    const PRAGUE_UPSCALED_ONE: u64 = 1 << (PRAGUE_ALPHA_BITS + G_SHIFT);
+
+    /// alpha in units of 1/1024 (rounded down).
     pub fn alpha(&self) -> u64 {
-        self.alpha
+        match self.precision {
+            AlphaPrecision::Dctcp => self.alpha,
+            AlphaPrecision::Prague => self.alpha >> (G_SHIFT + PRAGUE_ALPHA_BITS - 10),
+        }
+    }
+
+    /// alpha as a fraction of 1, in the estimator's own precision.
+    pub fn alpha_f64(&self) -> f64 {
+        match self.precision {
+            AlphaPrecision::Dctcp => self.alpha as f64 / ALPHA_ONE as f64,
+            AlphaPrecision::Prague => self.alpha as f64 / Self::PRAGUE_UPSCALED_ONE as f64,
+        }
     }
 
     /// Account one ACK; at the end of an observation window, update alpha. Returns true if
@@ -50,15 +95,26 @@ impl AlphaEstimator {
         if s.snd_una < end {
             return false;
         }
-        // Linux dctcp_update_alpha: alpha += F * 1024 / 16 - alpha / 16, where the decay is
-        // min_not_zero(alpha, alpha / 16): below 16/1024 alpha drops to 0 at once (it would
-        // never decay further in integers)
-        let f = (self.ce_acked << (10 - G_SHIFT)) / self.acked.max(1);
-        let decay = match self.alpha >> G_SHIFT {
-            0 => self.alpha,
-            d => d,
-        };
-        self.alpha = (self.alpha - decay + f).min(ALPHA_ONE);
+        match self.precision {
+            AlphaPrecision::Dctcp => {
+                // Linux dctcp_update_alpha: alpha += F * 1024 / 16 - alpha / 16, where the
+                // decay is min_not_zero(alpha, alpha / 16): below 16/1024 alpha drops to 0 at
+                // once (it would never decay further in integers)
+                let f = (self.ce_acked << (10 - G_SHIFT)) / self.acked.max(1);
+                let decay = match self.alpha >> G_SHIFT {
+                    0 => self.alpha,
+                    d => d,
+                };
+                self.alpha = (self.alpha - decay + f).min(ALPHA_ONE);
+            }
+            AlphaPrecision::Prague => {
+                // tcp_prague.c prague_update_alpha: 16 alpha += F - alpha, F in 1/2^20
+                let f = u128::from(self.ce_acked) << PRAGUE_ALPHA_BITS;
+                let f = u64::try_from(f / u128::from(self.acked.max(1))).unwrap_or(u64::MAX);
+                let up = self.alpha - (self.alpha >> G_SHIFT);
+                self.alpha = up.saturating_add(f).min(Self::PRAGUE_UPSCALED_ONE);
+            }
+        }
         self.acked = 0;
         self.ce_acked = 0;
         self.window_end = Some(s.snd_nxt);
@@ -67,7 +123,14 @@ impl AlphaEstimator {
 
     /// `cwnd (1 - alpha / 2)`, at least `floor`.
     pub fn reduced(&self, cwnd: u64, floor: u64) -> u64 {
-        (cwnd - ((cwnd * self.alpha) >> 11)).max(floor)
+        let cut = match self.precision {
+            AlphaPrecision::Dctcp => (u128::from(cwnd) * u128::from(self.alpha)) >> 11,
+            AlphaPrecision::Prague => {
+                let alpha = u128::from(self.alpha >> G_SHIFT);
+                (u128::from(cwnd) * alpha) >> (PRAGUE_ALPHA_BITS + 1)
+            }
+        };
+        (cwnd - u64::try_from(cut).unwrap_or(cwnd)).max(floor)
     }
 }
 
@@ -189,6 +252,52 @@ mod tests {
         }
         assert_eq!(e.alpha(), 0);
         assert_eq!(e.reduced(100 * MSS, 2 * MSS), 100 * MSS);
+    }
+
+    /// Windows of 1,000 segments with 10 marked (1 %, below Linux DCTCP's 1/64): DCTCP's
+    /// estimate adds nothing and decays to 0, so it does not reduce at a mark; Prague's settles
+    /// at the marked fraction and cuts the window by half of it.
+    #[test]
+    fn sparse_marks_are_lost_to_dctcps_precision_and_kept_by_pragues() {
+        let window = |e: &mut AlphaEstimator, una: &mut u64| {
+            for i in 0..1000u64 {
+                *una += MSS;
+                let ece_acked = if i % 100 == 0 { MSS } else { 0 };
+                let (snd_una, snd_nxt) = (*una, *una + 1000 * MSS);
+                e.on_ack(&AckSample {
+                    acked: MSS,
+                    ece_acked,
+                    snd_una,
+                    snd_nxt,
+                    ..Default::default()
+                });
+            }
+        };
+        let (mut dctcp, mut prague) =
+            (AlphaEstimator::default(), AlphaEstimator::new(AlphaPrecision::Prague));
+        let (mut a, mut b) = (0, 0);
+        for _ in 0..400 {
+            window(&mut dctcp, &mut a);
+            window(&mut prague, &mut b);
+        }
+        assert_eq!(dctcp.alpha(), 0);
+        assert_eq!(dctcp.reduced(1000 * MSS, 2 * MSS), 1000 * MSS);
+        assert!((prague.alpha_f64() - 0.01).abs() < 1e-4, "{}", prague.alpha_f64());
+        assert_eq!(prague.alpha(), 10, "1/100 in 1/1024, rounded down");
+        // cwnd (1 - 0.005): 5 of 1,000 segments
+        let cut = 1000 * MSS - prague.reduced(1000 * MSS, 2 * MSS);
+        assert!((4 * MSS..=5 * MSS).contains(&cut), "{cut}");
+        // both start at 1 (halve at the first mark) and never pass it
+        let fresh = AlphaEstimator::new(AlphaPrecision::Prague);
+        assert_eq!((fresh.alpha(), fresh.reduced(100 * MSS, 2 * MSS)), (1024, 50 * MSS));
+        let mut all = AlphaEstimator::new(AlphaPrecision::Prague);
+        for i in 1..=50u64 {
+            let (snd_una, snd_nxt) = (i * MSS, i * MSS);
+            let s =
+                AckSample { acked: MSS, ece_acked: MSS, snd_una, snd_nxt, ..Default::default() };
+            all.on_ack(&s);
+        }
+        assert_eq!(all.alpha_f64(), 1.0);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //!
 //! * **Scalable ECN response** as DCTCP (section 2.3.1 of the draft): the same per-window
 //!   EWMA of the marked fraction with `g = 1/16` ([`super::dctcp::AlphaEstimator`]) and, once
-//!   per window with ECN-Echo, `cwnd = cwnd (1 - alpha / 2)`.
+//!   per window with ECN-Echo, `cwnd = cwnd (1 - alpha / 2)`, but with alpha in 1/2^20 as
+//!   `tcp_prague.c` keeps it ([`AlphaPrecision::Prague`]), not Linux DCTCP's 1/1024, which
+//!   loses an L4S AQM's sparse marks (a window less than 1/64 marked adds nothing).
 //! * **ECT(1)** on data (the L4S identifier, RFC 9331): set by the connection config
 //!   (`ect = "ect1"` is Prague's default), and per-packet CE feedback from the receiver.
 //! * **Pacing** (section 2.2): on by default for Prague flows (`pacing = true`).
@@ -18,7 +20,7 @@
 //! Not modelled: AccECN's byte counters on the wire (the receiver's DCTCP-style echo carries
 //! the same per-packet information to the sender here), classic-AQM detection.
 
-use super::dctcp::AlphaEstimator;
+use super::dctcp::{AlphaEstimator, AlphaPrecision};
 use super::{reno_grow, AckSample, CongestionControl};
 use latnet_units::{Duration, Time};
 
@@ -45,7 +47,7 @@ impl Prague {
             acc: 0,
             acc_scaled: 0,
             rtt_target,
-            est: AlphaEstimator::default(),
+            est: AlphaEstimator::new(AlphaPrecision::Prague),
         }
     }
 
@@ -124,7 +126,6 @@ mod tests {
     #[test]
     fn ce_response_is_dctcp_and_loss_response_is_reno() {
         let mut p = Prague::new(MSS, 100 * MSS, None);
-        p.est = AlphaEstimator::default();
         p.on_ecn(Time::ZERO, &ack(MSS, 1));
         assert_eq!(p.ssthresh(), 50 * MSS, "alpha starts at 1: halve");
         let mut q = Prague::new(MSS, 100 * MSS, None);
