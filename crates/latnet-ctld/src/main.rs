@@ -41,6 +41,13 @@
 //! one they shook hands with. Requests are checked against the new tokens from the next one
 //! on, on open connections too. If any file cannot be used, nothing changes and standard error
 //! says why (the same message as at start); a line on standard error says what was reloaded.
+//!
+//! Standard error also says, at start and at each reload, when the revocation lists are due,
+//! and warns when the service's certificate expires within 14 days or has expired (rustls
+//! serves it all the same; clients refuse it) and when the lists are within 3 days of their
+//! next update or past it (every client is then refused). A service runs for months: while a
+//! warning is due it is said again once a day (the dates are looked at every hour), so a log
+//! shows it without a reload. `GET /metrics` has both dates.
 
 use latnet_ctld::metrics::Metrics;
 use latnet_ctld::{tls, Endpoint, ServeOptions, Service, ServiceConfig, Swap, Tokens};
@@ -76,20 +83,35 @@ struct Args {
 /// The service's TLS settings, and the dates of their files.
 type TlsSettings = (Arc<rustls::ServerConfig>, tls::Dates);
 
-/// A certificate expiring within this many days is warned of at start and at each reload.
+/// A certificate expiring within this many days is warned of.
 const WARN_DAYS: i64 = 14;
+/// Revocation lists within this many days of their next update are warned of: renewed every
+/// few days from cron or a timer, a list this close to it means the renewal is not happening.
+const LIST_WARN_DAYS: i64 = 3;
+/// How often the dates are looked at between signals.
+const CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+/// A warning still due is said again after this many seconds (a day).
+const WARN_AGAIN_SECS: i64 = 86_400;
 
-/// What to say about the dates of the TLS files: when the revocation lists are due, and a
-/// warning if the certificate expired or expires within [`WARN_DAYS`].
-fn dated(args: &Args, dates: &tls::Dates) -> Vec<String> {
+/// What to say about the dates of the TLS files at `now` (seconds since 1970-01-01 UTC): when
+/// the revocation lists are due, then [`warnings`].
+fn dated(args: &Args, dates: &tls::Dates, now: i64) -> Vec<String> {
     let mut said = Vec::new();
     if let (Some(crl), Some(due)) = (&args.client_crl, &dates.revocation) {
         let (crl, shown) = (crl.display(), &due.shown);
         said.push(format!("the revocation lists {crl} are due for renewal at {shown}"));
     }
+    said.extend(warnings(args, dates, now));
+    said
+}
+
+/// The warnings due at `now`: the certificate expired or expires within [`WARN_DAYS`], the
+/// lists passed their next update or reach it within [`LIST_WARN_DAYS`].
+fn warnings(args: &Args, dates: &tls::Dates, now: i64) -> Vec<String> {
+    let mut said = Vec::new();
     if let (Some((cert, _)), Some(expiry)) = (&args.tls, &dates.certificate) {
         let (cert, shown) = (cert.display(), &expiry.shown);
-        match tls::left(expiry, tls::unix_now(), WARN_DAYS) {
+        match tls::left(expiry, now, WARN_DAYS) {
             tls::Left::Passed => said.push(format!(
                 "warning: the certificate {cert} expired at {shown}: clients refuse it"
             )),
@@ -98,6 +120,32 @@ fn dated(args: &Args, dates: &tls::Dates) -> Vec<String> {
             }
             tls::Left::Later => {}
         }
+    }
+    if let (Some(crl), Some(due)) = (&args.client_crl, &dates.revocation) {
+        let (crl, shown) = (crl.display(), &due.shown);
+        match tls::left(due, now, LIST_WARN_DAYS) {
+            tls::Left::Passed => said.push(format!(
+                "warning: the revocation lists {crl} were due for renewal at {shown}: every \
+                 client is refused until they are renewed (then SIGHUP)"
+            )),
+            left @ tls::Left::Days(_) => said.push(format!(
+                "warning: the revocation lists {crl} are due for renewal at {shown}, {left}"
+            )),
+            tls::Left::Later => {}
+        }
+    }
+    said
+}
+
+/// The warnings of [`warnings`] to say at `now`, none if some were said less than a day before
+/// (`warned_at`, which this moves to `now` when it says any).
+fn warnings_again(args: &Args, dates: &tls::Dates, now: i64, warned_at: &mut i64) -> Vec<String> {
+    if now.saturating_sub(*warned_at) < WARN_AGAIN_SECS {
+        return Vec::new();
+    }
+    let said = warnings(args, dates, now);
+    if !said.is_empty() {
+        *warned_at = now;
     }
     said
 }
@@ -116,16 +164,18 @@ impl Args {
     }
 
     /// Read the token and TLS files again and replace what `opts` and `endpoint` use, all or
-    /// nothing: what was replaced, or why nothing was.
+    /// nothing: what was replaced and the new files' dates (`None` without TLS), or why nothing
+    /// was.
     fn reload(
         &self,
         opts: &ServeOptions,
         endpoint_tls: Option<&Swap<rustls::ServerConfig>>,
         metrics: &Metrics,
-    ) -> Result<String, String> {
+    ) -> Result<(String, Option<tls::Dates>), String> {
         let tokens = self.tokens.as_deref().map(load_tokens).transpose()?;
         let tls = self.tls()?;
         let mut done = Vec::new();
+        let mut new_dates = None;
         if let (Some(t), Some(swap), Some(p)) = (tokens, &opts.tokens, &self.tokens) {
             done.push(format!("{} tokens from {}", t.len(), p.display()));
             swap.set(t);
@@ -135,15 +185,17 @@ impl Args {
             if let Some(crl) = &self.client_crl {
                 done.push(format!("the revocation lists {}", crl.display()));
             }
-            done.extend(dated(self, &dates));
+            done.extend(dated(self, &dates, tls::unix_now()));
             swap.set(cfg);
             metrics.tls_dates(&dates);
+            new_dates = Some(dates);
         }
-        Ok(if done.is_empty() {
+        let what = if done.is_empty() {
             "nothing to reload (no --tokens or --tls-cert)".into()
         } else {
             done.join(", ")
-        })
+        };
+        Ok((what, new_dates))
     }
 }
 
@@ -278,9 +330,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    for line in dated(&args, &dates) {
+    let started = tls::unix_now();
+    let said = dated(&args, &dates, started);
+    for line in &said {
         eprintln!("latnet-ctld: {line}");
     }
+    // a day from now if a warning was just said
+    let warned_at = if said.iter().any(|l| l.starts_with("warning")) { started } else { i64::MIN };
     endpoint.metrics().tls_dates(&dates);
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Err(e) = std::fs::create_dir_all(dir) {
@@ -312,14 +368,34 @@ fn main() -> ExitCode {
     if let Some(set) = hangup {
         let (args, opts, tls) = (args.clone(), args.opts.clone(), endpoint.tls());
         let metrics = endpoint.metrics();
-        std::thread::spawn(move || {
-            while wait_hangup(&set) {
-                let done = args.reload(&opts, tls.as_ref(), &metrics);
-                metrics.reloaded(done.is_ok());
-                match done {
-                    Ok(what) => eprintln!("latnet-ctld: SIGHUP: reloaded {what}"),
-                    Err(e) => eprintln!("latnet-ctld: SIGHUP: kept the previous settings: {e}"),
+        let (mut dates, mut warned_at) = (dates, warned_at);
+        std::thread::spawn(move || loop {
+            match wait_hangup(&set, CHECK_EVERY) {
+                Woken::Hangup => {
+                    let done = args.reload(&opts, tls.as_ref(), &metrics);
+                    metrics.reloaded(done.is_ok());
+                    match done {
+                        Ok((what, new_dates)) => {
+                            eprintln!("latnet-ctld: SIGHUP: reloaded {what}");
+                            if let Some(d) = new_dates {
+                                dates = d;
+                                // the reload said the warnings due
+                                let now = tls::unix_now();
+                                let warned = !warnings(&args, &dates, now).is_empty();
+                                warned_at = if warned { now } else { i64::MIN };
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!("latnet-ctld: SIGHUP: kept the previous settings: {e}")
+                        }
+                    }
                 }
+                Woken::Timeout => {
+                    for w in warnings_again(&args, &dates, tls::unix_now(), &mut warned_at) {
+                        eprintln!("latnet-ctld: {w}");
+                    }
+                }
+                Woken::Failed => break,
             }
         });
     }
@@ -347,10 +423,72 @@ fn block_hangup() -> Option<libc::sigset_t> {
     }
 }
 
-/// Wait for a SIGHUP (blocked by [`block_hangup`]); false if waiting failed.
+/// What ended a [`wait_hangup`].
+enum Woken {
+    Hangup,
+    Timeout,
+    Failed,
+}
+
+/// Wait up to `timeout` for a SIGHUP (blocked by [`block_hangup`]).
 #[allow(unsafe_code)]
-fn wait_hangup(set: &libc::sigset_t) -> bool {
-    let mut sig: libc::c_int = 0;
-    // SAFETY: both pointers are to live, initialised values for the call.
-    unsafe { libc::sigwait(set, &mut sig) == 0 }
+fn wait_hangup(set: &libc::sigset_t, timeout: std::time::Duration) -> Woken {
+    let t = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
+    };
+    loop {
+        // SAFETY: `set` and `t` are live, initialised values; a null siginfo is allowed.
+        let r = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &t) };
+        if r == libc::SIGHUP {
+            return Woken::Hangup;
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) => return Woken::Timeout,
+            Some(libc::EINTR) => continue,
+            _ => return Woken::Failed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(unix_secs: i64) -> Option<tls::Due> {
+        Some(tls::Due { unix_secs, shown: format!("<{unix_secs}>") })
+    }
+
+    #[test]
+    fn warnings_are_said_ahead_of_the_dates_and_again_once_a_day() {
+        let flags = "--k 4 --tls-cert s.crt --tls-key s.key --tls-client-ca ca.crt \
+                     --tls-client-crl ca.crl";
+        let Ok(args) = parse(flags.split_whitespace().map(str::to_owned)) else { panic!() };
+        let day = 86_400;
+        let dates = tls::Dates { certificate: at(100 * day), revocation: at(50 * day) };
+        // far from both: the lists' date only
+        let said = dated(&args, &dates, 10 * day);
+        assert_eq!(said, ["the revocation lists ca.crl are due for renewal at <4320000>"]);
+        let mut warned_at = i64::MIN;
+        assert!(warnings_again(&args, &dates, 10 * day, &mut warned_at).is_empty());
+        assert_eq!(warned_at, i64::MIN);
+        // the lists within 3 days, then again only a day later
+        let now = 48 * day;
+        let said = warnings_again(&args, &dates, now, &mut warned_at);
+        assert_eq!(
+            said,
+            ["warning: the revocation lists ca.crl are due for renewal at <4320000>, in 2 days"]
+        );
+        assert_eq!(warned_at, now);
+        assert!(warnings_again(&args, &dates, now + day - 1, &mut warned_at).is_empty());
+        let said = warnings_again(&args, &dates, now + day, &mut warned_at);
+        assert_eq!(said.len(), 1, "{said:?}");
+        // both past: each said
+        let said = warnings(&args, &dates, 100 * day);
+        assert!(said[0].contains("the certificate s.crt expired at <8640000>"), "{said:?}");
+        assert!(said[1].contains("were due for renewal at <4320000>: every client"), "{said:?}");
+        // the certificate from 14 days before its end
+        assert!(warnings(&args, &dates, 86 * day)[0].contains("lists"));
+        assert_eq!(warnings(&args, &dates, 86 * day + 1).len(), 2);
+    }
 }

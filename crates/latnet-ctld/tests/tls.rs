@@ -589,7 +589,13 @@ fn when_the_revocation_lists_are_due_is_logged_and_in_the_metrics_and_follows_a_
     std::fs::copy(dated("second.crl", "20980101000000Z"), &crl).unwrap();
     let said = daemon.hangup();
     assert!(said.contains("are due for renewal at 2098-01-01 00:00:00 UTC"), "{said}");
+    assert!(!said.contains("warning"), "{said}");
     assert_eq!(gauge().as_deref(), Some("4039372800"));
+    // one due in 2 days: warned of (the renewal is not happening)
+    std::fs::copy(list_dated(&a, "third.crl", &["-crldays", "2"]), &crl).unwrap();
+    let said = daemon.hangup();
+    let want = format!("warning: the revocation lists {} are due for renewal at ", crl.display());
+    assert!(said.contains(&want) && said.ends_with(", in 2 days"), "{said}");
     daemon.end();
 }
 
