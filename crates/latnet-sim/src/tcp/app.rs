@@ -164,6 +164,13 @@ impl TcpSpec {
         {
             return Err("expected RTO bounds above zero".into());
         }
+        // a key of another congestion control would be ignored: most likely not meant
+        if self.rtt_target.is_some() && self.cc != CcKind::Prague {
+            return Err("`rtt_target` belongs to cc = \"prague\" (RTT independence)".into());
+        }
+        if self.bbr_ecn.is_some() && self.cc != CcKind::Bbr {
+            return Err("`bbr_ecn` belongs to cc = \"bbr\"".into());
+        }
         let rr_keys = self.request.is_some()
             || self.response.is_some()
             || self.interval.is_some()
@@ -331,6 +338,13 @@ mod tests {
         assert!(s.validate(1500, false).unwrap_err().contains("belong to tcp-rr"));
         assert!(spec("cc = \"vegas\"").is_err());
         assert!(spec("cwnd = 3").is_err(), "unknown keys are refused");
+        // a key of another congestion control is refused, not ignored
+        let s = spec("cc = \"dctcp\"\nrtt_target = \"10ms\"").unwrap();
+        assert!(s.validate(1502, false).unwrap_err().contains("`rtt_target` belongs to"));
+        assert!(spec("cc = \"prague\"\nrtt_target = 0").unwrap().validate(1502, false).is_ok());
+        let s = spec("cc = \"cubic\"\nbbr_ecn = true").unwrap();
+        assert!(s.validate(1502, false).unwrap_err().contains("`bbr_ecn` belongs to"));
+        assert!(spec("cc = \"bbr\"\nbbr_ecn = true").unwrap().validate(1502, false).is_ok());
         let s = spec("large_flow_pacing = \"htb\"").unwrap();
         assert!(s.validate(1502, false).unwrap_err().contains("need `large_flow = true`"));
         let s = spec("large_flow = true\nlarge_flow_pacing = \"fq\"").unwrap();
