@@ -54,6 +54,37 @@ def _source(what: str, scenario, text, name) -> Path | None:
         ) from None
 
 
+def _with_sets(path: Path | None, text: str | None, name: str, sets) -> tuple[str, str]:
+    """The scenario's text with the keys of ``sets`` set and checked (as ``latnet run --set``),
+    and the name its errors and warnings go by (the file or ``name``, and the keys set)."""
+    from collections.abc import Mapping
+
+    from .sweep import checked, with_sets
+
+    pairs = list(sets.items()) if isinstance(sets, Mapping) else None
+    if pairs is None and not isinstance(sets, (str, bytes)):
+        try:
+            pairs = [tuple(p) for p in sets]
+        except TypeError:
+            pairs = None
+    if pairs is None or any(len(p) != 2 or not isinstance(p[0], str) for p in pairs):
+        raise TypeError(
+            "set: expected a mapping of key to value or (key, value) pairs, such as "
+            '{"links[0].rate": "50Mbps"}, got ' + type(sets).__name__
+        )
+
+    def toml_value(v) -> str:
+        # Python's True is TOML's true; numbers and strings as the command line takes them
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    pairs = [(k, toml_value(v)) for k, v in pairs]
+    if path is not None:
+        label = f"{path} ({', '.join(f'{k}={v}' for k, v in pairs)})"
+        return with_sets(path, pairs), label
+    label = f"{name} ({', '.join(f'{k}={v}' for k, v in pairs)})"
+    return checked(text, label, pairs), label
+
+
 def _warn(messages: list[str]) -> None:
     import warnings
 
@@ -82,6 +113,7 @@ def run(
     *,
     text: str | None = None,
     name: str = "<string>",
+    set=None,  # the command line's --set
     seed: int | None = None,
     packets: bool | None = True,
     pcap: bool | None = None,
@@ -90,8 +122,12 @@ def run(
 ) -> Results:
     """Run a scenario file (or TOML ``text``) in the simulator and return its results.
 
-    ``name`` labels ``text`` in error messages. ``seed`` overrides the scenario's seed.
-    ``packets`` keeps one record per packet and per hop (``Results.packets`` /
+    ``name`` labels ``text`` in error messages. ``set`` runs the scenario with keys set, as
+    ``latnet run --set``: a mapping of key to value or ``(key, value)`` pairs, such as
+    ``{"links[0].rate": "50Mbps", "flows[video].size": 500, "sim.duration": "2s"}`` (values as
+    on the command line: TOML, or else a string; ``True`` / ``False`` are TOML's); a key or
+    value that is wrong is a :class:`ScenarioError` naming it. ``seed`` overrides the
+    scenario's seed. ``packets`` keeps one record per packet and per hop (``Results.packets`` /
     ``Results.hops``) and ``pcap`` a packet capture of every link (written by
     ``Results.write`` as ``pcap/<node>-<peer>.pcap``); ``None`` follows the scenario's
     ``[output]``. ``queues`` (an interval such as ``"1ms"``) samples every port's
@@ -104,6 +140,10 @@ def run(
     joins) is a :class:`ScenarioWarning` (and in ``Results.warnings``).
     """
     path = _source("run", scenario, text, name)
+    if set is not None:
+        # said once here, by key, rather than again by the run on the rewritten text
+        text, name = _with_sets(path, text, name, set)
+        path = None
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64
     ):
@@ -135,7 +175,8 @@ def run(
     finally:
         if close is not None:
             close()
-    _warn(raw.warnings())
+    if set is None:
+        _warn(raw.warnings())
     return Results(raw)
 
 
@@ -144,11 +185,16 @@ def check(
     *,
     text: str | None = None,
     name: str = "<string>",
+    set=None,  # the command line's --set
 ) -> str:
     """Validate a scenario without running it; returns a one-line description. ``name`` labels
-    ``text`` in error messages. What is valid but most likely not meant is a
-    :class:`ScenarioWarning` (as in :func:`run`)."""
+    ``text`` in error messages; ``set`` sets keys first, as in :func:`run`. What is valid but
+    most likely not meant is a :class:`ScenarioWarning` (as in :func:`run`)."""
     path = _source("check", scenario, text, name)
+    if set is not None:
+        text, name = _with_sets(path, text, name, set)  # checked, its warnings said
+        about, _ = _check(path=None, text=text, name=name)
+        return about
     about, warnings = _check(path=path, text=text, name=name)
     _warn(warnings)
     return about

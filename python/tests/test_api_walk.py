@@ -88,6 +88,36 @@ def test_run_and_check_refuse_both_or_neither_source_alike(call):
         call(text=SMALL + FLOW, name=None)
 
 
+def test_run_and_check_set_keys_as_the_command_line_does(tmp_path):
+    # the command line had --set; the library made its users rewrite the TOML themselves
+    text = SMALL + FLOW
+    by_hand = run_quietly(text.replace('rate = "50Mbps"', 'rate = "20Mbps"'), packets=False)
+    keys = {"flows[p].traffic.rate": "20Mbps"}
+    for sets in (keys, list(keys.items())):
+        got = latnet.run(text=text, set=sets, packets=False)
+        pd.testing.assert_frame_equal(got.flows, by_hand.flows)
+    # a file too, with numbers and booleans as Python has them
+    f = tmp_path / "small.toml"
+    f.write_text(text)
+    got = latnet.run(f, set={"flows[p].size": 500, "sim.duration": "100ms"}, packets=False)
+    edited = text.replace("size = 1000", "size = 500").replace('"200ms"', '"100ms"')
+    pd.testing.assert_frame_equal(got.flows, run_quietly(edited, packets=False).flows)
+    tcp = ROOT / "experiments" / "l4s" / "one-one.toml"
+    sets = {"sim.duration": "50ms", "flows[L0].traffic.cc": "prague"}
+    got = latnet.run(tcp, set=sets | {"flows[L0].traffic.pacing": False}, packets=False)
+    assert list(got.tcp["cc"]) == ["prague", "cubic"]
+    assert latnet.check(f).endswith("200ms of sending, seed 1")
+    assert latnet.check(f, set={"sim.duration": "3s"}).endswith("3s of sending, seed 1")
+    # a wrong key or value names it; a wrong argument says what it takes
+    with pytest.raises(latnet.ScenarioError, match=r"flows\[p\].traffic.rate=fast"):
+        latnet.run(text=text, set={"flows[p].traffic.rate": "fast"})
+    with pytest.raises(latnet.ScenarioError, match=r"small.toml \(links\[7\].rate=1Mbps\)"):
+        latnet.check(f, set={"links[7].rate": "1Mbps"})
+    for bad in (5, "links[0].rate=1Mbps", [("links[0].rate",)], {1: "x"}):
+        with pytest.raises(TypeError, match="^set: expected a mapping of key to value"):
+            latnet.run(text=text, set=bad)
+
+
 @pytest.mark.parametrize(
     ("seed", "error"),
     [(-1, latnet.UsageError), (2**64, latnet.UsageError), (True, TypeError), ("1", TypeError)],

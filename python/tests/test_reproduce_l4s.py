@@ -78,16 +78,13 @@ def test_dctcp_loses_dualpi2s_sparse_marks_to_its_precision_and_pragues_keeps_th
     from pathlib import Path
 
     import latnet
-    from latnet.sweep import apply
 
     scenario = Path(__file__).parents[2] / "experiments" / "l4s" / "one-one.toml"
-    pr = {"cc": "prague", "rtt_target": "0", "pacing": "false"}
+    pr = {"cc": "prague", "rtt_target": 0, "pacing": False}
 
     def share(**traffic) -> float:
-        sets = [(f"flows[L0].traffic.{k}", v) for k, v in traffic.items()]
-        sets.append(("sim.duration", "6s"))
-        text = apply(scenario.read_text(), scenario.name, sets)
-        ts = latnet.run(text=text, name=scenario.name, packets=False).timeseries
+        sets = {f"flows[L0].traffic.{k}": v for k, v in traffic.items()} | {"sim.duration": "6s"}
+        ts = latnet.run(scenario, set=sets, packets=False).timeseries
         late = ts[(ts["t_s"] > 3.0) & ts["flow"].isin(["L0", "C0"])]
         by = late.groupby("flow")["delivered_bytes"].sum()
         return float(by["L0"] / by.sum())

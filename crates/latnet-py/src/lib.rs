@@ -156,12 +156,13 @@ fn load(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<Scena
 #[pyo3(signature = (path=None, text=None, name="<string>"))]
 fn check(path: Option<PathBuf>, text: Option<&str>, name: &str) -> PyResult<(String, Vec<String>)> {
     let sc = load(path, text, name)?;
+    let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     let about = format!(
-        "{}: {} nodes, {} links, {} flows, {} of sending, seed {}",
+        "{}: {}, {}, {}, {} of sending, seed {}",
         sc.name,
-        sc.nodes.len(),
-        sc.links.len(),
-        sc.flows.len(),
+        count(sc.nodes.len(), "node"),
+        count(sc.links.len(), "link"),
+        count(sc.flows.len(), "flow"),
         sc.sim.duration,
         sc.sim.seed
     );
