@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from . import plot
@@ -57,8 +58,6 @@ def _source(what: str, scenario, text, name) -> Path | None:
 def _with_sets(path: Path | None, text: str | None, name: str, sets) -> tuple[str, str]:
     """The scenario's text with the keys of ``sets`` set and checked (as ``latnet run --set``),
     and the name its errors and warnings go by (the file or ``name``, and the keys set)."""
-    from collections.abc import Mapping
-
     from .sweep import checked, with_sets
 
     pairs = list(sets.items()) if isinstance(sets, Mapping) else None
@@ -113,7 +112,7 @@ def run(
     *,
     text: str | None = None,
     name: str = "<string>",
-    set=None,  # the command line's --set
+    set: Mapping[str, object] | Iterable[tuple[str, object]] | None = None,  # as --set
     seed: int | None = None,
     packets: bool | None = True,
     pcap: bool | None = None,
@@ -185,7 +184,7 @@ def check(
     *,
     text: str | None = None,
     name: str = "<string>",
-    set=None,  # the command line's --set
+    set: Mapping[str, object] | Iterable[tuple[str, object]] | None = None,  # as --set
 ) -> str:
     """Validate a scenario without running it; returns a one-line description. ``name`` labels
     ``text`` in error messages; ``set`` sets keys first, as in :func:`run`. What is valid but
