@@ -171,6 +171,33 @@ impl TcpSpec {
         if self.bbr_ecn.is_some() && self.cc != CcKind::Bbr {
             return Err("`bbr_ecn` belongs to cc = \"bbr\"".into());
         }
+        let defaults = TcpConfig::for_cc(self.cc);
+        if self.ect.is_some() && !self.ecn.unwrap_or(defaults.ecn) {
+            return Err(
+                "`ect` needs ECN: `ecn = true` (the default for dctcp and prague); without it \
+                 data is sent Not-ECT"
+                    .into(),
+            );
+        }
+        let gains =
+            [(self.pacing_ss_gain, "pacing_ss_gain"), (self.pacing_ca_gain, "pacing_ca_gain")];
+        if let Some((_, k)) = gains.iter().find(|(v, _)| v.is_some()) {
+            if self.cc == CcKind::Bbr {
+                return Err(format!(
+                    "`{k}` does not apply to cc = \"bbr\", which paces at its own rate"
+                ));
+            }
+            // a pacing cap (given, or set by switch-assisted pacing) paces by the window too
+            let paced = self.pacing.unwrap_or(defaults.pacing.enabled)
+                || self.max_pacing_rate.is_some()
+                || self.large_flow == Some(true);
+            if !paced {
+                return Err(format!(
+                    "`{k}` needs pacing: `pacing = true` (the default for prague), \
+                     `max_pacing_rate` or `large_flow = true`"
+                ));
+            }
+        }
         let rr_keys = self.request.is_some()
             || self.response.is_some()
             || self.interval.is_some()
@@ -345,6 +372,23 @@ mod tests {
         let s = spec("cc = \"cubic\"\nbbr_ecn = true").unwrap();
         assert!(s.validate(1502, false).unwrap_err().contains("`bbr_ecn` belongs to"));
         assert!(spec("cc = \"bbr\"\nbbr_ecn = true").unwrap().validate(1502, false).is_ok());
+        // settings that would be ignored: an ECT codepoint without ECN, pacing gains without
+        // window-based pacing
+        let err = |src: &str| spec(src).unwrap().validate(1502, false).err().unwrap_or_default();
+        assert!(err("cc = \"cubic\"\nect = \"ect1\"").contains("`ect` needs ECN"));
+        assert!(err("cc = \"dctcp\"\necn = false\nect = \"ect1\"").contains("`ect` needs ECN"));
+        assert_eq!(err("cc = \"cubic\"\necn = true\nect = \"ect1\""), "");
+        assert_eq!(err("cc = \"dctcp\"\nect = \"ect1\""), "");
+        assert!(
+            err("cc = \"cubic\"\npacing_ca_gain = 100").contains("needs pacing: `pacing = true`")
+        );
+        assert!(err("cc = \"prague\"\npacing = false\npacing_ss_gain = 150").contains("needs"));
+        assert!(err("cc = \"bbr\"\npacing_ca_gain = 100").contains("its own rate"));
+        assert_eq!(err("cc = \"prague\"\npacing_ca_gain = 100"), "");
+        assert_eq!(err("cc = \"cubic\"\npacing = true\npacing_ss_gain = 150"), "");
+        let capped = "cc = \"cubic\"\nmax_pacing_rate = \"1Mbps\"\npacing_ss_gain = 150";
+        assert_eq!(err(capped), "");
+        assert_eq!(err("cc = \"cubic\"\nlarge_flow = true\npacing_ca_gain = 100"), "");
         let s = spec("large_flow_pacing = \"htb\"").unwrap();
         assert!(s.validate(1502, false).unwrap_err().contains("need `large_flow = true`"));
         let s = spec("large_flow = true\nlarge_flow_pacing = \"fq\"").unwrap();
