@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from . import LatnetError
+from . import LatnetError, UsageError
 from .results import SavedResults
 from .table import duration_text
 from .testbed import Testbed
@@ -201,6 +201,15 @@ def run_emu(
         queues=queues,
         switch_processes=switch_processes,
     )
+    tcp = [f["name"] for f in tb.plan["flows"] if f["tcp"]]
+    if tcp:
+        # their pattern has no emission instants: they would send nothing, saying nothing
+        raise UsageError(
+            f"flows {', '.join(tcp)} are TCP (tcp-bulk / tcp-rr), which an emulated "
+            "run does not play (its senders play latnet's UDP patterns); run them in the "
+            "simulator (--mode sim), or real Linux TCP between the hosts of `latnet testbed up` "
+            "(latnet-switch tcp-send / tcp-recv)"
+        )
     ports = sum(len(n["ifaces"]) for n in tb.plan["nodes"] if n["kind"] == "switch")
     after, senders = start_margins(ports, len(tb.plan["flows"]))
     tb.time_zero_after_ns = after

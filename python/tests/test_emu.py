@@ -29,7 +29,7 @@ if os.geteuid() != 0:
     )
 
 from latnet.emu import collect, now_ns, run_emu, start_flows, wait_all  # noqa: E402
-from latnet.testbed import Testbed, down_all, state_dir  # noqa: E402
+from latnet.testbed import Testbed, down_all, state_dir, switch_binary  # noqa: E402
 
 #: Startup margin before the scenario's time zero.
 MARGIN = 300_000_000
@@ -1179,3 +1179,25 @@ def test_a_capture_directory_that_cannot_be_made_is_a_clear_error(tmp_path):
     ):
         pass
     assert netns_list() == before
+
+
+def test_an_emulated_run_of_tcp_flows_is_refused_naming_them_before_any_namespace(tmp_path):
+    # a tcp-bulk flow's pattern has no emission instants: the emulated run sent nothing for it
+    # and printed a table of zeros, saying nothing
+    tcp = '\n[[flows]]\nname = "bulk"\nsrc = "h1"\ndst = "h3"\nsize = 1502\n'
+    tcp += 'traffic = { kind = "tcp-bulk", cc = "cubic" }\n'
+    path = scenario(
+        tmp_path, two_hosts("1Gbps", "1ms", '{ kind = "fifo" }', cbr("u", "h2", "1Mbps", 200) + tcp)
+    )
+    before = netns_list()
+    with pytest.raises(latnet.UsageError, match=r"^flows bulk are TCP \(tcp-bulk / tcp-rr\)"):
+        run_emu(path, tmp_path / "out")
+    assert netns_list() == before
+    # and the sender refuses such a flow by name, should anything start one
+    p = subprocess.run(
+        [switch_binary(), "send", "--scenario", str(path), "--flow", "bulk", "--t0", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode != 0 and 'flow "bulk" is TCP traffic' in p.stderr, p.stderr

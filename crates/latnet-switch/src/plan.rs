@@ -107,6 +107,9 @@ pub struct PlanFlow {
     pub priority: u8,
     /// Frame length.
     pub size: u32,
+    /// Whether the flow is TCP traffic (`tcp-bulk`, `tcp-rr`): the simulator's TCP, which
+    /// latnet's emulated senders (UDP patterns) do not play.
+    pub tcp: bool,
 }
 
 /// A node: a namespace.
@@ -262,6 +265,7 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
             dst: sc.nodes[f.dst].name.clone(),
             priority: f.priority,
             size: f.size,
+            tcp: f.traffic.tcp().is_some(),
         })
         .collect();
     Ok(Plan {

@@ -239,6 +239,16 @@ impl Iterator for Emissions {
 pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let i = flow_index(sc, name)?;
     let f = &sc.flows[i];
+    if f.traffic.tcp().is_some() {
+        // its pattern has no emission instants: it would send nothing, saying nothing
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "flow {name:?} is TCP traffic, which latnet's emulated senders do not play \
+                 (they play the UDP patterns); real Linux TCP runs with latnet-switch tcp-send"
+            ),
+        ));
+    }
     let (prefix, stamp_at) = payload_prefix(sc, f)?;
     let mut hbh = hop_options(sc, f)?;
     check_size(f, prefix.len())?;
