@@ -90,8 +90,6 @@ const WARN_DAYS: i64 = 14;
 const LIST_WARN_DAYS: i64 = 3;
 /// How often the dates are looked at between signals.
 const CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
-/// A warning still due is said again after this many seconds (a day).
-const WARN_AGAIN_SECS: i64 = 86_400;
 
 /// What to say about the dates of the TLS files at `now` (seconds since 1970-01-01 UTC): when
 /// the revocation lists are due, then [`warnings`].
@@ -133,19 +131,6 @@ fn warnings(args: &Args, dates: &tls::Dates, now: i64) -> Vec<String> {
             )),
             tls::Left::Later => {}
         }
-    }
-    said
-}
-
-/// The warnings of [`warnings`] to say at `now`, none if some were said less than a day before
-/// (`warned_at`, which this moves to `now` when it says any).
-fn warnings_again(args: &Args, dates: &tls::Dates, now: i64, warned_at: &mut i64) -> Vec<String> {
-    if now.saturating_sub(*warned_at) < WARN_AGAIN_SECS {
-        return Vec::new();
-    }
-    let said = warnings(args, dates, now);
-    if !said.is_empty() {
-        *warned_at = now;
     }
     said
 }
@@ -335,8 +320,11 @@ fn main() -> ExitCode {
     for line in &said {
         eprintln!("latnet-ctld: {line}");
     }
-    // a day from now if a warning was just said
-    let warned_at = if said.iter().any(|l| l.starts_with("warning")) { started } else { i64::MIN };
+    // again a day from now if a warning was just said
+    let mut reminder = tls::Reminder::default();
+    if said.iter().any(|l| l.starts_with("warning")) {
+        reminder.said(started);
+    }
     endpoint.metrics().tls_dates(&dates);
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Err(e) = std::fs::create_dir_all(dir) {
@@ -368,7 +356,7 @@ fn main() -> ExitCode {
     if let Some(set) = hangup {
         let (args, opts, tls) = (args.clone(), args.opts.clone(), endpoint.tls());
         let metrics = endpoint.metrics();
-        let (mut dates, mut warned_at) = (dates, warned_at);
+        let mut dates = dates;
         std::thread::spawn(move || loop {
             match wait_hangup(&set, CHECK_EVERY) {
                 Woken::Hangup => {
@@ -381,8 +369,10 @@ fn main() -> ExitCode {
                                 dates = d;
                                 // the reload said the warnings due
                                 let now = tls::unix_now();
-                                let warned = !warnings(&args, &dates, now).is_empty();
-                                warned_at = if warned { now } else { i64::MIN };
+                                reminder = tls::Reminder::default();
+                                if !warnings(&args, &dates, now).is_empty() {
+                                    reminder.said(now);
+                                }
                             }
                         }
                         Err(e) => {
@@ -391,7 +381,8 @@ fn main() -> ExitCode {
                     }
                 }
                 Woken::Timeout => {
-                    for w in warnings_again(&args, &dates, tls::unix_now(), &mut warned_at) {
+                    let now = tls::unix_now();
+                    for w in reminder.say(now, || warnings(&args, &dates, now)) {
                         eprintln!("latnet-ctld: {w}");
                     }
                 }
@@ -460,7 +451,7 @@ mod tests {
     }
 
     #[test]
-    fn warnings_are_said_ahead_of_the_dates_and_again_once_a_day() {
+    fn warnings_are_said_ahead_of_the_dates() {
         let flags = "--k 4 --tls-cert s.crt --tls-key s.key --tls-client-ca ca.crt \
                      --tls-client-crl ca.crl";
         let Ok(args) = parse(flags.split_whitespace().map(str::to_owned)) else { panic!() };
@@ -469,20 +460,14 @@ mod tests {
         // far from both: the lists' date only
         let said = dated(&args, &dates, 10 * day);
         assert_eq!(said, ["the revocation lists ca.crl are due for renewal at <4320000>"]);
-        let mut warned_at = i64::MIN;
-        assert!(warnings_again(&args, &dates, 10 * day, &mut warned_at).is_empty());
-        assert_eq!(warned_at, i64::MIN);
-        // the lists within 3 days, then again only a day later
+        assert!(warnings(&args, &dates, 10 * day).is_empty());
+        // the lists within 3 days
         let now = 48 * day;
-        let said = warnings_again(&args, &dates, now, &mut warned_at);
+        let said = warnings(&args, &dates, now);
         assert_eq!(
             said,
             ["warning: the revocation lists ca.crl are due for renewal at <4320000>, in 2 days"]
         );
-        assert_eq!(warned_at, now);
-        assert!(warnings_again(&args, &dates, now + day - 1, &mut warned_at).is_empty());
-        let said = warnings_again(&args, &dates, now + day, &mut warned_at);
-        assert_eq!(said.len(), 1, "{said:?}");
         // both past: each said
         let said = warnings(&args, &dates, 100 * day);
         assert!(said[0].contains("the certificate s.crt expired at <8640000>"), "{said:?}");

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-pub use latnet_wire::x509::{left, next_update, not_after, Due, Left};
+pub use latnet_wire::x509::{left, next_update, not_after, Due, Left, Reminder};
 
 /// The server's TLS settings from a certificate chain and its private key, both PEM, and with
 /// `client_ca` (PEM) clients must present a certificate that CA signed (mutual TLS; a client

@@ -4,7 +4,7 @@
 //! instead of locking every peer out at their handshakes (rustls checks it there too, for a
 //! list that expires while in use, but only says "expired"); and when a certificate expires
 //! (`notAfter`, section 4.1.2.5), which rustls does not check for a peer's own certificate:
-//! the service and the agent warn ahead of both ([`left`]).
+//! the service and the agent warn ahead of both ([`left`]), once a day while due ([`Reminder`]).
 //!
 //! A small walk over the first fields, not a parser: rustls parses and checks the whole list
 //! or certificate. It reads only the lengths and tags it needs and answers `None` for anything
@@ -55,6 +55,37 @@ pub fn left(due: &Due, now: i64, window_days: i64) -> Left {
         Left::Days((secs + 43_200) / 86_400)
     } else {
         Left::Later
+    }
+}
+
+/// When due warnings are said: at once, then again at most once a day while they stay due
+/// (a service or an agent runs for months; its log should say it, but not at every poll).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reminder {
+    /// When warnings were last said (seconds since 1970-01-01 UTC).
+    said_at: Option<i64>,
+}
+
+impl Reminder {
+    /// Warnings are said again no sooner than this after the last (a day), in seconds.
+    pub const AGAIN_SECS: i64 = 86_400;
+
+    /// The warnings `due` gives, to say at `now`; none, without asking `due`, if some were said
+    /// less than a day before. The reminder remembers `now` when it returns any.
+    pub fn say(&mut self, now: i64, due: impl FnOnce() -> Vec<String>) -> Vec<String> {
+        if self.said_at.is_some_and(|t| now.saturating_sub(t) < Self::AGAIN_SECS) {
+            return Vec::new();
+        }
+        let said = due();
+        if !said.is_empty() {
+            self.said_at = Some(now);
+        }
+        said
+    }
+
+    /// Warnings were said at `now` by other means (a start or a reload's message).
+    pub fn said(&mut self, now: i64) {
+        self.said_at = Some(now);
     }
 }
 
@@ -245,6 +276,20 @@ IwQYMBaAFPDTIGqgy7MKi90Ku+LYzS/N37CTMAoGCCqGSM49BAMCA0gAMEUCIQDG
         assert_eq!(left(&due, i64::MAX, i64::MAX), Left::Passed);
         let said = [Left::Days(0), Left::Days(1), Left::Days(3)].map(|l| l.to_string());
         assert_eq!(said, ["within a day", "in 1 day", "in 3 days"]);
+    }
+
+    #[test]
+    fn a_reminder_says_due_warnings_at_once_then_once_a_day() {
+        let day = Reminder::AGAIN_SECS;
+        let mut r = Reminder::default();
+        let w = || vec!["w".to_owned()];
+        assert!(r.say(100, Vec::new).is_empty(), "nothing due: nothing said, nothing kept");
+        assert_eq!(r.say(101, w), ["w"]);
+        assert!(r.say(101 + day - 1, || panic!("not asked within the day")).is_empty());
+        assert_eq!(r.say(101 + day, w), ["w"]);
+        r.said(5 * day);
+        assert!(r.say(6 * day - 1, w).is_empty());
+        assert_eq!(r.say(6 * day, w), ["w"]);
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! said again once a day, and at once after the files are read again.
 
 use super::AgentError;
-use latnet_wire::x509::{self, Due, Left};
+use latnet_wire::x509::{self, Due, Left, Reminder};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -39,8 +39,6 @@ pub(super) const CERT_WARN_DAYS: i64 = 14;
 /// every few days (`scripts/tls-revoke.sh --days 30` from cron or a timer), so one this close
 /// to it means the renewal is not happening.
 pub(super) const LIST_WARN_DAYS: i64 = 3;
-/// A warning still due is said again after this long (a day), in seconds.
-const WARN_AGAIN_SECS: i64 = 86_400;
 
 /// What was read from the files, shared by the clones of a controller.
 #[derive(Debug, Default)]
@@ -51,8 +49,8 @@ pub(super) struct Loaded {
     stamps: Vec<Stamp>,
     /// The dates the TLS files name.
     dates: Vec<Dated>,
-    /// When the last warning was said (seconds since 1970-01-01 UTC).
-    warned_at: Option<i64>,
+    /// When the warnings were last said.
+    reminder: Reminder,
 }
 
 /// A date a TLS file names.
@@ -76,14 +74,8 @@ impl Loaded {
     /// The warnings due at `now` (seconds since 1970-01-01 UTC), none if some were said less
     /// than a day before.
     fn warnings(&mut self, now: i64) -> Vec<String> {
-        if self.warned_at.is_some_and(|t| now.saturating_sub(t) < WARN_AGAIN_SECS) {
-            return Vec::new();
-        }
-        let said: Vec<String> = self.dates.iter().filter_map(|d| d.warning(now)).collect();
-        if !said.is_empty() {
-            self.warned_at = Some(now);
-        }
-        said
+        let dates = &self.dates;
+        self.reminder.say(now, || dates.iter().filter_map(|d| d.warning(now)).collect())
     }
 }
 
@@ -161,7 +153,7 @@ impl Files {
             Some(files) => client_config(files).map(|(c, d)| (Some(c), d))?,
         };
         let token = self.token.as_deref().map(read_token).transpose()?;
-        Ok(Loaded { tls, token, stamps, dates, warned_at: None })
+        Ok(Loaded { tls, token, stamps, dates, reminder: Reminder::default() })
     }
 
     /// The settings now: those in `loaded`, read again first if a file changed since (a file
