@@ -55,9 +55,10 @@ def _source(what: str, scenario, text, name) -> Path | None:
         ) from None
 
 
-def _with_sets(path: Path | None, text: str | None, name: str, sets) -> tuple[str, str]:
+def _with_sets(path: Path | None, text: str | None, name: str, sets) -> tuple[str, str] | None:
     """The scenario's text with the keys of ``sets`` set and checked (as ``latnet run --set``),
-    and the name its errors and warnings go by (the file or ``name``, and the keys set)."""
+    and the name its errors and warnings go by (the file or ``name``, and the keys set); ``None``
+    when ``sets`` sets nothing (the scenario as it is)."""
     from .sweep import checked, with_sets
 
     pairs = list(sets.items()) if isinstance(sets, Mapping) else None
@@ -77,6 +78,8 @@ def _with_sets(path: Path | None, text: str | None, name: str, sets) -> tuple[st
         return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
     pairs = [(k, toml_value(v)) for k, v in pairs]
+    if not pairs:
+        return None
     if path is not None:
         label = f"{path} ({', '.join(f'{k}={v}' for k, v in pairs)})"
         return with_sets(path, pairs), label
@@ -139,10 +142,10 @@ def run(
     joins) is a :class:`ScenarioWarning` (and in ``Results.warnings``).
     """
     path = _source("run", scenario, text, name)
-    if set is not None:
+    edited = None if set is None else _with_sets(path, text, name, set)
+    if edited is not None:
         # said once here, by key, rather than again by the run on the rewritten text
-        text, name = _with_sets(path, text, name, set)
-        path = None
+        (text, name), path = edited, None
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64
     ):
@@ -174,7 +177,7 @@ def run(
     finally:
         if close is not None:
             close()
-    if set is None:
+    if edited is None:
         _warn(raw.warnings())
     return Results(raw)
 
@@ -190,8 +193,9 @@ def check(
     ``text`` in error messages; ``set`` sets keys first, as in :func:`run`. What is valid but
     most likely not meant is a :class:`ScenarioWarning` (as in :func:`run`)."""
     path = _source("check", scenario, text, name)
-    if set is not None:
-        text, name = _with_sets(path, text, name, set)  # checked, its warnings said
+    edited = None if set is None else _with_sets(path, text, name, set)
+    if edited is not None:
+        text, name = edited  # checked, its warnings said
         about, _ = _check(path=None, text=text, name=name)
         return about
     about, warnings = _check(path=path, text=text, name=name)

@@ -108,6 +108,11 @@ def test_run_and_check_set_keys_as_the_command_line_does(tmp_path):
     assert list(got.tcp["cc"]) == ["prague", "cubic"]
     assert latnet.check(f).endswith("200ms of sending, seed 1")
     assert latnet.check(f, set={"sim.duration": "3s"}).endswith("3s of sending, seed 1")
+    # setting nothing is the scenario as it is (errors keep the file's lines)
+    assert latnet.check(f, set={}) == latnet.check(f, set=[]) == latnet.check(f)
+    f.write_text(text.replace('rate = "50Mbps"', 'rate = "fast"'))
+    with pytest.raises(latnet.ScenarioError, match=r"small.toml:\d+:\d+: "):
+        latnet.run(f, set={})
     # a wrong key or value names it; a wrong argument says what it takes
     with pytest.raises(latnet.ScenarioError, match=r"flows\[p\].traffic.rate=fast"):
         latnet.run(text=text, set={"flows[p].traffic.rate": "fast"})
