@@ -64,7 +64,8 @@ def _with_sets(path: Path | None, text: str | None, name: str, sets) -> tuple[st
     pairs = list(sets.items()) if isinstance(sets, Mapping) else None
     if pairs is None and not isinstance(sets, (str, bytes)):
         try:
-            pairs = [tuple(p) for p in sets]
+            # a pair is a tuple or list: a string of two characters is not a key and a value
+            pairs = [tuple(p) if isinstance(p, (tuple, list)) else () for p in sets]
         except TypeError:
             pairs = None
     if pairs is None or any(len(p) != 2 or not isinstance(p[0], str) for p in pairs):
@@ -80,11 +81,8 @@ def _with_sets(path: Path | None, text: str | None, name: str, sets) -> tuple[st
     pairs = [(k, toml_value(v)) for k, v in pairs]
     if not pairs:
         return None
-    if path is not None:
-        label = f"{path} ({', '.join(f'{k}={v}' for k, v in pairs)})"
-        return with_sets(path, pairs), label
-    label = f"{name} ({', '.join(f'{k}={v}' for k, v in pairs)})"
-    return checked(text, label, pairs), label
+    label = f"{path if path is not None else name} ({', '.join(f'{k}={v}' for k, v in pairs)})"
+    return (with_sets(path, pairs) if path is not None else checked(text, label, pairs)), label
 
 
 def _warn(messages: list[str]) -> None:

@@ -118,7 +118,7 @@ def test_run_and_check_set_keys_as_the_command_line_does(tmp_path):
         latnet.run(text=text, set={"flows[p].traffic.rate": "fast"})
     with pytest.raises(latnet.ScenarioError, match=r"small.toml \(links\[7\].rate=1Mbps\)"):
         latnet.check(f, set={"links[7].rate": "1Mbps"})
-    for bad in (5, "links[0].rate=1Mbps", [("links[0].rate",)], {1: "x"}):
+    for bad in (5, "links[0].rate=1Mbps", [("links[0].rate",)], {1: "x"}, ["ab"]):
         with pytest.raises(TypeError, match="^set: expected a mapping of key to value"):
             latnet.run(text=text, set=bad)
 

@@ -34,11 +34,11 @@ pub(super) struct TlsFiles {
 
 /// A client certificate is warned of within this many days of its end (as the service warns
 /// of its own).
-pub(super) const CERT_WARN_DAYS: i64 = 14;
+const CERT_WARN_DAYS: i64 = 14;
 /// Revocation lists are warned of within this many days of their next update: they are renewed
 /// every few days (`scripts/tls-revoke.sh --days 30` from cron or a timer), so one this close
 /// to it means the renewal is not happening.
-pub(super) const LIST_WARN_DAYS: i64 = 3;
+const LIST_WARN_DAYS: i64 = 3;
 
 /// What was read from the files, shared by the clones of a controller.
 #[derive(Debug, Default)]

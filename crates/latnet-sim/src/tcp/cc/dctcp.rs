@@ -27,9 +27,10 @@ pub const PRAGUE_ALPHA_BITS: u32 = 20;
 pub enum AlphaPrecision {
     /// Linux `tcp_dctcp.c`: alpha in units of 1/1024, each window adding `F * 1024 / 16`
     /// truncated, so a window with less than 1/64 of its bytes marked adds nothing, and alpha
-    /// below 16/1024 drops to 0 (`min_not_zero`). Under a coupled AQM's sparse marks (about 1 %
-    /// against one CUBIC flow at 1 Gbit/s, 5 ms) alpha therefore sits near 0 and DCTCP hardly
-    /// reduces its window at a mark.
+    /// below 16/1024 drops to 0 (`min_not_zero`). Under a coupled AQM's sparse marks (1.7 % of
+    /// one DCTCP flow's packets against one CUBIC flow through DualPI2 at 1 Gbit/s, 5 ms:
+    /// `experiments/l4s/one-one.toml`) alpha therefore sits near 0 and DCTCP hardly reduces its
+    /// window at a mark.
     Dctcp,
     /// TCP Prague (`tcp_prague.c`): alpha in units of 1/2^20 ([`PRAGUE_ALPHA_BITS`]), kept
     /// multiplied by 16 (`1/g`) so each window's remainder carries over, and `F` in the same
