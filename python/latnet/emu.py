@@ -3,7 +3,9 @@
 ``run_emu(path, out)`` brings up a :class:`~latnet.testbed.Testbed` (a namespace per node,
 ``latnet-switch`` per switch), starts a receiver on every destination host and one sender per
 flow (``latnet-switch recv`` / ``send``: the simulator's traffic patterns in real time, one-way
-latency from a timestamp in every packet), waits for the scenario's duration plus its drain time,
+latency from a timestamp in every packet; ``tcp-bulk`` flows on the hosts' Linux TCP, reported
+in the simulator's ``tcp`` and time-series terms, see ``crates/latnet-switch/src/tcpflow.rs``),
+waits for the scenario's duration plus its drain time,
 stops the switches and writes ``results.json`` and ``flows.csv`` in the simulator's format
 (``latnet-switch results``). The testbed is removed afterwards, also on errors and Ctrl-C.
 
@@ -85,7 +87,8 @@ def start_flows(tb: Testbed, t0: int, until: int) -> list[tuple[str, subprocess.
     scenario = str(tb.scenario)
     for host in sorted({f["dst"] for f in tb.plan["flows"]}):
         argv = [*tb.rt(), tb.binary, "recv", "--scenario", scenario, "--host", host]
-        argv += ["--until", str(until), "--dir", str(tb.run_dir), "--ready", "stdout"]
+        argv += ["--until", str(until), "--t0", str(t0), "--dir", str(tb.run_dir)]
+        argv += ["--ready", "stdout"]
         argv += ["--out", str(tb.run_dir / f"recv-{host}.json")]
         p = tb.popen(host, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         procs.append((f"receiver on {host}", p))
@@ -201,15 +204,9 @@ def run_emu(
         queues=queues,
         switch_processes=switch_processes,
     )
-    tcp = [f["name"] for f in tb.plan["flows"] if f["tcp"]]
-    if tcp:
-        # their pattern has no emission instants: they would send nothing, saying nothing
-        raise UsageError(
-            f"flows {', '.join(tcp)} are TCP (tcp-bulk / tcp-rr), which an emulated "
-            "run does not play (its senders play latnet's UDP patterns); run them in the "
-            "simulator (--mode sim), or real Linux TCP between the hosts of `latnet testbed up` "
-            "(latnet-switch tcp-send / tcp-recv)"
-        )
+    if tb.plan["tcp_refused"]:
+        # (before any namespace: the senders would refuse them one by one)
+        raise UsageError(f"{tb.scenario}: {tb.plan['tcp_refused']}")
     ports = sum(len(n["ifaces"]) for n in tb.plan["nodes"] if n["kind"] == "switch")
     after, senders = start_margins(ports, len(tb.plan["flows"]))
     tb.time_zero_after_ns = after

@@ -146,7 +146,7 @@ def tcp_table(results) -> str | None:
                 "yes" if t["ecn"] else "no",
                 f"{t['goodput_bps'] / 1e6:.2f}",
                 t["retransmits"],
-                t["rtos"],
+                "-" if t["rtos"] is None else t["rtos"],
                 t["ce_marks"],
                 fmt_us(rtt.get("mean")),
                 fmt_us(rtt.get("p99")),

@@ -198,6 +198,8 @@ pub struct Counters {
 /// A scenario flow as the switch recognizes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct FlowKey {
+    /// UDP (latnet's senders) or TCP (a TCP flow's data segments, client to server).
+    proto: u8,
     src: IpAddr,
     dst: IpAddr,
     sport: u16,
@@ -402,19 +404,23 @@ impl SwitchCore {
             }
             self.counters.csum_completed += 1;
         }
-        let fk = FlowKey { src: key.src, dst: key.dst, sport: key.src_port, dport: key.dst_port };
-        if key.proto == latnet_wire::protocol::UDP {
-            if let Some(&f) = self.flows.get(&fk) {
-                meta.flow = f;
-                if let Some(&Some(skip)) = self.flow_payload_at.get(f as usize) {
-                    let at = headers.l4_offset().map(|o| o + 8 + skip);
-                    if let Some((seq, send_ns)) =
-                        at.and_then(|o| crate::traffic::payload_stamp(data.get(o..)?))
-                    {
-                        meta.seq = u64::from(seq);
-                        meta.created =
-                            Time::from_nanos(send_ns.saturating_sub(self.clock_origin_ns));
-                    }
+        let fk = FlowKey {
+            proto: key.proto,
+            src: key.src,
+            dst: key.dst,
+            sport: key.src_port,
+            dport: key.dst_port,
+        };
+        if let Some(&f) = self.flows.get(&fk) {
+            meta.flow = f;
+            // (latnet's UDP senders stamp their packets; a TCP flow's segments carry no stamp)
+            if let Some(&Some(skip)) = self.flow_payload_at.get(f as usize) {
+                let at = headers.l4_offset().map(|o| o + 8 + skip);
+                if let Some((seq, send_ns)) =
+                    at.and_then(|o| crate::traffic::payload_stamp(data.get(o..)?))
+                {
+                    meta.seq = u64::from(seq);
+                    meta.created = Time::from_nanos(send_ns.saturating_sub(self.clock_origin_ns));
                 }
             }
         }

@@ -65,4 +65,5 @@ pub mod stats;
 pub mod sys;
 pub mod tagger;
 pub mod tcp;
+pub mod tcpflow;
 pub mod traffic;

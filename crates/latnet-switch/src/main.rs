@@ -8,10 +8,10 @@
 //! latnet-switch plan    --scenario S.toml
 //! latnet-switch send    --scenario S.toml --flow NAME --t0 NS [--out FILE] [--seed N]
 //! latnet-switch recv    --scenario S.toml --host NAME --until NS --dir DIR [--out FILE]
-//!                       [--ready stdout]
+//!                       [--ready stdout] [--t0 NS]
 //! latnet-switch results --scenario S.toml --dir DIR --end-ns NS --out DIR [--seed N] [--t0 NS]
 //! latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
-//!                        [--pace socket|htb:DEV] [--out FILE]
+//!                        [--pace socket|htb:DEV|none] [--out FILE]
 //! latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
 //! latnet-switch agent   --controller URL --scenario S.toml --host H[,H...] [--netns NS[,NS...]]
 //!                       [--status FILE] [--poll-ms 20] [--wait-ms 500]
@@ -33,7 +33,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenario S.toml [options]
        latnet-switch tcp-send --dst ADDR:PORT --seconds S [--cc cubic] [--register yes|no]
-                              [--pace socket|htb:DEV] [--out FILE]
+                              [--pace socket|htb:DEV|none] [--out FILE]
        latnet-switch tcp-recv --bind ADDR:PORT --conns N --seconds S [--out FILE]
        latnet-switch agent --controller http(s)://HOST:PORT --scenario S.toml --host H[,H...]
                            [--netns NS[,NS...]] [--status FILE] [--poll-ms 20] [--wait-ms 500]
@@ -61,8 +61,11 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
            [--spin-us 20] (waits up to this long busy-poll instead of sleeping; 0: never)
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
+           (a tcp-bulk flow runs on Linux's TCP, in the namespace's settings it sets)
   recv     --host NAME --until NS --dir DIR [--out FILE]
            [--ready stdout] (a line `ready` on stdout once every socket is bound)
+           [--t0 NS] (the run's time zero: TCP flows' bytes counted per interval of the
+                      scenario's time series)
   results  --dir DIR --end-ns NS --out DIR [--seed N] [--t0 NS]
            (also DIR/hops-<node>.csv into OUT/hops.csv, and with the run's time zero --t0 the
             receivers' DIR/packets-<flow>.csv and the switches' DIR/drops-<node>.csv into
@@ -266,7 +269,8 @@ fn main_inner(argv: &[String]) -> Result<(), Fail> {
                 }
                 Ok(())
             };
-            let rep = traffic::recv(&sc, need(&a, "host")?, num(&a, "until")?, &dir, ready)
+            let t0 = if a.contains_key("t0") { Some(num(&a, "t0")?) } else { None };
+            let rep = traffic::recv(&sc, need(&a, "host")?, num(&a, "until")?, t0, &dir, ready)
                 .map_err(io)?;
             write_json(a.get("out"), &rep)
         }

@@ -92,6 +92,10 @@ pub struct Plan {
     /// The scenario's `[output] packets`: a run records every packet's hops unless told
     /// otherwise (`latnet-switch run --hops`).
     pub output_packets: bool,
+    /// Why an emulated run cannot play the scenario's TCP flows on Linux's TCP (a key of the
+    /// simulator's TCP, `tcp-rr`, hosts whose flows disagree on a per-host setting:
+    /// [`crate::tcpflow::check`]); `None` when it can (or there are none).
+    pub tcp_refused: Option<String>,
 }
 
 /// A flow (for the launcher of senders and receivers).
@@ -107,8 +111,8 @@ pub struct PlanFlow {
     pub priority: u8,
     /// Frame length.
     pub size: u32,
-    /// Whether the flow is TCP traffic (`tcp-bulk`, `tcp-rr`): the simulator's TCP, which
-    /// latnet's emulated senders (UDP patterns) do not play.
+    /// Whether the flow is TCP traffic (`tcp-bulk`): its sender runs Linux's TCP
+    /// ([`crate::tcpflow`]).
     pub tcp: bool,
 }
 
@@ -280,6 +284,7 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
         drain_ns: sc.sim.drain.as_nanos(),
         output_pcap: sc.output.pcap,
         output_packets: sc.output.packets,
+        tcp_refused: crate::tcpflow::check(sc).err(),
     })
 }
 

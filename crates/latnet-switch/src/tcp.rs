@@ -60,17 +60,21 @@ pub enum Pace {
         /// The host interface the connection leaves by.
         dev: String,
     },
+    /// Not at all: read the reports only (the counter alone, as a scenario's
+    /// `large_flow_pacing = "none"`).
+    Off,
 }
 
 impl Pace {
-    /// Parse `socket` or `htb:DEV`.
+    /// Parse `socket`, `htb:DEV` or `none`.
     pub fn parse(s: &str) -> Result<Pace, String> {
         match s.split_once(':') {
             None if s == "socket" => Ok(Pace::Socket),
+            None if s == "none" => Ok(Pace::Off),
             Some(("htb", dev)) if !dev.is_empty() && !dev.contains(char::is_whitespace) => {
                 Ok(Pace::Htb { dev: dev.to_owned() })
             }
-            _ => Err(format!("expected socket or htb:DEV (an interface name), got {s:?}")),
+            _ => Err(format!("expected socket, htb:DEV (an interface name) or none, got {s:?}")),
         }
     }
 }
@@ -199,7 +203,7 @@ fn named(what: &str, addr: impl std::fmt::Display, e: io::Error) -> io::Error {
 /// bytes. IPv4: the option itself (kind, length, data) for `IP_OPTIONS`. IPv6: a whole
 /// hop-by-hop extension header for `IPV6_HOPOPTS` (the kernel fills in its next-header octet),
 /// the option aligned and padded by the wire crate's writer, as the switch writes it.
-fn register_option(dst: &SocketAddr) -> (libc::c_int, libc::c_int, Vec<u8>) {
+pub(crate) fn register_option(dst: &SocketAddr) -> (libc::c_int, libc::c_int, Vec<u8>) {
     let (level, name) = register_sockopt(dst);
     let opt = LargeFlowOption::new(LargeFlowMsg::Register);
     if dst.is_ipv4() {
@@ -217,7 +221,7 @@ fn register_option(dst: &SocketAddr) -> (libc::c_int, libc::c_int, Vec<u8>) {
 }
 
 /// Level and name of the socket option that carries IP options toward `dst`.
-fn register_sockopt(dst: &SocketAddr) -> (libc::c_int, libc::c_int) {
+pub(crate) fn register_sockopt(dst: &SocketAddr) -> (libc::c_int, libc::c_int) {
     if dst.is_ipv4() {
         (libc::IPPROTO_IP, libc::IP_OPTIONS)
     } else {
@@ -242,11 +246,11 @@ pub fn pacing_for_share(share_bps: u64, mss: u32, timestamps: bool, v6: bool) ->
 
 /// What the watcher saw and did (copied into the [`SendReport`]).
 #[derive(Debug, Default)]
-struct Seen {
-    reports: u64,
-    malformed: u64,
-    pacing_errors: u64,
-    applied: Vec<Applied>,
+pub(crate) struct Seen {
+    pub(crate) reports: u64,
+    pub(crate) malformed: u64,
+    pub(crate) pacing_errors: u64,
+    pub(crate) applied: Vec<Applied>,
 }
 
 /// The large-flow option of a frame from `peer` to local TCP port `port`: `None` for other
@@ -277,20 +281,21 @@ fn apply_share(pace: &Pace, tcp: RawFd, v6: bool, share_bps: u64) -> io::Result<
             Ok((cap, 0))
         }
         Pace::Htb { dev } => tc(&htb_class_args("change", dev, share_bps)).map(|()| (0, share_bps)),
+        Pace::Off => Ok((0, 0)),
     }
 }
 
 /// The watcher's view of one connection.
-struct Watch {
-    pace: Pace,
-    tcp: RawFd,
-    peer: SocketAddr,
-    port: u16,
-    start: Instant,
+pub(crate) struct Watch {
+    pub(crate) pace: Pace,
+    pub(crate) tcp: RawFd,
+    pub(crate) peer: SocketAddr,
+    pub(crate) port: u16,
+    pub(crate) start: Instant,
 }
 
 /// Watch frames from `w.peer` to local port `w.port`; apply every new REPORT.
-fn watch_reports(pkt: OwnedFd, w: Watch, stop: Arc<AtomicBool>, out: Arc<Mutex<Seen>>) {
+pub(crate) fn watch_reports(pkt: OwnedFd, w: Watch, stop: Arc<AtomicBool>, out: Arc<Mutex<Seen>>) {
     let mut buf = vec![0u8; 65_536];
     let mut last: Option<(u16, u32)> = None;
     while !stop.load(Ordering::Relaxed) {
@@ -369,6 +374,7 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         pace: match &cfg.pace {
             Pace::Socket => "socket".into(),
             Pace::Htb { dev } => format!("htb:{dev}"),
+            Pace::Off => "none".into(),
         },
         bytes,
         seconds: cfg.seconds,
@@ -650,12 +656,13 @@ mod tests {
     }
 
     #[test]
-    fn pace_parses_socket_and_htb_and_names_what_it_expects() {
+    fn pace_parses_socket_htb_and_none_and_names_what_it_expects() {
         assert_eq!(Pace::parse("socket"), Ok(Pace::Socket));
         assert_eq!(Pace::parse("htb:veth0"), Ok(Pace::Htb { dev: "veth0".into() }));
-        for bad in ["", "htb", "htb:", "htb:a b", "fq:eth0", "sockets"] {
+        assert_eq!(Pace::parse("none"), Ok(Pace::Off));
+        for bad in ["", "htb", "htb:", "htb:a b", "fq:eth0", "sockets", "none:x"] {
             let e = Pace::parse(bad).unwrap_err();
-            assert!(e.contains("socket or htb:DEV") && e.contains(&format!("{bad:?}")), "{e}");
+            assert!(e.contains("socket, htb:DEV") && e.contains(&format!("{bad:?}")), "{e}");
         }
         let a = htb_class_args("change", "eth1", 25_000_000).join(" ");
         assert_eq!(

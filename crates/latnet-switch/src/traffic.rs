@@ -110,6 +110,10 @@ pub struct SendReport {
     /// Sends more than 100 us behind their scheduled instants.
     #[serde(default)]
     pub late_100us: u64,
+    /// A TCP flow's account (its `sent` is the data segments sent; the lateness, its
+    /// connection's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<crate::tcpflow::TcpSent>,
 }
 
 fn flow_index(sc: &Scenario, name: &str) -> io::Result<usize> {
@@ -236,18 +240,12 @@ impl Iterator for Emissions {
 
 /// Play flow `name` of `sc` from this host: packet `k` leaves at `t0_ns` + the simulator's
 /// emission instant `k` ([`Emissions`]). Blocks until the flow's stop time or packet count.
+/// A TCP flow runs on Linux's TCP ([`crate::tcpflow::send`]).
 pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let i = flow_index(sc, name)?;
     let f = &sc.flows[i];
     if f.traffic.tcp().is_some() {
-        // its pattern has no emission instants: it would send nothing, saying nothing
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "flow {name:?} is TCP traffic, which latnet's emulated senders do not play \
-                 (they play the UDP patterns); real Linux TCP runs with latnet-switch tcp-send"
-            ),
-        ));
+        return crate::tcpflow::send(sc, i, t0_ns);
     }
     let (prefix, stamp_at) = payload_prefix(sc, f)?;
     let mut hbh = hop_options(sc, f)?;
@@ -282,8 +280,14 @@ pub fn send(sc: &Scenario, name: &str, t0_ns: u64) -> io::Result<SendReport> {
     let payload_len = |tags: &[u16]| f.size as usize - 4 * tags.len() - header_len(f);
     let mut payload = vec![0u8; f.tag_stacks().map(payload_len).max().unwrap_or(0)];
     payload[..prefix.len()].copy_from_slice(&prefix);
-    let mut rep =
-        SendReport { flow: f.name.clone(), sent: 0, send_errors: 0, late_max_ns: 0, late_100us: 0 };
+    let mut rep = SendReport {
+        flow: f.name.clone(),
+        sent: 0,
+        send_errors: 0,
+        late_max_ns: 0,
+        late_100us: 0,
+        tcp: None,
+    };
     while !sys::stop_requested() {
         let Some(t) = emissions.next() else { break };
         let due = t0_ns.saturating_add(t.as_nanos());
@@ -351,6 +355,10 @@ pub struct FlowRecv {
     /// The latest read after a stamp (ns).
     #[serde(default)]
     pub read_late_max_ns: u64,
+    /// A TCP flow's account (its `received` is the data segments received, `rx_bytes` the
+    /// bytes read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<crate::tcpflow::TcpRecv>,
 }
 
 /// What a receiver saw.
@@ -385,13 +393,16 @@ pub const PACKET_LOG_HEADER: &str = "seq,send_ns,recv_ns,intact,late\n";
 /// signal; writes `packets-<flow>.csv` (`seq,send_ns,recv_ns,intact,late`, arrival order; `late`
 /// is the LBF block's late flag, 0 for flows without an SLO) into `dir`. `recv_ns` is the
 /// kernel's arrival stamp on `CLOCK_MONOTONIC` (the read instant where it gave none); a
-/// damper-mode flow's includes the final hold (the residue its packet carries). `ready` is
-/// called once every socket is bound: from then on nothing sent to the host is lost for want
-/// of a receiver.
+/// damper-mode flow's includes the final hold (the residue its packet carries). A TCP flow's
+/// connection is accepted and read to its end ([`crate::tcpflow::TcpRx`]; with `t0_ns`, the
+/// scenario's time zero, its bytes are counted per interval of the scenario's time series).
+/// `ready` is called once every socket is bound: from then on nothing sent to the host is lost
+/// for want of a receiver.
 pub fn recv(
     sc: &Scenario,
     host: &str,
     until_ns: u64,
+    t0_ns: Option<u64>,
     dir: &Path,
     ready: impl FnOnce() -> io::Result<()>,
 ) -> io::Result<RecvReport> {
@@ -400,7 +411,12 @@ pub fn recv(
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no node {host:?}")))?;
     std::fs::create_dir_all(dir)?;
     let mut flows = Vec::new();
+    let mut tcp = Vec::new();
     for (i, f) in sc.flows.iter().enumerate().filter(|(_, f)| f.dst == h) {
+        if f.traffic.tcp().is_some() {
+            tcp.push(crate::tcpflow::TcpRx::bind(sc, i, t0_ns)?);
+            continue;
+        }
         let addr = SocketAddr::new(flow_address(sc, f, h), f.dst_port);
         let sock = UdpSocket::bind(addr).map_err(|e| {
             io::Error::new(e.kind(), format!("bind {addr} for flow {:?}: {e}", f.name))
@@ -434,7 +450,8 @@ pub fn recv(
     }
     sys::install_stop_handler();
     ready()?;
-    let fds: Vec<_> = flows.iter().map(|f| f.sock.as_raw_fd()).collect();
+    let udp = flows.len();
+    let mut fds: Vec<_> = flows.iter().map(|f| f.sock.as_raw_fd()).collect();
     let mut ready = Vec::new();
     let mut buf = vec![0u8; 65_536];
     let mut hbh = Vec::new();
@@ -442,10 +459,17 @@ pub fn recv(
     loop {
         let now = sys::mono_ns();
         clock.refresh(now);
-        if now >= until_ns || sys::stop_requested() || flows.is_empty() {
+        if now >= until_ns || sys::stop_requested() || flows.is_empty() && tcp.is_empty() {
             break;
         }
+        fds.truncate(udp);
+        fds.extend(tcp.iter().map(crate::tcpflow::TcpRx::fd));
         sys::poll_readable(&fds, Some((until_ns - now).min(100_000_000)), &mut ready)?;
+        for (k, t) in tcp.iter_mut().enumerate() {
+            if ready.get(udp + k).copied().unwrap_or(false) {
+                t.on_ready(&mut buf)?;
+            }
+        }
         for (k, fl) in flows.iter_mut().enumerate() {
             if !ready.get(k).copied().unwrap_or(false) {
                 continue;
@@ -467,6 +491,16 @@ pub fn recv(
     for mut fl in flows {
         fl.log.flush()?;
         rep.flows.push(fl.stats);
+    }
+    for mut t in tcp {
+        t.close();
+        rep.flows.push(FlowRecv {
+            flow: sc.flows[t.flow].name.clone(),
+            received: t.stats.data_segs_in,
+            rx_bytes: t.stats.bytes,
+            tcp: Some(t.stats),
+            ..FlowRecv::default()
+        });
     }
     Ok(rep)
 }

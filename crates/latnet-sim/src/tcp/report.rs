@@ -20,17 +20,20 @@ pub struct TcpFlowResult {
     pub segments_sent: u64,
     /// Retransmitted segments.
     pub retransmits: u64,
-    /// Retransmission timeouts.
-    pub rtos: u64,
-    /// Fast recoveries.
-    pub fast_recoveries: u64,
-    /// ECN window reductions.
-    pub ecn_reductions: u64,
-    /// ACKs received with ECN-Echo.
-    pub ece_acks: u64,
-    /// Data segments received with CE.
+    /// Retransmission timeouts (`None`: not known; an emulated run reads the kernel's count
+    /// where it keeps one, Linux 6.7 on).
+    pub rtos: Option<u64>,
+    /// Fast recoveries (`None` in emulated runs: Linux keeps no count per connection).
+    pub fast_recoveries: Option<u64>,
+    /// ECN window reductions (`None` in emulated runs, as `fast_recoveries`).
+    pub ecn_reductions: Option<u64>,
+    /// ACKs received with ECN-Echo (`None` in emulated runs, as `fast_recoveries`).
+    pub ece_acks: Option<u64>,
+    /// Data segments received with CE (emulated runs: the segments the kernel counts as
+    /// delivered with a CE echo, `tcpi_delivered_ce`).
     pub ce_marks: u64,
-    /// RTT samples (ns).
+    /// RTT samples (ns; emulated runs: the kernel's smoothed RTT read at every sample of the
+    /// time series, every 10 ms without one).
     pub rtt_ns: Option<Summary>,
     /// Connections opened.
     pub connections: u64,
@@ -91,8 +94,9 @@ pub struct SeriesRow {
     pub in_flight: u64,
     /// Smoothed RTT at the end of the interval (ns; 0 before any sample).
     pub srtt_ns: u64,
-    /// RTT samples in the interval.
-    pub rtt_samples: u64,
+    /// RTT samples in the interval (`None` in emulated runs: the kernel's samples are not
+    /// seen, only its smoothed RTT).
+    pub rtt_samples: Option<u64>,
     /// Smallest RTT sample in the interval (ns).
     pub rtt_min_ns: Option<u64>,
     /// Mean RTT sample in the interval (ns).
@@ -103,8 +107,8 @@ pub struct SeriesRow {
     pub retransmits: u64,
     /// CE-marked data segments received in the interval.
     pub ce_marks: u64,
-    /// ECN-Echo ACKs received in the interval.
-    pub ece_acks: u64,
+    /// ECN-Echo ACKs received in the interval (`None` in emulated runs).
+    pub ece_acks: Option<u64>,
     /// Pacing rate at the end of the interval (bit/s; 0 unpaced).
     pub pacing_bps: u64,
 }
@@ -130,13 +134,13 @@ pub fn series_csv(rows: &[SeriesRow], names: &[String]) -> String {
             r.cwnd,
             r.in_flight,
             r.srtt_ns,
-            r.rtt_samples,
+            opt(r.rtt_samples),
             opt(r.rtt_min_ns),
             opt(r.rtt_mean_ns),
             opt(r.rtt_max_ns),
             r.retransmits,
             r.ce_marks,
-            r.ece_acks,
+            opt(r.ece_acks),
             r.pacing_bps,
         );
     }

@@ -106,14 +106,19 @@ impl SwitchCore {
             .flat_map(|(i, s)| latnet_sim::lbf::host_addresses(s.address).map(|a| (a, i)))
             .collect();
         let lbf = lbf_state(sc, &topo).map(|l| l.with_clock_origin(clock_origin_ns));
-        // A flow is known by its IPv4 addresses, or by the IPv6 ones the simulator gives its
-        // hosts when its SLO rides in a hop-by-hop option.
+        // A flow is known by its protocol, its IPv4 addresses, or the IPv6 ones the simulator
+        // gives its hosts when its SLO rides in a hop-by-hop option, and its ports (a TCP
+        // flow: its data segments, from the client).
         let flows = sc
             .flows
             .iter()
             .enumerate()
             .map(|(i, f)| {
                 let key = FlowKey {
+                    proto: match f.traffic.tcp() {
+                        Some(_) => latnet_wire::protocol::TCP,
+                        None => latnet_wire::protocol::UDP,
+                    },
                     src: flow_address(sc, f, f.src),
                     dst: flow_address(sc, f, f.dst),
                     sport: f.src_port,

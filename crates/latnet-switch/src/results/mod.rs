@@ -13,6 +13,14 @@
 //! given it (`latnet-switch run --t0`, as `latnet run --mode emu` does); so is the queue
 //! series (`queues.csv`) of switches run with `--queues`.
 //!
+//! TCP flows (`tcp-bulk`, on Linux's TCP: [`crate::tcpflow`]) have the simulator's `tcp`
+//! summary and time-series rows, from their senders' `TCP_INFO` samples and the bytes their
+//! receivers read; what Linux keeps no per-connection count of is `None`. Their `sent` and
+//! `received` count data segments (the sender's, retransmissions included, and the
+//! receiver's), their throughput frames as the simulator's does (the bytes read plus the
+//! headers of each data segment received); they have no latency (their segments carry no
+//! stamp).
+//!
 //! Latency-Based Forwarding (`lbf`): the switches' forwarder counters and late notifications
 //! (timed from the run's time zero), the senders' damper violations counted where their queues
 //! are emulated, drops by reason per flow, and the receivers' count of early / on-time / late
@@ -21,6 +29,7 @@
 //! reads the late flag from each packet's block as it arrived (`packets-<flow>.csv`, `late`).
 
 use crate::stats::SwitchStats;
+use crate::tcpflow::FRAME_OVERHEAD;
 use crate::traffic::{FlowRecv, RecvReport, SendReport};
 use latnet_dataplane::DropReason;
 use latnet_sim::lbf::{LbfFlowResult, LbfResults, LbfSwitchResult};
@@ -346,13 +355,16 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
     let mut flows = Vec::with_capacity(sc.flows.len());
     let mut lbf_flows = Vec::new();
     let mut senders = Vec::new();
-    for f in &sc.flows {
+    let mut timeseries = Vec::new();
+    for (i, f) in sc.flows.iter().enumerate() {
         let mut slo = LbfFlowResult::new(f);
         let report = read_json::<SendReport>(&dir.join(format!("send-{}.json", f.name)))?;
         let sent = report.as_ref().map_or(0, |s| s.sent);
+        let tcp_sent = report.as_ref().and_then(|r| r.tcp.clone());
         senders.extend(report.map(|r| EmulatedSender {
             flow: r.flow,
-            sent: r.sent,
+            // (a TCP flow's one scheduled send is its connection's start)
+            sent: if r.tcp.is_some() { 1 } else { r.sent },
             late_100us: r.late_100us,
             late_max_ns: r.late_max_ns,
         }));
@@ -400,6 +412,10 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
             drops.insert("end-of-run".to_owned(), in_flight);
         }
         let active_ns = last_rx.saturating_sub(first_send);
+        let tcp = tcp_sent.as_ref().map(|t| tcp::summary(f, t, r.tcp.as_ref()));
+        if let (Some(t), Some(every)) = (&tcp_sent, sc.output.timeseries) {
+            timeseries.extend(tcp::series(i, every.as_nanos().max(1), t, r.tcp.as_ref()));
+        }
         flows.push(FlowResult {
             name: f.name.clone(),
             src: sc.nodes[f.src].name.clone(),
@@ -411,13 +427,23 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
             dropped,
             in_flight_at_end: in_flight,
             drops,
-            // Emulated TCP runs in the hosts' kernels; its numbers come from iperf3, not here.
-            tcp: None,
-            throughput_bps: if active_ns == 0 {
-                0.0
-            } else {
-                r.rx_bytes as f64 * 8.0 / (active_ns as f64 / 1e9)
+            throughput_bps: match (&tcp_sent, r.tcp.as_ref()) {
+                // frames, as the simulator counts them: the bytes read and the headers of every
+                // data segment received, from the start to the last byte read
+                (Some(t), Some(rt)) => {
+                    let frames = rt.bytes + rt.data_segs_in * u64::from(FRAME_OVERHEAD);
+                    let active = rt.last_ns.saturating_sub(t.t0_ns + f.start.as_nanos());
+                    if active == 0 {
+                        0.0
+                    } else {
+                        frames as f64 * 8e9 / active as f64
+                    }
+                }
+                (Some(_), None) => 0.0,
+                (None, _) if active_ns == 0 => 0.0,
+                (None, _) => r.rx_bytes as f64 * 8.0 / (active_ns as f64 / 1e9),
             },
+            tcp,
             latency_ns: lat.summary(),
             jitter_ns: jitter.mean(),
             hops: hop_latency(sc, &topo, f, &switches),
@@ -536,7 +562,10 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
             rows.sort_by_key(|r| (r.t_ns, r.port));
             rows
         },
-        timeseries: Vec::new(),
+        timeseries: {
+            timeseries.sort_by_key(|r| (r.t_ns, r.flow));
+            timeseries
+        },
         aux_flow_names: Vec::new(),
     };
     res.undilate(sc.sim.dilation);
@@ -575,6 +604,8 @@ fn emulation_report(
         .flows
         .iter()
         .filter_map(|f| recv.get(&f.name))
+        // (a TCP flow's segments are read as a byte stream: no arrival stamps to be late on)
+        .filter(|r| r.tcp.is_none())
         .map(|r| EmulatedReceiver {
             flow: r.flow.clone(),
             received: r.received,
@@ -586,5 +617,6 @@ fn emulation_report(
     EmulationReport { late_max_ns, switches, senders, receivers }
 }
 
+mod tcp;
 #[cfg(test)]
 mod tests;

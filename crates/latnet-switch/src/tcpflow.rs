@@ -1,0 +1,722 @@
+//! A scenario's TCP flows (`tcp-bulk`) in emulated runs: real Linux TCP between the hosts'
+//! namespaces, through the emulated switches, reported in the simulator's terms.
+//!
+//! [`linux_tcp`] maps a flow's TCP keys to what the kernel offers, refusing by name what it
+//! cannot be told per connection (`init_cwnd`, `min_rto`, `delayed_ack`, ...: the simulator's)
+//! and what it lacks (`cc = "prague"`, ECT(1), the simulator's host queues for switch-assisted
+//! pacing); [`check`] adds the settings Linux takes per namespace (ECN, SACK, the pacing
+//! ratios), which every flow from one host must agree on.
+//!
+//! [`send`] (`latnet-switch send` for a TCP flow) opens the connection from the flow's address
+//! and port at its start, with its congestion control (`newreno` is Linux's `reno`), DSCP and
+//! segment size (a full frame is the flow's `size`, timestamps included); writes while the
+//! kernel has less than [`UNSENT_LOW`] bytes not yet sent (so that little more than the window
+//! is in the host when the flow stops: the simulator's application stops at once), until its
+//! `bytes` are written or its stop; then closes and waits, until the end of the run's drain,
+//! for the receiver to read everything. It reads `TCP_INFO` at every sample instant of the
+//! scenario's time series (10 ms without one): window, bytes in flight, smoothed RTT,
+//! retransmissions, CE echoes and pacing rate. A large flow registers on the SYN and paces at
+//! the reported share as `latnet-switch tcp-send` does ([`crate::tcp`]).
+//!
+//! The receiver ([`TcpRx`], inside `latnet-switch recv`) accepts the flow's connection and
+//! reads it to the end, counting the bytes read per interval of the time series.
+//!
+//! What Linux keeps no per-connection count of (fast recoveries, ECN window reductions,
+//! ECN-Echo ACKs, RTT samples) is reported as not known (`null`), never as zero.
+
+use crate::sys;
+use crate::tcp::{self as ktcp, Applied, Pace};
+use latnet_sim::lbf::flow_address;
+use latnet_sim::scenario::FlowSpec;
+use latnet_sim::tcp::app::{EctSpec, LargeFlowPacing};
+use latnet_sim::tcp::CcKind;
+use latnet_sim::traffic::TrafficSpec;
+use latnet_sim::Scenario;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{self, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Most bytes the kernel holds not yet sent before the sender writes more
+/// (`TCP_NOTSENT_LOWAT`).
+pub const UNSENT_LOW: u32 = 16 * 1024;
+
+/// Interval of the sender's `TCP_INFO` samples when the scenario asks for no time series.
+pub const SAMPLE_NS: u64 = 10_000_000;
+
+/// Octets a frame adds to a segment's payload over IPv4: Ethernet, IPv4, TCP, and the
+/// timestamp option Linux puts in every segment.
+pub const FRAME_OVERHEAD: u32 = 14 + 20 + 20 + 12;
+
+/// How Linux plays one scenario TCP flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinuxTcp {
+    /// Linux's name of the congestion control.
+    pub cc: &'static str,
+    /// Ask for ECN (`net.ipv4.tcp_ecn = 1` in the sender's namespace; 2, Linux's default,
+    /// otherwise: ECN only when asked).
+    pub ecn: bool,
+    /// Offer SACK (`net.ipv4.tcp_sack`).
+    pub sack: bool,
+    /// Pacing gains in slow start and congestion avoidance, percent
+    /// (`net.ipv4.tcp_pacing_ss_ratio`, `tcp_pacing_ca_ratio`: Linux's own are the
+    /// simulator's, 200 and 120).
+    pub pacing_ratios: (u32, u32),
+    /// `SO_MAX_PACING_RATE`, bytes/s: the flow's `max_pacing_rate`, or for `pacing = true`
+    /// without one `u64::MAX - 1`, which turns the kernel's own pacing on with no cap. `None`:
+    /// unpaced (BBR paces by itself).
+    pub pacing_cap: Option<u64>,
+    /// `bytes` to send (`None`: until the stop).
+    pub bytes: Option<u64>,
+    /// Switch-assisted pacing: how the sender applies the reported share.
+    pub large_flow: Option<Pace>,
+    /// `TCP_MAXSEG`: a full segment's frame is the flow's `size`.
+    pub mss: u32,
+}
+
+impl LinuxTcp {
+    /// The settings of the sender's namespace this flow needs (`/proc/sys` path and value).
+    pub fn sysctls(&self) -> [(&'static str, String); 4] {
+        [
+            ("net/ipv4/tcp_ecn", if self.ecn { "1" } else { "2" }.to_owned()),
+            ("net/ipv4/tcp_sack", if self.sack { "1" } else { "0" }.to_owned()),
+            ("net/ipv4/tcp_pacing_ss_ratio", self.pacing_ratios.0.to_string()),
+            ("net/ipv4/tcp_pacing_ca_ratio", self.pacing_ratios.1.to_string()),
+        ]
+    }
+}
+
+/// Why flow `f` cannot run on Linux's TCP, or how it does (`None`: not a TCP flow).
+pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
+    let t = match &f.traffic {
+        TrafficSpec::TcpBulk(t) => t,
+        TrafficSpec::TcpRr(_) => {
+            return Err(format!(
+                "flow {:?}: tcp-rr flows run in the simulator only (--mode sim); an emulated \
+                 run plays tcp-bulk flows on Linux's TCP",
+                f.name
+            ))
+        }
+        _ => return Ok(None),
+    };
+    let refuse = |what: String| Err(format!("flow {:?}: {what}", f.name));
+    let cc = match t.cc {
+        CcKind::Newreno => "reno",
+        CcKind::Cubic => "cubic",
+        CcKind::Dctcp => "dctcp",
+        CcKind::Bbr => "bbr",
+        CcKind::Prague => {
+            return refuse(
+                "cc = \"prague\" has no counterpart in Linux's own TCP (tcp_prague is out of \
+                 tree); run it in the simulator (--mode sim)"
+                    .into(),
+            )
+        }
+    };
+    // keys of the simulator's TCP that Linux takes no per-connection setting for here
+    let sim_only = [
+        ("init_cwnd", t.init_cwnd.is_some()),
+        ("initial_rto", t.initial_rto.is_some()),
+        ("min_rto", t.min_rto.is_some()),
+        ("delayed_ack", t.delayed_ack.is_some()),
+        ("delack_timeout", t.delack_timeout.is_some()),
+        ("rcv_buf", t.rcv_buf.is_some()),
+        ("tsq", t.tsq.is_some()),
+        ("lost_retransmit", t.lost_retransmit.is_some()),
+        ("rtt_target", t.rtt_target.is_some()),
+        ("bbr_ecn", t.bbr_ecn.is_some()),
+        ("bottleneck_rate", t.bottleneck_rate.is_some()),
+    ];
+    let set: Vec<_> = sim_only.iter().filter(|(_, s)| *s).map(|(k, _)| format!("`{k}`")).collect();
+    if !set.is_empty() {
+        return refuse(format!(
+            "{} set the simulator's TCP, which Linux takes no per-connection setting for here: \
+             leave {} out to run with Linux's own, or run the flow in the simulator (--mode sim)",
+            set.join(", "),
+            if set.len() == 1 { "it" } else { "them" }
+        ));
+    }
+    if t.ect == Some(EctSpec::Ect1) {
+        return refuse("`ect = \"ect1\"`: Linux's TCP sends ECT(0)".into());
+    }
+    let large_flow = match t.large_flow_mode() {
+        None => None,
+        Some(LargeFlowPacing::PerConnection) => Some(Pace::Socket),
+        Some(LargeFlowPacing::None) => Some(Pace::Off),
+        Some(m @ (LargeFlowPacing::Htb | LargeFlowPacing::Fq)) => {
+            return refuse(format!(
+                "`large_flow_pacing = \"{}\"` paces in the simulator's host queue; an emulated \
+                 run paces per connection (\"per-connection\") or not at all (\"none\")",
+                m.as_str()
+            ))
+        }
+    };
+    let cfg = t.config(f.size, 0);
+    let pacing_cap = match (cfg.pacing.max_rate, cfg.pacing.enabled && t.cc != CcKind::Bbr) {
+        (Some(r), _) => Some(r.bps() / 8),
+        (None, true) => Some(u64::MAX - 1),
+        (None, false) => None,
+    };
+    Ok(Some(LinuxTcp {
+        cc,
+        ecn: cfg.ecn,
+        sack: cfg.sack,
+        pacing_ratios: (cfg.pacing.ss_gain_pct, cfg.pacing.ca_gain_pct),
+        pacing_cap,
+        bytes: t.bytes.map(|b| b.get()),
+        large_flow,
+        mss: f.size.saturating_sub(FRAME_OVERHEAD),
+    }))
+}
+
+/// Whether every TCP flow of `sc` runs on Linux's TCP, and the flows from each host agree on
+/// the settings Linux takes per namespace; the first reason not.
+pub fn check(sc: &Scenario) -> Result<(), String> {
+    // per host and setting: the value and the flow that set it
+    let mut host: BTreeMap<(usize, &str), (String, &str)> = BTreeMap::new();
+    for f in &sc.flows {
+        // (a dilated scenario with TCP flows is refused at load: its timers keep real time)
+        let Some(t) = linux_tcp(f)? else { continue };
+        for (key, value) in t.sysctls() {
+            match host.get(&(f.src, key)) {
+                Some((v, other)) if *v != value => {
+                    return Err(format!(
+                        "flows {other:?} and {:?} leave host {:?} with different {} ({v} and \
+                         {value}), which Linux sets per host (namespace), not per connection",
+                        f.name,
+                        sc.nodes[f.src].name,
+                        key.trim_start_matches("net/ipv4/"),
+                    ))
+                }
+                Some(_) => {}
+                None => {
+                    host.insert((f.src, key), (value, &f.name));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One `TCP_INFO` sample of the sender.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpSample {
+    /// Instant from the scenario's time zero (ns).
+    pub t_ns: u64,
+    /// Congestion window (bytes).
+    pub cwnd: u64,
+    /// Bytes in flight.
+    pub in_flight: u64,
+    /// Smoothed RTT (ns; 0 before the first sample).
+    pub srtt_ns: u64,
+    /// Retransmitted segments so far.
+    pub retransmits: u64,
+    /// Segments delivered with a CE echo so far.
+    pub ce_marks: u64,
+    /// Pacing rate (bit/s; 0 when the kernel does not pace the connection).
+    pub pacing_bps: u64,
+}
+
+/// What a large flow's sender learned (the simulator's `large_flow` result).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpLargeFlow {
+    /// `per-connection` or `none`.
+    pub pacing: String,
+    /// Packets with a filled REPORT option.
+    pub reports: u64,
+    /// Packets with a malformed large-flow option (ignored).
+    pub malformed: u64,
+    /// Reports whose pacing cap the kernel refused.
+    pub pacing_errors: u64,
+    /// Each change: `(t_ns from time zero, count, bottleneck bit/s, payload bit/s set)`.
+    pub changes: Vec<(u64, u16, u64, u64)>,
+}
+
+/// The sender's account of a TCP flow (in its `send-<flow>.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpSent {
+    /// The run's time zero the sender was given (`CLOCK_MONOTONIC` ns).
+    pub t0_ns: u64,
+    /// Linux's congestion control.
+    pub cc: String,
+    /// ECN negotiated.
+    pub ecn: bool,
+    /// The connection was established.
+    pub connected: bool,
+    /// Why the connection failed (not established in time, reset): the simulator's
+    /// `aborted`.
+    pub error: Option<String>,
+    /// Bytes handed to the kernel.
+    pub written: u64,
+    /// Bytes the receiver acknowledged (the SYN and FIN count one each, as in `TCP_INFO`).
+    pub bytes_acked: u64,
+    /// Segments with data sent, retransmissions included.
+    pub segments_sent: u64,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Retransmission timeouts (`None` before Linux 6.7).
+    pub rtos: Option<u64>,
+    /// Segments delivered with a CE echo.
+    pub ce_marks: u64,
+    /// Every sample, in time order (the smoothed RTT summary is theirs).
+    pub samples: Vec<TcpSample>,
+    /// Switch-assisted pacing.
+    pub large_flow: Option<TcpLargeFlow>,
+}
+
+/// The receiver's account of a TCP flow (in its `recv-<host>.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpRecv {
+    /// Bytes read.
+    pub bytes: u64,
+    /// Segments with data received (retransmissions included).
+    pub data_segs_in: u64,
+    /// When the first and last bytes were read (`CLOCK_MONOTONIC` ns; 0: none).
+    pub first_ns: u64,
+    /// See `first_ns`.
+    pub last_ns: u64,
+    /// The sender closed and every byte was read.
+    pub eof: bool,
+    /// Bytes read per interval of the scenario's time series from its time zero (empty
+    /// without one).
+    pub bins: Vec<u64>,
+}
+
+fn invalid(e: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, e)
+}
+
+fn named(what: String, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// Set `/proc/sys/PATH` in this process's network namespace, unless it already holds `value`.
+fn sysctl(path: &str, value: &str) -> io::Result<()> {
+    let file = std::path::Path::new("/proc/sys").join(path);
+    let now = std::fs::read_to_string(&file).map_err(|e| named(file.display().to_string(), e))?;
+    if now.trim() == value {
+        return Ok(());
+    }
+    std::fs::write(&file, value).map_err(|e| named(format!("setting {}", file.display()), e))
+}
+
+/// The sender's interval between samples: [`SAMPLE_NS`], or the scenario's time series where
+/// that is shorter or not a multiple of it (every interval's end is a sample).
+fn sample_interval(sc: &Scenario) -> u64 {
+    match sc.output.timeseries.map(|d| d.as_nanos().max(1)) {
+        Some(every) if every < SAMPLE_NS || every % SAMPLE_NS != 0 => every,
+        _ => SAMPLE_NS,
+    }
+}
+
+fn sample(fd: RawFd, t_ns: u64, paced: bool) -> Option<TcpSample> {
+    let i = sys::tcp_info(fd).ok()?;
+    if matches!(i.state, 2 | 7) {
+        // not connected yet (`TCP_SYN_SENT`, `TCP_CLOSE`): nothing sent, nothing in flight
+        return Some(TcpSample { t_ns, ..TcpSample::default() });
+    }
+    let mss = u64::from(i.snd_mss);
+    Some(TcpSample {
+        t_ns,
+        cwnd: u64::from(i.snd_cwnd) * mss,
+        in_flight: u64::from(i.in_flight()) * mss,
+        srtt_ns: u64::from(i.rtt_us) * 1000,
+        retransmits: u64::from(i.total_retrans),
+        ce_marks: u64::from(i.delivered_ce),
+        pacing_bps: if paced { i.pacing_rate.saturating_mul(8) } else { 0 },
+    })
+}
+
+/// Read `TCP_INFO` of `fd` at `t0_ns + k * every`, `k` from 1, until `stop`.
+fn sampler(fd: RawFd, t0_ns: u64, every: u64, paced: bool, stop: &AtomicBool) -> Vec<TcpSample> {
+    sys::precise_timers();
+    let mut out = Vec::new();
+    let mut k = 1;
+    while !stop.load(Ordering::Relaxed) {
+        let at = t0_ns + k * every;
+        sys::sleep_until(at.min(sys::mono_ns() + 50_000_000));
+        if sys::mono_ns() < at {
+            continue; // (woken to look at `stop`)
+        }
+        out.extend(sample(fd, k * every, paced));
+        k += 1;
+    }
+    out
+}
+
+/// Play TCP flow `i` of `sc` from this host (its namespace): see the module documentation.
+/// Returns the sender's report; the connection's failure is reported in it, not returned.
+pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::SendReport> {
+    check(sc).map_err(invalid)?;
+    let f = &sc.flows[i];
+    let lt = linux_tcp(f).map_err(invalid)?.ok_or_else(|| invalid("not a TCP flow".into()))?;
+    for (path, value) in lt.sysctls() {
+        sysctl(path, &value)?;
+    }
+    let src = SocketAddr::new(flow_address(sc, f, f.src), f.src_port);
+    let dst = SocketAddr::new(flow_address(sc, f, f.dst), f.dst_port);
+    let what = |w: &str| format!("flow {:?}: {w}", f.name);
+    let (sock, _) = sys::tcp_socket_on(src).map_err(|e| named(what(&format!("bind {src}")), e))?;
+    let fd = sock.as_raw_fd();
+    sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, lt.cc.as_bytes()).map_err(
+        |e| named(what(&format!("congestion control {:?} (is it in this kernel?)", lt.cc)), e),
+    )?;
+    let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
+    sys::set_tos(fd, dscp << 2).map_err(|e| named(what("IP_TOS"), e))?;
+    let int = |v: u32| (v as libc::c_int).to_ne_bytes();
+    sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, &int(lt.mss))
+        .map_err(|e| named(what("TCP_MAXSEG"), e))?;
+    sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &int(UNSENT_LOW))
+        .map_err(|e| named(what("TCP_NOTSENT_LOWAT"), e))?;
+    if let Some(cap) = lt.pacing_cap {
+        sys::setsockopt_bytes(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &cap.to_ne_bytes())
+            .map_err(|e| named(what("SO_MAX_PACING_RATE"), e))?;
+    }
+    if lt.large_flow.is_some() {
+        let (level, name, opt) = ktcp::register_option(&dst);
+        sys::setsockopt_bytes(fd, level, name, &opt)
+            .map_err(|e| named(what("REGISTER option (IP_OPTIONS)"), e))?;
+    }
+    sys::install_stop_handler();
+    let start_ns = t0_ns + f.start.as_nanos();
+    let stop_ns = t0_ns + f.stop.as_nanos().min(sc.sim.duration.as_nanos());
+    let end_ns = t0_ns + sc.sim.duration.as_nanos() + sc.sim.drain.as_nanos();
+    let paced = lt.pacing_cap.is_some() || lt.large_flow == Some(Pace::Socket) || lt.cc == "bbr";
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Mutex::new(ktcp::Seen::default()));
+    let every = sample_interval(sc);
+    let samples = {
+        let stop = Arc::clone(&stop);
+        // (reads TCP_INFO of `fd` only; joined before the socket closes)
+        std::thread::spawn(move || sampler(fd, t0_ns, every, paced, &stop))
+    };
+    let watch_start = Instant::now();
+    let watch_mono = sys::mono_ns();
+    let watcher = match &lt.large_flow {
+        Some(pace) => {
+            let pkt = sys::ip_packet_socket(false, Duration::from_millis(50))
+                .map_err(|e| named(what("packet socket watching for reports"), e))?;
+            let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
+            let w = ktcp::Watch {
+                pace: pace.clone(),
+                tcp: fd,
+                peer: dst,
+                port: f.src_port,
+                start: watch_start,
+            };
+            Some(std::thread::spawn(move || ktcp::watch_reports(pkt, w, stop, seen)))
+        }
+        None => None,
+    };
+    sys::sleep_until(start_ns);
+    let late = sys::mono_ns().saturating_sub(start_ns);
+    let mut rep = TcpSent { t0_ns, cc: lt.cc.to_owned(), ..TcpSent::default() };
+    let played = play(&sock, &lt, dst, stop_ns, end_ns, &mut rep);
+    let info = sys::tcp_info(fd).unwrap_or_default();
+    stop.store(true, Ordering::Relaxed);
+    rep.samples = samples.join().unwrap_or_default();
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    drop(sock);
+    if let Err(e) = played {
+        rep.error = Some(e.to_string());
+    }
+    rep.ecn = info.ecn;
+    rep.bytes_acked = info.bytes_acked;
+    rep.segments_sent = u64::from(info.data_segs_out);
+    rep.retransmits = u64::from(info.total_retrans);
+    rep.rtos = info.total_rto.map(u64::from);
+    rep.ce_marks = u64::from(info.delivered_ce);
+    if let Some(pace) = &lt.large_flow {
+        let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
+        let from_t0 = watch_mono.saturating_sub(t0_ns);
+        rep.large_flow = Some(TcpLargeFlow {
+            pacing: if *pace == Pace::Off { "none" } else { "per-connection" }.into(),
+            reports: seen.reports,
+            malformed: seen.malformed,
+            pacing_errors: seen.pacing_errors,
+            changes: seen
+                .applied
+                .iter()
+                .map(|a: &Applied| {
+                    let t = from_t0 + a.t_ms * 1_000_000;
+                    (t, a.count, a.rate_bps, a.pacing_bytes_per_s * 8)
+                })
+                .collect(),
+        });
+    }
+    Ok(crate::traffic::SendReport {
+        flow: f.name.clone(),
+        sent: rep.segments_sent,
+        send_errors: 0,
+        late_max_ns: late,
+        late_100us: u64::from(late > 100_000),
+        tcp: Some(rep),
+    })
+}
+
+/// Connect, write until `lt.bytes` or `stop_ns`, close and wait until `end_ns` for the
+/// receiver to close too. A failure of the connection is returned; `rep` keeps what was done.
+fn play(
+    sock: &OwnedFd,
+    lt: &LinuxTcp,
+    dst: SocketAddr,
+    stop_ns: u64,
+    end_ns: u64,
+    rep: &mut TcpSent,
+) -> io::Result<()> {
+    let fd = sock.as_raw_fd();
+    let left = |t: u64| Duration::from_nanos(t.saturating_sub(sys::mono_ns()).max(1_000_000));
+    // (the kernel gives up a connect after its SYN retries, or at this timeout)
+    sys::set_timeout(fd, libc::SO_SNDTIMEO, left(end_ns))?;
+    sys::connect(sock, dst).map_err(|e| named(format!("connect to {dst}"), e))?;
+    rep.connected = true;
+    if lt.large_flow.is_some() {
+        // only the SYN needs it
+        let (level, name) = ktcp::register_sockopt(&dst);
+        sys::setsockopt_bytes(fd, level, name, &[])?;
+    }
+    let mut s = TcpStream::from(sock.try_clone()?);
+    s.set_nonblocking(true)?;
+    let chunk = vec![0x5au8; 64 * 1024];
+    let mut to_send = lt.bytes.unwrap_or(u64::MAX);
+    while to_send > 0 && !sys::stop_requested() {
+        let now = sys::mono_ns();
+        if now >= stop_ns {
+            break;
+        }
+        if !sys::poll_writable(fd, (stop_ns - now).min(50_000_000))? {
+            continue;
+        }
+        let n = chunk.len().min(usize::try_from(to_send).unwrap_or(usize::MAX));
+        match s.write(&chunk[..n]) {
+            Ok(k) => {
+                rep.written += k as u64;
+                to_send -= k as u64;
+            }
+            Err(e)
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+            Err(e) => return Err(named(format!("sending to {dst}"), e)),
+        }
+    }
+    s.shutdown(std::net::Shutdown::Write)?;
+    // the receiver closes once it has read everything: wait for that (or the run's end)
+    s.set_nonblocking(false)?;
+    let mut b = [0u8; 4096];
+    loop {
+        s.set_read_timeout(Some(left(end_ns).min(Duration::from_millis(100))))?;
+        match s.read(&mut b) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                if sys::mono_ns() >= end_ns || sys::stop_requested() {
+                    return Ok(());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(named(format!("closing the connection to {dst}"), e)),
+        }
+    }
+}
+
+/// The receiving end of one TCP flow at its destination (inside `latnet-switch recv`).
+#[derive(Debug)]
+pub struct TcpRx {
+    /// The flow's index.
+    pub flow: usize,
+    listener: TcpListener,
+    conn: Option<TcpStream>,
+    /// What was received.
+    pub stats: TcpRecv,
+    /// The scenario's time zero and time-series interval (ns), for the bins.
+    bins: Option<(u64, u64)>,
+}
+
+impl TcpRx {
+    /// Listen on flow `i`'s destination address and port. `t0_ns`: the scenario's time zero,
+    /// for the bins of its time series.
+    pub fn bind(sc: &Scenario, i: usize, t0_ns: Option<u64>) -> io::Result<TcpRx> {
+        let f = &sc.flows[i];
+        let addr = SocketAddr::new(flow_address(sc, f, f.dst), f.dst_port);
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| named(format!("listen on {addr} for flow {:?}", f.name), e))?;
+        listener.set_nonblocking(true)?;
+        let bins = t0_ns.zip(sc.output.timeseries.map(|d| d.as_nanos().max(1)));
+        Ok(TcpRx { flow: i, listener, conn: None, stats: TcpRecv::default(), bins })
+    }
+
+    /// The descriptor to wait on: the connection once accepted, the listener before.
+    pub fn fd(&self) -> RawFd {
+        self.conn.as_ref().map_or(self.listener.as_raw_fd(), AsRawFd::as_raw_fd)
+    }
+
+    /// Whether the flow is over (its connection read to the end).
+    pub fn done(&self) -> bool {
+        self.stats.eof
+    }
+
+    /// Accept or read what is ready, at `now` (`CLOCK_MONOTONIC` ns).
+    pub fn on_ready(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        let Some(c) = self.conn.as_mut() else {
+            match self.listener.accept() {
+                Ok((c, _)) => {
+                    c.set_nonblocking(true)?;
+                    self.conn = Some(c);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            return Ok(());
+        };
+        loop {
+            match c.read(buf) {
+                Ok(0) => {
+                    self.stats.eof = true;
+                    self.close();
+                    return Ok(());
+                }
+                Ok(n) => {
+                    let now = sys::mono_ns();
+                    let s = &mut self.stats;
+                    s.bytes += n as u64;
+                    if s.first_ns == 0 {
+                        s.first_ns = now;
+                    }
+                    s.last_ns = now;
+                    if let Some((t0, every)) = self.bins {
+                        let k = (now.saturating_sub(t0) / every) as usize;
+                        if s.bins.len() <= k {
+                            s.bins.resize(k + 1, 0);
+                        }
+                        s.bins[k] += n as u64;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // (a reset: what was read stays counted)
+                Err(_) => {
+                    self.close();
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Take the connection's count of data segments and close it (the sender sees the end).
+    pub fn close(&mut self) {
+        if let Some(c) = self.conn.take() {
+            if let Ok(i) = sys::tcp_info(c.as_raw_fd()) {
+                self.stats.data_segs_in = u64::from(i.data_segs_in);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// h1 - s1 - h2 with these flows; `host_link`: more keys of the link h1 - s1.
+    fn scenario(flows: &str, host_link: &str) -> Scenario {
+        let text = format!(
+            "[sim]\nduration = \"1s\"\n[defaults.link]\nrate = \"100Mbps\"\n\
+             [[nodes]]\nname = \"h1\"\nkind = \"host\"\n[[nodes]]\nname = \"s1\"\nkind = \"switch\"\n\
+             [[nodes]]\nname = \"h2\"\nkind = \"host\"\n\
+             [[links]]\na = \"h1\"\nb = \"s1\"\n{host_link}[[links]]\na = \"s1\"\nb = \"h2\"\n{flows}"
+        );
+        Scenario::from_str_named("t.toml", &text).unwrap()
+    }
+
+    fn flow(name: &str, keys: &str) -> String {
+        format!(
+            "[[flows]]\nname = \"{name}\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 1514\n\
+             traffic = {{ kind = \"tcp-bulk\", {keys} }}\n"
+        )
+    }
+
+    fn linux(keys: &str) -> Result<Option<LinuxTcp>, String> {
+        linux_tcp(&scenario(&flow("f", keys), "").flows[0])
+    }
+
+    #[test]
+    fn scenario_keys_map_to_linuxs_settings() {
+        let t = linux("cc = \"cubic\"").unwrap().unwrap();
+        assert_eq!(
+            t,
+            LinuxTcp {
+                cc: "cubic",
+                ecn: false,
+                sack: true,
+                pacing_ratios: (200, 120),
+                pacing_cap: None,
+                bytes: None,
+                large_flow: None,
+                // a full segment's frame is the flow's size, timestamps included
+                mss: 1448,
+            }
+        );
+        assert_eq!(t.sysctls()[0], ("net/ipv4/tcp_ecn", "2".to_owned()));
+        assert_eq!(linux("cc = \"newreno\"").unwrap().unwrap().cc, "reno");
+        // BBR paces by itself; the kernel's own pacing for others is a cap it never reaches
+        assert_eq!(linux("cc = \"bbr\"").unwrap().unwrap().pacing_cap, None);
+        let paced = linux("cc = \"cubic\", pacing = true, pacing_ca_gain = 110").unwrap().unwrap();
+        assert_eq!((paced.pacing_cap, paced.pacing_ratios), (Some(u64::MAX - 1), (200, 110)));
+        let capped = linux("cc = \"cubic\", max_pacing_rate = \"8Mbps\"").unwrap().unwrap();
+        assert_eq!(capped.pacing_cap, Some(1_000_000));
+        let t = linux("cc = \"dctcp\", bytes = \"1MB\", sack = false").unwrap().unwrap();
+        assert_eq!((t.cc, t.ecn, t.sack, t.bytes), ("dctcp", true, false, Some(1_000_000)));
+        assert_eq!(t.sysctls()[1], ("net/ipv4/tcp_sack", "0".to_owned()));
+        let lf = |p: &str| linux(&format!("large_flow = true, large_flow_pacing = \"{p}\""));
+        assert_eq!(lf("per-connection").unwrap().unwrap().large_flow, Some(Pace::Socket));
+        assert_eq!(lf("none").unwrap().unwrap().large_flow, Some(Pace::Off));
+        // not TCP: nothing to map
+        let udp = "[[flows]]\nname = \"u\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 200\n\
+                   traffic = { kind = \"cbr\", rate = \"1Mbps\" }\n";
+        assert_eq!(linux_tcp(&scenario(udp, "").flows[0]), Ok(None));
+    }
+
+    #[test]
+    fn what_linux_cannot_be_told_is_refused_by_name() {
+        for (keys, why) in [
+            ("cc = \"prague\"", "flow \"f\": cc = \"prague\" has no counterpart"),
+            ("init_cwnd = 4", "flow \"f\": `init_cwnd` set the simulator's TCP"),
+            ("min_rto = \"10ms\", tsq = 4", "`min_rto`, `tsq` set the simulator's TCP"),
+            ("cc = \"bbr\", bbr_ecn = true", "`bbr_ecn` set"),
+            ("ecn = true, ect = \"ect1\"", "Linux's TCP sends ECT(0)"),
+        ] {
+            let e = linux(keys).unwrap_err();
+            assert!(e.contains(why), "{keys}: {e}");
+        }
+        // the simulator's host queue paces these (the scenario has it on the host's link)
+        let keys = "large_flow = true, large_flow_pacing = \"fq\"";
+        let sc = scenario(&flow("f", keys), "queue_a = { kind = \"fq\" }\n");
+        let e = linux_tcp(&sc.flows[0]).unwrap_err();
+        assert!(e.contains("`large_flow_pacing = \"fq\"` paces in the simulator's host queue"));
+        let rr = flow("r", "cc = \"cubic\"").replace(
+            "kind = \"tcp-bulk\"",
+            "kind = \"tcp-rr\", request = \"1KB\", response = \"1KB\", interval = \"10ms\"",
+        );
+        let e = linux_tcp(&scenario(&rr, "").flows[0]).unwrap_err();
+        assert!(e.starts_with("flow \"r\": tcp-rr flows run in the simulator only"), "{e}");
+    }
+
+    #[test]
+    fn flows_from_one_host_agree_on_its_settings() {
+        let same = flow("a", "cc = \"cubic\"") + &flow("b", "cc = \"bbr\"");
+        assert_eq!(check(&scenario(&same, "")), Ok(()));
+        let mixed = flow("a", "cc = \"cubic\"") + &flow("b", "cc = \"cubic\", ecn = true");
+        let e = check(&scenario(&mixed, "")).unwrap_err();
+        assert!(
+            e.starts_with("flows \"a\" and \"b\" leave host \"h1\" with different tcp_ecn"),
+            "{e}"
+        );
+        // from different hosts they may differ
+        let apart = mixed.replacen("src = \"h1\"\ndst = \"h2\"", "src = \"h2\"\ndst = \"h1\"", 1);
+        assert_eq!(check(&scenario(&apart, "")), Ok(()));
+    }
+}
