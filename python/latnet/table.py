@@ -128,38 +128,41 @@ def lbf_table(lbf: dict) -> str:
     return out
 
 
+def tcp_row(f: dict) -> list:
+    """A TCP flow's cells of :func:`tcp_table` after its name (``f``: a flow of
+    ``results.json`` with a ``tcp`` object)."""
+    t = f["tcp"]
+    rtt = t["rtt_ns"] or {}
+    fct = t["fct_ns"] or {}
+    done = t["completion_ns"]
+    return [
+        t["cc"],
+        "yes" if t["ecn"] else "no",
+        f"{t['goodput_bps'] / 1e6:.2f}",
+        t["retransmits"],
+        "-" if t["rtos"] is None else t["rtos"],
+        t["ce_marks"],
+        fmt_us(rtt.get("mean")),
+        fmt_us(rtt.get("p99")),
+        f"{t['completed']}/{t['connections']}",
+        fmt_us(fct.get("p50") if fct else done),
+        fmt_us(fct.get("p99") if fct else done),
+    ]
+
+
+#: Headers of :func:`tcp_row`'s cells.
+TCP_HEADERS = ["cc", "ecn", "goodput", "retx", "rto", "CE", "rtt", "rtt99", "done", "fct50"]
+TCP_HEADERS += ["fct99"]
+#: Title of the TCP tables.
+TCP_TITLE = "TCP (goodput Mbit/s; RTT and completion times in us)"
+
+
 def tcp_table(results) -> str | None:
     """The TCP summary of a run (one row per TCP flow), or ``None`` without TCP flows."""
-    s = results.summary
-    rows = []
-    for f in s["flows"]:
-        t = f.get("tcp")
-        if t is None:
-            continue
-        rtt = t["rtt_ns"] or {}
-        fct = t["fct_ns"] or {}
-        done = t["completion_ns"]
-        rows.append(
-            [
-                f["name"],
-                t["cc"],
-                "yes" if t["ecn"] else "no",
-                f"{t['goodput_bps'] / 1e6:.2f}",
-                t["retransmits"],
-                "-" if t["rtos"] is None else t["rtos"],
-                t["ce_marks"],
-                fmt_us(rtt.get("mean")),
-                fmt_us(rtt.get("p99")),
-                f"{t['completed']}/{t['connections']}",
-                fmt_us(fct.get("p50") if fct else done),
-                fmt_us(fct.get("p99") if fct else done),
-            ]
-        )
+    rows = [[f["name"], *tcp_row(f)] for f in results.summary["flows"] if f.get("tcp")]
     if not rows:
         return None
-    headers = ["flow", "cc", "ecn", "goodput", "retx", "rto", "CE", "rtt", "rtt99"]
-    headers += ["done", "fct50", "fct99"]
-    return render(headers, rows, "TCP (goodput Mbit/s; RTT and completion times in us)")
+    return render(["flow", *TCP_HEADERS], rows, TCP_TITLE)
 
 
 def duration_text(ns: float) -> str:

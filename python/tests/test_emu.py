@@ -1195,13 +1195,10 @@ traffic = {{ kind = "tcp-bulk", {keys} }}
 
 
 def test_tcp_bulk_flows_run_on_linux_tcp_beside_the_simulator(tmp_path):
-    # The simulator's TCP flows on the hosts' kernels: CUBIC with ECN from h1 through a step
-    # marker, BBR without from h2 sending 4 MB from 0.5 s, into 50 Mbit/s and 5 ms
-    flows = tcp_bulk("a", "h1", 'cc = "cubic", ecn = true')
-    flows += tcp_bulk("b", "h2", 'cc = "bbr", bytes = "4MB"', start="500ms")
-    queue = '{ kind = "step-ce", threshold_packets = 30, limit_bytes = "100KB" }'
-    body = two_hosts("50Mbps", "5ms", queue, flows) + '[output]\ntimeseries = "100ms"\n'
-    path = scenario(tmp_path, body)
+    # The simulator's TCP flows on the hosts' kernels (experiments/tcp_linux.toml, quoted in the
+    # README): CUBIC with ECN from h1 through a step marker, BBR without from h2 sending 4 MB
+    # from 0.5 s, into 50 Mbit/s and 5 ms
+    path = Path(__file__).resolve().parents[2] / "experiments" / "tcp_linux.toml"
     emu = run_emu(path, tmp_path / "emu")
     sim = latnet.run(path, packets=False)
     t = emu.tcp.set_index("flow")

@@ -9,7 +9,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..table import LBF_OUTCOMES, emulation_timing, flow_table, fmt_us, lbf_outcomes, render
+from ..table import (
+    LBF_OUTCOMES,
+    TCP_HEADERS,
+    TCP_TITLE,
+    emulation_timing,
+    flow_table,
+    fmt_us,
+    lbf_outcomes,
+    render,
+    tcp_row,
+    tcp_table,
+)
 
 
 def register(subparsers) -> None:  # noqa: ARG001 (the `run` subcommand carries --mode)
@@ -47,6 +58,21 @@ def side_by_side(sim: dict, emu: dict) -> str:
         "(real packets, latency physical, us)"
     )
     return render(headers, rows, title)
+
+
+def tcp_side_by_side(sim: dict, emu: dict) -> str | None:
+    """One row per TCP flow and mode: the simulator's TCP and Linux's (RTT: the simulator's
+    samples, the kernel's smoothed RTT); ``None`` without TCP flows."""
+    by_name = {f["name"]: f for f in emu["flows"]}
+    rows = []
+    for f in sim["flows"]:
+        e = by_name.get(f["name"])
+        for label, x in (("sim", f), ("emu", e)):
+            if x is not None and x.get("tcp"):
+                rows.append([f["name"] if label == "sim" else "", label, *tcp_row(x)])
+    if not rows:
+        return None
+    return render(["flow", "mode", *TCP_HEADERS], rows, f"{TCP_TITLE}: simulated vs Linux")
 
 
 def lbf_side_by_side(sim: dict, emu: dict) -> str | None:
@@ -134,9 +160,13 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     if args.plot and emu.packets is not None:
         latency_cdf(emu, emu_out / "latency_cdf.png")
         captures += ", latency_cdf.png"
+    captures += ", timeseries.csv" if emu.timeseries is not None else ""
     captures += f", pcap/ ({len(emu.pcaps)} link captures)" if emu.pcaps else ""
     if args.mode == "emu":
         print(flow_table(emu))
+        tcp = tcp_table(emu)
+        if tcp is not None:
+            print("\n" + tcp)
         print(emulation_timing(emu.summary))
         if not args.quiet:
             print(
@@ -153,6 +183,9 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
         latency_cdf(sim, sim_out / "latency_cdf.png")
     print(side_by_side(sim.summary, emu.summary))
     print(emulation_timing(emu.summary))
+    tcp = tcp_side_by_side(sim.summary, emu.summary)
+    if tcp is not None:
+        print("\n" + tcp)
     hops = hops_side_by_side(sim.summary, emu.summary)
     if hops is not None:
         print("\n" + hops)
