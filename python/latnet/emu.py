@@ -66,7 +66,9 @@ class EmuResults(SavedResults):
     end), instants from the scenario's time zero); ``hop_latency(flow)`` (from the sender's
     stamp to each emulated start of transmission); with LBF, ``lbf_flows``, ``lbf_switches``,
     ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the receivers' early /
-    on-time / late count uses the measured, physical latency)."""
+    on-time / late count uses the measured, physical latency); with ``tcp-bulk`` flows (Linux's
+    TCP), ``tcp`` and ``timeseries`` as for a simulated run, from ``TCP_INFO`` and the bytes
+    the receivers read (what Linux keeps no count of is empty)."""
 
     def __repr__(self) -> str:
         s = self.summary

@@ -546,6 +546,11 @@ impl TcpRx {
         let listener = TcpListener::bind(addr)
             .map_err(|e| named(format!("listen on {addr} for flow {:?}", f.name), e))?;
         listener.set_nonblocking(true)?;
+        // the ACKs go at the flow's priority too, as the simulator sends them (the accepted
+        // connection takes the listener's TOS)
+        let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
+        sys::set_tos(listener.as_raw_fd(), dscp << 2)
+            .map_err(|e| named(format!("IP_TOS for flow {:?}", f.name), e))?;
         let bins = t0_ns.zip(sc.output.timeseries.map(|d| d.as_nanos().max(1)));
         Ok(TcpRx { flow: i, listener, conn: None, stats: TcpRecv::default(), bins })
     }
