@@ -3,7 +3,7 @@
 ``run_emu(path, out)`` brings up a :class:`~latnet.testbed.Testbed` (a namespace per node,
 ``latnet-switch`` per switch), starts a receiver on every destination host and one sender per
 flow (``latnet-switch recv`` / ``send``: the simulator's traffic patterns in real time, one-way
-latency from a timestamp in every packet; ``tcp-bulk`` flows on the hosts' Linux TCP, reported
+latency from a timestamp in every packet; TCP flows on the hosts' Linux TCP, reported
 in the simulator's ``tcp`` and time-series terms, see ``crates/latnet-switch/src/tcpflow.rs``),
 waits for the scenario's duration plus its drain time,
 stops the switches and writes ``results.json`` and ``flows.csv`` in the simulator's format
@@ -66,7 +66,7 @@ class EmuResults(SavedResults):
     end), instants from the scenario's time zero); ``hop_latency(flow)`` (from the sender's
     stamp to each emulated start of transmission); with LBF, ``lbf_flows``, ``lbf_switches``,
     ``lbf_drops`` and ``lbf_notifications`` as for a simulated run (the receivers' early /
-    on-time / late count uses the measured, physical latency); with ``tcp-bulk`` flows (Linux's
+    on-time / late count uses the measured, physical latency); with TCP flows (Linux's
     TCP), ``tcp`` and ``timeseries`` as for a simulated run, from ``TCP_INFO`` and the bytes
     the receivers read (what Linux keeps no count of is empty)."""
 

@@ -367,7 +367,10 @@ def test_cli_bad_scenario_exits_2_with_the_location(tmp_path, capsys):
     ("extra", "message"),
     [
         (["--pace", "htb:eth0"], "needs --register yes"),
-        (["--register", "yes", "--pace", "fq:eth0"], "expected socket or htb:DEV"),
+        (
+            ["--register", "yes", "--pace", "fq:eth0"],
+            "expected socket, htb:DEV (an interface name) or none",
+        ),
         (["--register", "maybe"], "expected yes or no"),
         (["--dst", "::1:9"], "expected ADDR:PORT (IPv4, or [IPv6]:PORT)"),
     ],

@@ -411,7 +411,12 @@ impl SwitchCore {
             sport: key.src_port,
             dport: key.dst_port,
         };
-        if let Some(&f) = self.flows.get(&fk) {
+        let any_port = FlowKey { sport: 0, ..fk };
+        let flow = self.flows.get(&fk).or_else(|| {
+            // (a tcp-rr flow's, from any source port)
+            (key.proto == latnet_wire::protocol::TCP).then(|| self.flows.get(&any_port)).flatten()
+        });
+        if let Some(&f) = flow {
             meta.flow = f;
             // (latnet's UDP senders stamp their packets; a TCP flow's segments carry no stamp)
             if let Some(&Some(skip)) = self.flow_payload_at.get(f as usize) {

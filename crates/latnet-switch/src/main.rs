@@ -61,7 +61,7 @@ const USAGE: &str = "usage: latnet-switch (run|plan|send|recv|results) --scenari
            [--spin-us 20] (waits up to this long busy-poll instead of sleeping; 0: never)
   plan     (prints the testbed plan as JSON)
   send     --flow NAME --t0 NS [--out FILE] [--seed N]
-           (a tcp-bulk flow runs on Linux's TCP, in the namespace's settings it sets)
+           (a TCP flow runs on Linux's TCP, in the namespace's settings it sets)
   recv     --host NAME --until NS --dir DIR [--out FILE]
            [--ready stdout] (a line `ready` on stdout once every socket is bound)
            [--t0 NS] (the run's time zero: TCP flows' bytes counted per interval of the

@@ -93,7 +93,7 @@ pub struct Plan {
     /// otherwise (`latnet-switch run --hops`).
     pub output_packets: bool,
     /// Why an emulated run cannot play the scenario's TCP flows on Linux's TCP (a key of the
-    /// simulator's TCP, `tcp-rr`, hosts whose flows disagree on a per-host setting:
+    /// simulator's TCP, `cc = "prague"`, hosts whose flows disagree on a per-host setting:
     /// [`crate::tcpflow::check`]); `None` when it can (or there are none).
     pub tcp_refused: Option<String>,
 }
@@ -111,7 +111,7 @@ pub struct PlanFlow {
     pub priority: u8,
     /// Frame length.
     pub size: u32,
-    /// Whether the flow is TCP traffic (`tcp-bulk`): its sender runs Linux's TCP
+    /// Whether the flow is TCP traffic (`tcp-bulk`, `tcp-rr`): its sender runs Linux's TCP
     /// ([`crate::tcpflow`]).
     pub tcp: bool,
 }

@@ -1,5 +1,5 @@
-//! A scenario's TCP flows (`tcp-bulk`) in emulated runs: real Linux TCP between the hosts'
-//! namespaces, through the emulated switches, reported in the simulator's terms.
+//! A scenario's TCP flows (`tcp-bulk`, `tcp-rr`) in emulated runs: real Linux TCP between the
+//! hosts' namespaces, through the emulated switches, reported in the simulator's terms.
 //!
 //! [`linux_tcp`] maps a flow's TCP keys to what the kernel offers, refusing by name what it
 //! cannot be told per connection (`init_cwnd`, `min_rto`, `delayed_ack`, ...: the simulator's)
@@ -21,6 +21,13 @@
 //! The receiver ([`TcpRx`], inside `latnet-switch recv`) accepts the flow's connection and
 //! reads it to the end, counting the bytes read per interval of the time series.
 //!
+//! A tcp-rr flow opens a connection per request ([`rr`]): at the simulator's instants for
+//! fixed arrivals ([`rr_instants`]), from an ephemeral port (the switches know the flow's
+//! segments from any source port), writes the request, reads the response and closes; the
+//! server answers each connection in a thread of its own. Its result has the simulator's
+//! connections, completions and flow completion times, and each connection's smoothed RTT
+//! when it closed; it has no time-series rows.
+//!
 //! What Linux keeps no per-connection count of (fast recoveries, ECN window reductions,
 //! ECN-Echo ACKs, RTT samples) is reported as not known (`null`), never as zero.
 
@@ -40,6 +47,9 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod rr;
+pub use rr::rr_instants;
 
 /// Most bytes the kernel holds not yet sent before the sender writes more
 /// (`TCP_NOTSENT_LOWAT`).
@@ -76,6 +86,8 @@ pub struct LinuxTcp {
     pub large_flow: Option<Pace>,
     /// `TCP_MAXSEG`: a full segment's frame is the flow's `size`.
     pub mss: u32,
+    /// tcp-rr: request and response sizes (bytes).
+    pub rr: Option<(u64, u64)>,
 }
 
 impl LinuxTcp {
@@ -92,15 +104,9 @@ impl LinuxTcp {
 
 /// Why flow `f` cannot run on Linux's TCP, or how it does (`None`: not a TCP flow).
 pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
-    let t = match &f.traffic {
-        TrafficSpec::TcpBulk(t) => t,
-        TrafficSpec::TcpRr(_) => {
-            return Err(format!(
-                "flow {:?}: tcp-rr flows run in the simulator only (--mode sim); an emulated \
-                 run plays tcp-bulk flows on Linux's TCP",
-                f.name
-            ))
-        }
+    let (t, rr) = match &f.traffic {
+        TrafficSpec::TcpBulk(t) => (t, false),
+        TrafficSpec::TcpRr(t) => (t, true),
         _ => return Ok(None),
     };
     let refuse = |what: String| Err(format!("flow {:?}: {what}", f.name));
@@ -170,6 +176,10 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
         bytes: t.bytes.map(|b| b.get()),
         large_flow,
         mss: f.size.saturating_sub(FRAME_OVERHEAD),
+        rr: rr.then(|| {
+            let size = |b: Option<latnet_units::Bytes>| b.map_or(1, |b| b.get());
+            (size(t.request), size(t.response))
+        }),
     }))
 }
 
@@ -266,6 +276,27 @@ pub struct TcpSent {
     pub samples: Vec<TcpSample>,
     /// Switch-assisted pacing.
     pub large_flow: Option<TcpLargeFlow>,
+    /// tcp-rr: every connection, in the order opened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conns: Vec<RrConn>,
+}
+
+/// One request/response connection of a tcp-rr flow (the client's account).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RrConn {
+    /// When it was opened, from the scenario's time zero (ns).
+    pub start_ns: u64,
+    /// Its flow completion time: from the open to the last response byte read (ns); `None`
+    /// when the response did not all come.
+    pub fct_ns: Option<u64>,
+    /// Request bytes written (all or none).
+    pub request_bytes: u64,
+    /// Response bytes read.
+    pub response_bytes: u64,
+    /// The kernel's smoothed RTT when it closed (ns; 0: none).
+    pub srtt_ns: u64,
+    /// Why it failed (not established, reset, the run's end).
+    pub error: Option<String>,
 }
 
 /// The receiver's account of a TCP flow (in its `recv-<host>.json`).
@@ -284,6 +315,16 @@ pub struct TcpRecv {
     /// Bytes read per interval of the scenario's time series from its time zero (empty
     /// without one).
     pub bins: Vec<u64>,
+    /// tcp-rr: the server's connections, its data segments sent (the responses) and its
+    /// retransmissions.
+    #[serde(default)]
+    pub conns: u64,
+    /// See `conns`.
+    #[serde(default)]
+    pub segments_sent: u64,
+    /// See `conns`.
+    #[serde(default)]
+    pub retransmits: u64,
 }
 
 fn invalid(e: String) -> io::Error {
@@ -348,17 +389,9 @@ fn sampler(fd: RawFd, t0_ns: u64, every: u64, paced: bool, stop: &AtomicBool) ->
     out
 }
 
-/// Play TCP flow `i` of `sc` from this host (its namespace): see the module documentation.
-/// Returns the sender's report; the connection's failure is reported in it, not returned.
-pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::SendReport> {
-    check(sc).map_err(invalid)?;
-    let f = &sc.flows[i];
-    let lt = linux_tcp(f).map_err(invalid)?.ok_or_else(|| invalid("not a TCP flow".into()))?;
-    for (path, value) in lt.sysctls() {
-        sysctl(path, &value)?;
-    }
-    let src = SocketAddr::new(flow_address(sc, f, f.src), f.src_port);
-    let dst = SocketAddr::new(flow_address(sc, f, f.dst), f.dst_port);
+/// A TCP socket bound to `src` with flow `f`'s congestion control, DSCP, segment size and
+/// pacing (errors name the flow and the option).
+fn client_socket(f: &FlowSpec, lt: &LinuxTcp, src: SocketAddr) -> io::Result<OwnedFd> {
     let what = |w: &str| format!("flow {:?}: {w}", f.name);
     let (sock, _) = sys::tcp_socket_on(src).map_err(|e| named(what(&format!("bind {src}")), e))?;
     let fd = sock.as_raw_fd();
@@ -376,6 +409,26 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
         sys::setsockopt_bytes(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &cap.to_ne_bytes())
             .map_err(|e| named(what("SO_MAX_PACING_RATE"), e))?;
     }
+    Ok(sock)
+}
+
+/// Play TCP flow `i` of `sc` from this host (its namespace): see the module documentation.
+/// Returns the sender's report; the connection's failure is reported in it, not returned.
+pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::SendReport> {
+    check(sc).map_err(invalid)?;
+    let f = &sc.flows[i];
+    let lt = linux_tcp(f).map_err(invalid)?.ok_or_else(|| invalid("not a TCP flow".into()))?;
+    for (path, value) in lt.sysctls() {
+        sysctl(path, &value)?;
+    }
+    if let Some((request, response)) = lt.rr {
+        return rr::send(sc, i, t0_ns, &lt, request, response);
+    }
+    let src = SocketAddr::new(flow_address(sc, f, f.src), f.src_port);
+    let dst = SocketAddr::new(flow_address(sc, f, f.dst), f.dst_port);
+    let what = |w: &str| format!("flow {:?}: {w}", f.name);
+    let sock = client_socket(f, &lt, src)?;
+    let fd = sock.as_raw_fd();
     if lt.large_flow.is_some() {
         let (level, name, opt) = ktcp::register_option(&dst);
         sys::setsockopt_bytes(fd, level, name, &opt)
@@ -535,12 +588,14 @@ pub struct TcpRx {
     pub stats: TcpRecv,
     /// The scenario's time zero and time-series interval (ns), for the bins.
     bins: Option<(u64, u64)>,
+    /// tcp-rr: the server of its connections.
+    rr: Option<rr::Server>,
 }
 
 impl TcpRx {
-    /// Listen on flow `i`'s destination address and port. `t0_ns`: the scenario's time zero,
-    /// for the bins of its time series.
-    pub fn bind(sc: &Scenario, i: usize, t0_ns: Option<u64>) -> io::Result<TcpRx> {
+    /// Listen on flow `i`'s destination address and port until `until_ns`. `t0_ns`: the
+    /// scenario's time zero, for the bins of its time series.
+    pub fn bind(sc: &Scenario, i: usize, t0_ns: Option<u64>, until_ns: u64) -> io::Result<TcpRx> {
         let f = &sc.flows[i];
         let addr = SocketAddr::new(flow_address(sc, f, f.dst), f.dst_port);
         let listener = TcpListener::bind(addr)
@@ -552,7 +607,12 @@ impl TcpRx {
         sys::set_tos(listener.as_raw_fd(), dscp << 2)
             .map_err(|e| named(format!("IP_TOS for flow {:?}", f.name), e))?;
         let bins = t0_ns.zip(sc.output.timeseries.map(|d| d.as_nanos().max(1)));
-        Ok(TcpRx { flow: i, listener, conn: None, stats: TcpRecv::default(), bins })
+        let rr = linux_tcp(f)
+            .ok()
+            .flatten()
+            .and_then(|t| t.rr)
+            .map(|(request, response)| rr::Server::new(request, response, until_ns, bins));
+        Ok(TcpRx { flow: i, listener, conn: None, stats: TcpRecv::default(), bins, rr })
     }
 
     /// The descriptor to wait on: the connection once accepted, the listener before.
@@ -560,13 +620,18 @@ impl TcpRx {
         self.conn.as_ref().map_or(self.listener.as_raw_fd(), AsRawFd::as_raw_fd)
     }
 
-    /// Whether the flow is over (its connection read to the end).
-    pub fn done(&self) -> bool {
-        self.stats.eof
-    }
-
     /// Accept or read what is ready, at `now` (`CLOCK_MONOTONIC` ns).
     pub fn on_ready(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        if let Some(server) = self.rr.as_mut() {
+            loop {
+                match self.listener.accept() {
+                    Ok((c, _)) => server.serve(c),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let Some(c) = self.conn.as_mut() else {
             match self.listener.accept() {
                 Ok((c, _)) => {
@@ -612,8 +677,12 @@ impl TcpRx {
         }
     }
 
-    /// Take the connection's count of data segments and close it (the sender sees the end).
+    /// Take the connection's count of data segments and close it (the sender sees the end);
+    /// tcp-rr: wait for the server's connections and add them up.
     pub fn close(&mut self) {
+        if let Some(server) = self.rr.take() {
+            server.finish(&mut self.stats);
+        }
         if let Some(c) = self.conn.take() {
             if let Ok(i) = sys::tcp_info(c.as_raw_fd()) {
                 self.stats.data_segs_in = u64::from(i.data_segs_in);
@@ -663,6 +732,7 @@ mod tests {
                 large_flow: None,
                 // a full segment's frame is the flow's size, timestamps included
                 mss: 1448,
+                rr: None,
             }
         );
         assert_eq!(t.sysctls()[0], ("net/ipv4/tcp_ecn", "2".to_owned()));
@@ -702,12 +772,36 @@ mod tests {
         let sc = scenario(&flow("f", keys), "queue_a = { kind = \"fq\" }\n");
         let e = linux_tcp(&sc.flows[0]).unwrap_err();
         assert!(e.contains("`large_flow_pacing = \"fq\"` paces in the simulator's host queue"));
-        let rr = flow("r", "cc = \"cubic\"").replace(
-            "kind = \"tcp-bulk\"",
-            "kind = \"tcp-rr\", request = \"1KB\", response = \"1KB\", interval = \"10ms\"",
-        );
-        let e = linux_tcp(&scenario(&rr, "").flows[0]).unwrap_err();
-        assert!(e.starts_with("flow \"r\": tcp-rr flows run in the simulator only"), "{e}");
+    }
+
+    /// A tcp-rr flow runs too: its sizes, and connections opened at the simulator's instants
+    /// for fixed arrivals (as many as the simulator opens), at seeded Poisson ones otherwise.
+    #[test]
+    fn request_response_flows_open_at_their_instants() {
+        let rr = |arrivals: &str| {
+            flow("r", "cc = \"cubic\"").replace(
+                "kind = \"tcp-bulk\"",
+                &format!(
+                    "kind = \"tcp-rr\", request = \"1KB\", response = \"20KB\", \
+                     interval = \"10ms\", arrivals = \"{arrivals}\""
+                ),
+            )
+        };
+        let sc = scenario(&rr("fixed"), "");
+        assert_eq!(linux_tcp(&sc.flows[0]).unwrap().unwrap().rr, Some((1000, 20_000)));
+        let fixed = rr_instants(&sc, 0);
+        assert_eq!(fixed, (0..100).map(|k| k * 10_000_000).collect::<Vec<_>>());
+        let sim = latnet_sim::Simulator::new(sc.clone()).run();
+        let t = sim.flows[0].tcp.as_ref().unwrap();
+        assert_eq!(t.connections, fixed.len() as u64, "as many as the simulator opens");
+        let limited = scenario(&rr("fixed").replace("arrivals", "requests = 7, arrivals"), "");
+        assert_eq!(rr_instants(&limited, 0).len(), 7);
+        let poisson = scenario(&rr("poisson"), "");
+        let p = rr_instants(&poisson, 0);
+        assert_eq!(p, rr_instants(&poisson, 0), "seeded");
+        assert!(p.windows(2).all(|w| w[0] <= w[1]) && *p.last().unwrap() < 1_000_000_000);
+        // about 1 s / 10 ms of them (a Poisson count of mean 100: within 5 sigma)
+        assert!((50..=150).contains(&p.len()), "{}", p.len());
     }
 
     #[test]

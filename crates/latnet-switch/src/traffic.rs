@@ -414,7 +414,7 @@ pub fn recv(
     let mut tcp = Vec::new();
     for (i, f) in sc.flows.iter().enumerate().filter(|(_, f)| f.dst == h) {
         if f.traffic.tcp().is_some() {
-            tcp.push(crate::tcpflow::TcpRx::bind(sc, i, t0_ns)?);
+            tcp.push(crate::tcpflow::TcpRx::bind(sc, i, t0_ns, until_ns)?);
             continue;
         }
         let addr = SocketAddr::new(flow_address(sc, f, h), f.dst_port);

@@ -121,7 +121,11 @@ impl SwitchCore {
                     },
                     src: flow_address(sc, f, f.src),
                     dst: flow_address(sc, f, f.dst),
-                    sport: f.src_port,
+                    // a tcp-rr flow opens its connections from ephemeral ports: any
+                    sport: match f.traffic {
+                        latnet_sim::traffic::TrafficSpec::TcpRr(_) => 0,
+                        _ => f.src_port,
+                    },
                     dport: f.dst_port,
                 };
                 (key, i as FlowId)

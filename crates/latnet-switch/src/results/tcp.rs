@@ -5,39 +5,63 @@ use crate::tcpflow::{TcpRecv, TcpSent};
 use latnet_sim::scenario::FlowSpec;
 use latnet_sim::stats::LatencyStats;
 use latnet_sim::tcp::report::{LargeFlowChange, LargeFlowHostResult, SeriesRow, TcpFlowResult};
+use latnet_sim::traffic::TrafficSpec;
 
 /// The simulator's TCP summary of flow `f` (`sent`: its sender's account; `recv`: its
-/// receiver's, if the receiver reported).
+/// receiver's, if the receiver reported). Both ends' data segments and retransmissions count,
+/// as the simulator counts both endpoints of a flow's connections; a tcp-rr flow's delivered
+/// bytes are the requests its server read and the responses its client read.
 pub(super) fn summary(f: &FlowSpec, sent: &TcpSent, recv: Option<&TcpRecv>) -> TcpFlowResult {
     let empty = TcpRecv::default();
     let r = recv.unwrap_or(&empty);
     let start = sent.t0_ns + f.start.as_nanos();
-    let active_ns = r.last_ns.saturating_sub(start);
-    let spec = f.traffic.tcp();
-    let bytes = spec.and_then(|t| t.bytes).map(|b| b.get());
-    let completed = bytes.is_some_and(|b| r.eof && r.bytes == b);
+    let rr = matches!(f.traffic, TrafficSpec::TcpRr(_));
+    let bytes = f.traffic.tcp().and_then(|t| t.bytes).map(|b| b.get());
     let mut rtt = LatencyStats::new();
-    for s in sent.samples.iter().filter(|s| s.srtt_ns > 0) {
-        rtt.record(s.srtt_ns);
+    let mut fct = LatencyStats::new();
+    let (mut delivered, mut last, mut completed, mut aborted) = (r.bytes, r.last_ns, 0, 0);
+    if rr {
+        for c in &sent.conns {
+            delivered += c.response_bytes;
+            match c.fct_ns {
+                Some(ns) => {
+                    fct.record(ns);
+                    completed += 1;
+                    last = last.max(sent.t0_ns + c.start_ns + ns);
+                }
+                None => aborted += u64::from(c.error.is_some()),
+            }
+            if c.srtt_ns > 0 {
+                rtt.record(c.srtt_ns);
+            }
+        }
+    } else {
+        let done = bytes.is_some_and(|b| r.eof && r.bytes == b);
+        completed = u64::from(done);
+        aborted = u64::from(!done && (!sent.connected || sent.error.is_some()));
+        for s in sent.samples.iter().filter(|s| s.srtt_ns > 0) {
+            rtt.record(s.srtt_ns);
+        }
     }
+    let active_ns = last.saturating_sub(start);
     TcpFlowResult {
         cc: sent.cc.clone(),
         ecn: sent.ecn,
-        delivered_bytes: r.bytes,
-        goodput_bps: if active_ns == 0 { 0.0 } else { r.bytes as f64 * 8e9 / active_ns as f64 },
-        segments_sent: sent.segments_sent,
-        retransmits: sent.retransmits,
+        delivered_bytes: delivered,
+        goodput_bps: if active_ns == 0 { 0.0 } else { delivered as f64 * 8e9 / active_ns as f64 },
+        segments_sent: sent.segments_sent + r.segments_sent,
+        retransmits: sent.retransmits + r.retransmits,
         rtos: sent.rtos,
         fast_recoveries: None,
         ecn_reductions: None,
         ece_acks: None,
         ce_marks: sent.ce_marks,
         rtt_ns: rtt.summary(),
-        connections: 1,
-        completed: u64::from(completed),
-        aborted: u64::from(!completed && (!sent.connected || sent.error.is_some())),
-        completion_ns: completed.then_some(active_ns),
-        fct_ns: None,
+        connections: if rr { sent.conns.len() as u64 } else { 1 },
+        completed,
+        aborted,
+        completion_ns: (!rr && completed == 1).then_some(active_ns),
+        fct_ns: fct.summary(),
         large_flow: sent.large_flow.as_ref().map(|l| LargeFlowHostResult {
             pacing: l.pacing.clone(),
             reports: l.reports,

@@ -1,0 +1,273 @@
+//! tcp-rr flows on Linux's TCP: a new connection per request, a thread per connection on
+//! both sides (blocking sockets with timeouts at the run's end).
+//!
+//! The client opens a connection at every request instant ([`rr_instants`]), writes the
+//! request, reads the response and closes; its flow completion time runs from the open to the
+//! last response byte read, as the simulator's from the SYN. The server reads the request,
+//! writes the response and closes once the client has.
+
+use super::{client_socket, named, LinuxTcp, RrConn, TcpRecv, TcpSent};
+use crate::sys;
+use latnet_sim::lbf::flow_address;
+use latnet_sim::traffic::TrafficSpec;
+use latnet_sim::Scenario;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::io::{self, Read as _, Write as _};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Stream id of the emulated tcp-rr flows' random generators (request gaps), apart from the
+/// simulator's streams.
+const STREAM_RR: u64 = 7 << 32;
+
+/// The instants (ns from the scenario's time zero) at which tcp-rr flow `i` opens its
+/// connections: the first at its start, each next one a gap later (the flow's `interval`, or
+/// an exponential draw of that mean for `arrivals = "poisson"`), before its stop and up to its
+/// `requests`. Fixed arrivals are the simulator's instants; Poisson gaps are drawn from the
+/// same law, seeded per flow, but are not the simulator's draws (its generator also draws
+/// its servers' initial sequence numbers, as the network's timing has them accept). Empty
+/// for other flows.
+pub fn rr_instants(sc: &Scenario, i: usize) -> Vec<u64> {
+    let f = &sc.flows[i];
+    let TrafficSpec::TcpRr(t) = &f.traffic else { return Vec::new() };
+    let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
+    rng.set_stream(STREAM_RR + i as u64);
+    let stop = f.stop.min(latnet_units::Time::ZERO + sc.sim.duration);
+    let mut out = Vec::new();
+    let mut at = f.start;
+    loop {
+        out.push(at.as_nanos());
+        let more = t.requests.is_none_or(|n| (out.len() as u64) < n);
+        match at.checked_add_duration(t.next_gap(&mut rng)).filter(|&n| more && n < stop) {
+            Some(next) => at = next,
+            None => return out,
+        }
+    }
+}
+
+/// Remaining time until `end_ns`, at least 1 ms (a socket timeout of 0 would mean none).
+fn left(end_ns: u64) -> Duration {
+    Duration::from_nanos(end_ns.saturating_sub(sys::mono_ns()).max(1_000_000))
+}
+
+/// Play tcp-rr flow `i` (see the module documentation); `lt` its settings.
+pub(super) fn send(
+    sc: &Scenario,
+    i: usize,
+    t0_ns: u64,
+    lt: &LinuxTcp,
+    request: u64,
+    response: u64,
+) -> io::Result<crate::traffic::SendReport> {
+    let f = &sc.flows[i];
+    let src = SocketAddr::new(flow_address(sc, f, f.src), 0);
+    let dst = SocketAddr::new(flow_address(sc, f, f.dst), f.dst_port);
+    let end_ns = t0_ns + sc.sim.duration.as_nanos() + sc.sim.drain.as_nanos();
+    sys::install_stop_handler();
+    sys::precise_timers();
+    let mut workers: Vec<JoinHandle<(RrConn, sys::TcpInfo)>> = Vec::new();
+    let (mut late_max, mut late_100us) = (0u64, 0u64);
+    for at in rr_instants(sc, i) {
+        let due = t0_ns + at;
+        if due >= end_ns || sys::stop_requested() {
+            break;
+        }
+        sys::sleep_until(due);
+        let late = sys::mono_ns().saturating_sub(due);
+        late_max = late_max.max(late);
+        late_100us += u64::from(late > 100_000);
+        // (a setting refused is the flow's error, not one connection's)
+        let sock = client_socket(f, lt, src)?;
+        workers.push(std::thread::spawn(move || {
+            let mut c = RrConn { start_ns: at, ..RrConn::default() };
+            let started = sys::mono_ns();
+            let done = exchange(sock.try_clone(), dst, request, response, end_ns, &mut c);
+            if let Err(e) = done {
+                c.error = Some(e.to_string());
+            }
+            if c.fct_ns.is_some() {
+                c.fct_ns = c.fct_ns.map(|done| done - started);
+            }
+            let info = sys::tcp_info(sock.as_raw_fd()).unwrap_or_default();
+            c.srtt_ns = u64::from(info.rtt_us) * 1000;
+            (c, info)
+        }));
+    }
+    let mut rep = TcpSent { t0_ns, cc: lt.cc.to_owned(), ..TcpSent::default() };
+    let mut rtos = Some(0u64);
+    for w in workers {
+        let Ok((c, info)) = w.join() else { continue };
+        rep.connected |= info.data_segs_out > 0 || c.response_bytes > 0;
+        rep.ecn |= info.ecn;
+        rep.written += c.request_bytes;
+        rep.bytes_acked += info.bytes_acked;
+        rep.segments_sent += u64::from(info.data_segs_out);
+        rep.retransmits += u64::from(info.total_retrans);
+        rtos = rtos.zip(info.total_rto).map(|(a, b)| a + u64::from(b));
+        rep.ce_marks += u64::from(info.delivered_ce);
+        rep.conns.push(c);
+    }
+    rep.rtos = rtos;
+    Ok(crate::traffic::SendReport {
+        flow: f.name.clone(),
+        sent: rep.segments_sent,
+        send_errors: 0,
+        late_max_ns: late_max,
+        late_100us,
+        tcp: Some(rep),
+    })
+}
+
+/// One request and its response over a new connection; `c.fct_ns` gets the instant
+/// (`CLOCK_MONOTONIC`) the last response byte was read.
+fn exchange(
+    sock: io::Result<std::os::fd::OwnedFd>,
+    dst: SocketAddr,
+    request: u64,
+    response: u64,
+    end_ns: u64,
+    c: &mut RrConn,
+) -> io::Result<()> {
+    let sock = sock?;
+    sys::set_timeout(sock.as_raw_fd(), libc::SO_SNDTIMEO, left(end_ns))?;
+    sys::connect(&sock, dst).map_err(|e| named(format!("connect to {dst}"), e))?;
+    let mut s = TcpStream::from(sock);
+    s.set_write_timeout(Some(left(end_ns)))?;
+    write_bytes(&mut s, request).map_err(|e| named(format!("request to {dst}"), e))?;
+    c.request_bytes = request;
+    let mut buf = vec![0u8; 64 * 1024];
+    while c.response_bytes < response {
+        s.set_read_timeout(Some(left(end_ns)))?;
+        match s.read(&mut buf) {
+            Ok(0) => return Err(io::Error::other(format!("{dst} closed before the response"))),
+            Ok(n) => c.response_bytes += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(named(format!("response from {dst}"), e)),
+        }
+    }
+    c.fct_ns = Some(sys::mono_ns());
+    Ok(())
+}
+
+/// Write `n` bytes (blocking, with the socket's timeout).
+fn write_bytes(s: &mut TcpStream, n: u64) -> io::Result<()> {
+    let chunk = [0x5au8; 16 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let k = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        s.write_all(&chunk[..k])?;
+        left -= k as u64;
+    }
+    Ok(())
+}
+
+/// The server of a tcp-rr flow: a thread per accepted connection.
+#[derive(Debug)]
+pub(super) struct Server {
+    request: u64,
+    response: u64,
+    until_ns: u64,
+    bins: Option<(u64, u64)>,
+    stats: Arc<Mutex<TcpRecv>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    pub(super) fn new(
+        request: u64,
+        response: u64,
+        until_ns: u64,
+        bins: Option<(u64, u64)>,
+    ) -> Self {
+        let stats = Arc::new(Mutex::new(TcpRecv::default()));
+        Server { request, response, until_ns, bins, stats, workers: Vec::new() }
+    }
+
+    /// Serve connection `c`.
+    pub(super) fn serve(&mut self, c: TcpStream) {
+        let (request, response, until, bins) =
+            (self.request, self.response, self.until_ns, self.bins);
+        let stats = Arc::clone(&self.stats);
+        self.workers.push(std::thread::spawn(move || {
+            let _ = answer(c, request, response, until, bins, &stats);
+        }));
+    }
+
+    /// Wait for every connection (they end by the run's end) and add them up into `out`.
+    pub(super) fn finish(self, out: &mut TcpRecv) {
+        for w in self.workers {
+            let _ = w.join();
+        }
+        *out = std::mem::take(&mut *self.stats.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
+/// Read the request, write the response, wait for the client to close; count into `stats`.
+fn answer(
+    mut c: TcpStream,
+    request: u64,
+    response: u64,
+    until_ns: u64,
+    bins: Option<(u64, u64)>,
+    stats: &Mutex<TcpRecv>,
+) -> io::Result<()> {
+    c.set_nonblocking(false)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = 0u64;
+    let record = |n: u64| {
+        let now = sys::mono_ns();
+        let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
+        s.bytes += n;
+        if s.first_ns == 0 || now < s.first_ns {
+            s.first_ns = now;
+        }
+        s.last_ns = s.last_ns.max(now);
+        if let Some((t0, every)) = bins {
+            let k = (now.saturating_sub(t0) / every) as usize;
+            if s.bins.len() <= k {
+                s.bins.resize(k + 1, 0);
+            }
+            s.bins[k] += n;
+        }
+    };
+    let result = (|| {
+        while got < request {
+            c.set_read_timeout(Some(left(until_ns)))?;
+            match c.read(&mut buf) {
+                Ok(0) => return Err(io::Error::other("closed before the whole request")),
+                Ok(n) => {
+                    got += n as u64;
+                    record(n as u64);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        c.set_write_timeout(Some(left(until_ns)))?;
+        write_bytes(&mut c, response)?;
+        c.shutdown(Shutdown::Write)?;
+        // until the client's close (its FIN after the response)
+        loop {
+            c.set_read_timeout(Some(left(until_ns)))?;
+            match c.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    })();
+    let info = sys::tcp_info(c.as_raw_fd()).unwrap_or_default();
+    let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
+    s.conns += 1;
+    s.data_segs_in += u64::from(info.data_segs_in);
+    s.segments_sent += u64::from(info.data_segs_out);
+    s.retransmits += u64::from(info.total_retrans);
+    // every connection so far answered and closed by its client
+    s.eof = result.is_ok() && (s.conns == 1 || s.eof);
+    result
+}
