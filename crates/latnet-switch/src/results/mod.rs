@@ -363,8 +363,12 @@ pub fn collect(sc: &Scenario, dir: &Path, end_ns: u64) -> io::Result<Results> {
         let tcp_sent = report.as_ref().and_then(|r| r.tcp.clone());
         senders.extend(report.map(|r| EmulatedSender {
             flow: r.flow,
-            // (a TCP flow's one scheduled send is its connection's start)
-            sent: if r.tcp.is_some() { 1 } else { r.sent },
+            // (a TCP flow's scheduled sends are its connections' starts)
+            sent: match &r.tcp {
+                Some(t) if !t.conns.is_empty() => t.conns.len() as u64,
+                Some(_) => 1,
+                None => r.sent,
+            },
             late_100us: r.late_100us,
             late_max_ns: r.late_max_ns,
         }));

@@ -89,9 +89,7 @@ pub(super) fn send(
             if let Err(e) = done {
                 c.error = Some(e.to_string());
             }
-            if c.fct_ns.is_some() {
-                c.fct_ns = c.fct_ns.map(|done| done - started);
-            }
+            c.fct_ns = c.fct_ns.map(|done| done - started);
             let info = sys::tcp_info(sock.as_raw_fd()).unwrap_or_default();
             c.srtt_ns = u64::from(info.rtt_us) * 1000;
             (c, info)
