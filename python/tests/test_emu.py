@@ -1277,7 +1277,8 @@ def test_tcp_rr_flows_open_a_connection_per_request_on_linux_tcp(tmp_path):
     )
     flows = tcp_bulk("bulk", "h1", 'cc = "cubic"') + rr
     queue = '{ kind = "fifo", limit_packets = 30 }'
-    path = scenario(tmp_path, two_hosts("20Mbps", "5ms", queue, flows, duration="2s"))
+    body = two_hosts("20Mbps", "5ms", queue, flows, duration="2s")
+    path = scenario(tmp_path, body + '[output]\ntimeseries = "100ms"\n')
     emu = run_emu(path, tmp_path / "emu")
     sim = latnet.run(path, packets=False)
     t = emu.tcp.set_index("flow")
@@ -1294,6 +1295,10 @@ def test_tcp_rr_flows_open_a_connection_per_request_on_linux_tcp(tmp_path):
     ratio = t.loc["rr", "fct_p50_ns"] / st.loc["rr", "fct_p50_ns"]
     assert 0.6 < ratio < 1.6, (t.loc["rr"], st.loc["rr"])
     assert 10e6 < t.loc["rr", "fct_p50_ns"] < 100e6
+    # the time series adds up the open connections; its bytes are both ends' reads
+    ts = emu.timeseries[emu.timeseries["flow"] == "rr"]
+    assert len(ts) >= 20 and (ts["cwnd"] > 0).mean() > 0.5, ts
+    assert 0.8 * n * 31_000 <= ts["delivered_bytes"].sum() <= n * 31_000
     # the flow's packets are its clients' data segments (every request's, from its own source
     # port); the TCP summary counts the server's responses too
     fl = emu.flows.set_index("flow")

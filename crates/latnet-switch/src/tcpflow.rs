@@ -26,7 +26,9 @@
 //! segments from any source port), writes the request, reads the response and closes; the
 //! server answers each connection in a thread of its own. Its result has the simulator's
 //! connections, completions and flow completion times, and each connection's smoothed RTT
-//! when it closed; it has no time-series rows.
+//! when it closed; its time series adds up the clients' open connections' windows, bytes in
+//! flight and pacing rates (the first one's smoothed RTT). The simulator's adds the servers'
+//! connections too, which send the responses; the emulated servers' are not sampled.
 //!
 //! What Linux keeps no per-connection count of (fast recoveries, ECN window reductions,
 //! ECN-Echo ACKs, RTT samples) is reported as not known (`null`), never as zero.
@@ -55,7 +57,7 @@ pub use rr::rr_instants;
 /// (`TCP_NOTSENT_LOWAT`).
 pub const UNSENT_LOW: u32 = 16 * 1024;
 
-/// Interval of the sender's `TCP_INFO` samples when the scenario asks for no time series.
+/// Interval of the sender's `TCP_INFO` samples (or the time series', if shorter).
 pub const SAMPLE_NS: u64 = 10_000_000;
 
 /// Octets a frame adds to a segment's payload over IPv4: Ethernet, IPv4, TCP, and the
@@ -279,6 +281,10 @@ pub struct TcpSent {
     /// tcp-rr: every connection, in the order opened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conns: Vec<RrConn>,
+    /// tcp-rr: response bytes read per interval of the scenario's time series (the requests
+    /// are in the receiver's bins).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bins: Vec<u64>,
 }
 
 /// One request/response connection of a tcp-rr flow (the client's account).
@@ -372,8 +378,13 @@ fn sample(fd: RawFd, t_ns: u64, paced: bool) -> Option<TcpSample> {
     })
 }
 
-/// Read `TCP_INFO` of `fd` at `t0_ns + k * every`, `k` from 1, until `stop`.
-fn sampler(fd: RawFd, t0_ns: u64, every: u64, paced: bool, stop: &AtomicBool) -> Vec<TcpSample> {
+/// `take(t)` at `t0_ns + t` for `t = k * every`, `k` from 1, until `stop`.
+fn sampler(
+    t0_ns: u64,
+    every: u64,
+    stop: &AtomicBool,
+    mut take: impl FnMut(u64) -> Option<TcpSample>,
+) -> Vec<TcpSample> {
     sys::precise_timers();
     let mut out = Vec::new();
     let mut k = 1;
@@ -383,7 +394,7 @@ fn sampler(fd: RawFd, t0_ns: u64, every: u64, paced: bool, stop: &AtomicBool) ->
         if sys::mono_ns() < at {
             continue; // (woken to look at `stop`)
         }
-        out.extend(sample(fd, k * every, paced));
+        out.extend(take(k * every));
         k += 1;
     }
     out
@@ -445,7 +456,7 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     let samples = {
         let stop = Arc::clone(&stop);
         // (reads TCP_INFO of `fd` only; joined before the socket closes)
-        std::thread::spawn(move || sampler(fd, t0_ns, every, paced, &stop))
+        std::thread::spawn(move || sampler(t0_ns, every, &stop, |t| sample(fd, t, paced)))
     };
     let watch_start = Instant::now();
     let watch_mono = sys::mono_ns();

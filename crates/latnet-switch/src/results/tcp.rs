@@ -80,8 +80,8 @@ pub(super) fn summary(f: &FlowSpec, sent: &TcpSent, recv: Option<&TcpRecv>) -> T
 }
 
 /// The time-series rows of flow `index`, one per sample of its sender at the end of an
-/// interval of `interval_ns`: the bytes read in the interval from the receiver's bins, the
-/// rest from `TCP_INFO`.
+/// interval of `interval_ns`: the bytes read in the interval from the receiver's bins (and a
+/// tcp-rr client's), the rest from `TCP_INFO`.
 pub(super) fn series(
     index: usize,
     interval_ns: u64,
@@ -96,7 +96,9 @@ pub(super) fn series(
         .map(|s| {
             // the bin that ends at the sample
             let k = (s.t_ns / interval_ns).checked_sub(1).map(|k| k as usize);
-            let delivered = k.and_then(|k| bins.get(k)).copied().unwrap_or(0);
+            // (a tcp-rr flow's: the requests its server read and the responses its clients read)
+            let at = |b: &[u64]| k.and_then(|k| b.get(k)).copied().unwrap_or(0);
+            let delivered = at(bins) + at(&sent.bins);
             let row = SeriesRow {
                 flow: index as u32,
                 t_ns: s.t_ns,

@@ -6,7 +6,9 @@
 //! last response byte read, as the simulator's from the SYN. The server reads the request,
 //! writes the response and closes once the client has.
 
-use super::{client_socket, named, LinuxTcp, RrConn, TcpRecv, TcpSent};
+use super::{
+    client_socket, named, sample_interval, sampler, LinuxTcp, RrConn, TcpRecv, TcpSample, TcpSent,
+};
 use crate::sys;
 use latnet_sim::lbf::flow_address;
 use latnet_sim::traffic::TrafficSpec;
@@ -15,7 +17,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::io::{self, Read as _, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -49,6 +52,47 @@ pub fn rr_instants(sc: &Scenario, i: usize) -> Vec<u64> {
     }
 }
 
+/// The client's open connections, for the samples of the time series.
+#[derive(Debug, Default)]
+struct Live {
+    /// Sockets of the connections not yet closed (a worker closes its socket only after
+    /// taking it out, under the lock: a sample never reads a descriptor reused meanwhile).
+    open: Vec<RawFd>,
+    /// Retransmissions and CE echoes of the connections closed.
+    closed: (u64, u64),
+}
+
+impl Live {
+    /// The flow's sample at `t_ns`: windows, bytes in flight and pacing rates added up over the
+    /// open connections, the first one's smoothed RTT, retransmissions and CE echoes so far.
+    fn sample(&self, t_ns: u64, paced: bool) -> TcpSample {
+        let mut out = TcpSample { t_ns, ..TcpSample::default() };
+        (out.retransmits, out.ce_marks) = self.closed;
+        for &fd in &self.open {
+            let Some(s) = super::sample(fd, t_ns, paced) else { continue };
+            out.cwnd += s.cwnd;
+            out.in_flight += s.in_flight;
+            out.pacing_bps += s.pacing_bps;
+            out.retransmits += s.retransmits;
+            out.ce_marks += s.ce_marks;
+            if out.srtt_ns == 0 {
+                out.srtt_ns = s.srtt_ns;
+            }
+        }
+        out
+    }
+}
+
+/// Bytes counted per interval of `every` ns from `t0_ns`, at the instant they are counted.
+fn bin(bins: &Mutex<Vec<u64>>, t0_ns: u64, every: u64, n: u64) {
+    let k = (sys::mono_ns().saturating_sub(t0_ns) / every) as usize;
+    let mut b = bins.lock().unwrap_or_else(|p| p.into_inner());
+    if b.len() <= k {
+        b.resize(k + 1, 0);
+    }
+    b[k] += n;
+}
+
 /// Remaining time until `end_ns`, at least 1 ms (a socket timeout of 0 would mean none).
 fn left(end_ns: u64) -> Duration {
     Duration::from_nanos(end_ns.saturating_sub(sys::mono_ns()).max(1_000_000))
@@ -69,6 +113,20 @@ pub(super) fn send(
     let end_ns = t0_ns + sc.sim.duration.as_nanos() + sc.sim.drain.as_nanos();
     sys::install_stop_handler();
     sys::precise_timers();
+    let every = sample_interval(sc);
+    let live = Arc::new(Mutex::new(Live::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let paced = lt.pacing_cap.is_some() || lt.cc == "bbr";
+    let samples = {
+        let (live, stop) = (Arc::clone(&live), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            sampler(t0_ns, every, &stop, |t| {
+                Some(live.lock().unwrap_or_else(|p| p.into_inner()).sample(t, paced))
+            })
+        })
+    };
+    let series = sc.output.timeseries.map(|d| d.as_nanos().max(1));
+    let bins = Arc::new(Mutex::new(Vec::new()));
     let mut workers: Vec<JoinHandle<(RrConn, sys::TcpInfo)>> = Vec::new();
     let (mut late_max, mut late_100us) = (0u64, 0u64);
     for at in rr_instants(sc, i) {
@@ -82,16 +140,30 @@ pub(super) fn send(
         late_100us += u64::from(late > 100_000);
         // (a setting refused is the flow's error, not one connection's)
         let sock = client_socket(f, lt, src)?;
+        let fd = sock.as_raw_fd();
+        live.lock().unwrap_or_else(|p| p.into_inner()).open.push(fd);
+        let (live, bins) = (Arc::clone(&live), Arc::clone(&bins));
         workers.push(std::thread::spawn(move || {
             let mut c = RrConn { start_ns: at, ..RrConn::default() };
             let started = sys::mono_ns();
-            let done = exchange(sock.try_clone(), dst, request, response, end_ns, &mut c);
+            let count = |n: u64| {
+                if let Some(every) = series {
+                    bin(&bins, t0_ns, every, n);
+                }
+            };
+            let done = exchange(sock.try_clone(), dst, (request, response), end_ns, &mut c, count);
             if let Err(e) = done {
                 c.error = Some(e.to_string());
             }
             c.fct_ns = c.fct_ns.map(|done| done - started);
-            let info = sys::tcp_info(sock.as_raw_fd()).unwrap_or_default();
+            let info = sys::tcp_info(fd).unwrap_or_default();
             c.srtt_ns = u64::from(info.rtt_us) * 1000;
+            let mut l = live.lock().unwrap_or_else(|p| p.into_inner());
+            l.open.retain(|&x| x != fd);
+            l.closed.0 += u64::from(info.total_retrans);
+            l.closed.1 += u64::from(info.delivered_ce);
+            drop(l);
+            drop(sock); // (after it left `open`)
             (c, info)
         }));
     }
@@ -110,6 +182,9 @@ pub(super) fn send(
         rep.conns.push(c);
     }
     rep.rtos = rtos;
+    stop.store(true, Ordering::Relaxed);
+    rep.samples = samples.join().unwrap_or_default();
+    rep.bins = std::mem::take(&mut *bins.lock().unwrap_or_else(|p| p.into_inner()));
     Ok(crate::traffic::SendReport {
         flow: f.name.clone(),
         sent: rep.segments_sent,
@@ -125,10 +200,10 @@ pub(super) fn send(
 fn exchange(
     sock: io::Result<std::os::fd::OwnedFd>,
     dst: SocketAddr,
-    request: u64,
-    response: u64,
+    (request, response): (u64, u64),
     end_ns: u64,
     c: &mut RrConn,
+    count: impl Fn(u64),
 ) -> io::Result<()> {
     let sock = sock?;
     sys::set_timeout(sock.as_raw_fd(), libc::SO_SNDTIMEO, left(end_ns))?;
@@ -142,7 +217,10 @@ fn exchange(
         s.set_read_timeout(Some(left(end_ns)))?;
         match s.read(&mut buf) {
             Ok(0) => return Err(io::Error::other(format!("{dst} closed before the response"))),
-            Ok(n) => c.response_bytes += n as u64,
+            Ok(n) => {
+                c.response_bytes += n as u64;
+                count(n as u64);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(named(format!("response from {dst}"), e)),
         }
