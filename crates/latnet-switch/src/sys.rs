@@ -632,6 +632,25 @@ impl TcpInfo {
     }
 }
 
+/// The congestion control of TCP socket `fd` (`TCP_CONGESTION`).
+pub fn tcp_congestion(fd: RawFd) -> io::Result<String> {
+    let mut buf = [0u8; 16]; // TCP_CA_NAME_MAX
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `buf` and updates `len`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    })?;
+    let name = &buf[..(len as usize).min(buf.len())];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
 /// `TCP_INFO` (the fields sit at fixed offsets of the kernel's `struct tcp_info`; the libc
 /// crate's struct stops before the pacing fields). Refused when the kernel's struct ends
 /// before the pacing fields (Linux 4.x).

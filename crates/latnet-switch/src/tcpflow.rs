@@ -400,12 +400,20 @@ fn sampler(
     out
 }
 
-/// A TCP socket bound to `src` with flow `f`'s congestion control, DSCP, segment size and
-/// pacing (errors name the flow and the option).
+/// A TCP socket bound to `src` with flow `f`'s settings ([`set_options`]).
 fn client_socket(f: &FlowSpec, lt: &LinuxTcp, src: SocketAddr) -> io::Result<OwnedFd> {
     let what = |w: &str| format!("flow {:?}: {w}", f.name);
     let (sock, _) = sys::tcp_socket_on(src).map_err(|e| named(what(&format!("bind {src}")), e))?;
-    let fd = sock.as_raw_fd();
+    set_options(sock.as_raw_fd(), f, lt)?;
+    Ok(sock)
+}
+
+/// Flow `f`'s congestion control, DSCP, segment size and pacing on socket `fd` (a listener's
+/// pass to the connections it accepts: the servers' segments, a tcp-rr flow's responses, go
+/// as the simulator's server sends them, not by the host's defaults); errors name the flow
+/// and the option.
+fn set_options(fd: RawFd, f: &FlowSpec, lt: &LinuxTcp) -> io::Result<()> {
+    let what = |w: &str| format!("flow {:?}: {w}", f.name);
     sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, lt.cc.as_bytes()).map_err(
         |e| named(what(&format!("congestion control {:?} (is it in this kernel?)", lt.cc)), e),
     )?;
@@ -420,7 +428,7 @@ fn client_socket(f: &FlowSpec, lt: &LinuxTcp, src: SocketAddr) -> io::Result<Own
         sys::setsockopt_bytes(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &cap.to_ne_bytes())
             .map_err(|e| named(what("SO_MAX_PACING_RATE"), e))?;
     }
-    Ok(sock)
+    Ok(())
 }
 
 /// Play TCP flow `i` of `sc` from this host (its namespace): see the module documentation.
@@ -612,17 +620,14 @@ impl TcpRx {
         let listener = TcpListener::bind(addr)
             .map_err(|e| named(format!("listen on {addr} for flow {:?}", f.name), e))?;
         listener.set_nonblocking(true)?;
-        // the ACKs go at the flow's priority too, as the simulator sends them (the accepted
-        // connection takes the listener's TOS)
-        let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
-        sys::set_tos(listener.as_raw_fd(), dscp << 2)
-            .map_err(|e| named(format!("IP_TOS for flow {:?}", f.name), e))?;
+        let lt = linux_tcp(f).map_err(invalid)?.ok_or_else(|| invalid("not a TCP flow".into()))?;
+        // the server's segments (ACKs, responses) go at the flow's priority, with its congestion
+        // control, segment size and pacing, as the simulator's server sends them: the accepted
+        // connections take the listener's
+        set_options(listener.as_raw_fd(), f, &lt)?;
         let bins = t0_ns.zip(sc.output.timeseries.map(|d| d.as_nanos().max(1)));
-        let rr = linux_tcp(f)
-            .ok()
-            .flatten()
-            .and_then(|t| t.rr)
-            .map(|(request, response)| rr::Server::new(request, response, until_ns, bins));
+        let rr =
+            lt.rr.map(|(request, response)| rr::Server::new(request, response, until_ns, bins));
         Ok(TcpRx { flow: i, listener, conn: None, stats: TcpRecv::default(), bins, rr })
     }
 
@@ -783,6 +788,25 @@ mod tests {
         let sc = scenario(&flow("f", keys), "queue_a = { kind = \"fq\" }\n");
         let e = linux_tcp(&sc.flows[0]).unwrap_err();
         assert!(e.contains("`large_flow_pacing = \"fq\"` paces in the simulator's host queue"));
+    }
+
+    /// A listener given a flow's settings passes them to the connections it accepts: the
+    /// server's segments (a tcp-rr flow's responses) go with the flow's congestion control
+    /// and segment size, not the host's defaults.
+    #[test]
+    fn accepted_connections_take_the_flows_settings_from_the_listener() {
+        let sc = scenario(&flow("f", "cc = \"newreno\""), "");
+        let lt = linux_tcp(&sc.flows[0]).unwrap().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        set_options(l.as_raw_fd(), &sc.flows[0], &lt).unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (a, _) = l.accept().unwrap();
+        assert_eq!(sys::tcp_congestion(a.as_raw_fd()).unwrap(), "reno");
+        let plain = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c2 = TcpStream::connect(plain.local_addr().unwrap()).unwrap();
+        let (b, _) = plain.accept().unwrap();
+        let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control");
+        assert_eq!(sys::tcp_congestion(b.as_raw_fd()).unwrap(), default.unwrap().trim());
     }
 
     /// A tcp-rr flow runs too: its sizes, and connections opened at the simulator's instants
