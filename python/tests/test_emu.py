@@ -1204,6 +1204,16 @@ def test_tcp_bulk_flows_run_on_linux_tcp_beside_the_simulator(tmp_path):
     t = emu.tcp.set_index("flow")
     st = sim.tcp.set_index("flow")
     assert t.loc["a", "cc"] == "cubic" and t.loc["b", "cc"] == "bbr"
+    # `latnet run --mode both` prints both TCP tables, a row per flow and mode
+    from latnet.commands.emulate import tcp_side_by_side
+
+    rows = [r.split() for r in tcp_side_by_side(sim.summary, emu.summary).splitlines()[3:]]
+    assert [r[:4] for r in rows] == [
+        ["a", "sim", "cubic", "yes"],
+        ["emu", "cubic", "yes", f"{t.loc['a', 'goodput_bps'] / 1e6:.2f}"],
+        ["b", "sim", "bbr", "no"],
+        ["emu", "bbr", "no", f"{t.loc['b', 'goodput_bps'] / 1e6:.2f}"],
+    ], rows
     # ECN: negotiated where asked (the sender's namespace asks), echoed, and the window cut:
     # the marker held the queue, so the CUBIC flow barely lost a segment
     assert bool(t.loc["a", "ecn"]) and not bool(t.loc["b", "ecn"])

@@ -219,6 +219,8 @@ pub struct SwitchCore {
     pub ports: Vec<EmuPort>,
     port_of_global: Vec<Option<usize>>,
     flows: HashMap<FlowKey, FlowId>,
+    /// Whether some flow is known from any source port (`sport` 0 in `flows`: tcp-rr).
+    any_port_flows: bool,
     /// Per flow, the 802.1Q tag stacks its source pushes (the host tagger of source routing),
     /// each from the sequence number of the first packet created at or after its `retag`
     /// instant: the simulator's choice by creation time, read off the packet's stamp.
@@ -411,10 +413,10 @@ impl SwitchCore {
             sport: key.src_port,
             dport: key.dst_port,
         };
-        let any_port = FlowKey { sport: 0, ..fk };
         let flow = self.flows.get(&fk).or_else(|| {
-            // (a tcp-rr flow's, from any source port)
-            (key.proto == latnet_wire::protocol::TCP).then(|| self.flows.get(&any_port)).flatten()
+            // (a tcp-rr flow's, from any source port: looked up only where there are some)
+            let any = self.any_port_flows && key.proto == latnet_wire::protocol::TCP;
+            any.then(|| self.flows.get(&FlowKey { sport: 0, ..fk })).flatten()
         });
         if let Some(&f) = flow {
             meta.flow = f;

@@ -64,6 +64,9 @@ pub const SAMPLE_NS: u64 = 10_000_000;
 /// timestamp option Linux puts in every segment.
 pub const FRAME_OVERHEAD: u32 = 14 + 20 + 20 + 12;
 
+/// The least MSS Linux takes (`TCP_MIN_MSS`; a smaller `TCP_MAXSEG` is refused).
+const TCP_MIN_MSS: u32 = 88;
+
 /// How Linux plays one scenario TCP flow.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinuxTcp {
@@ -93,14 +96,20 @@ pub struct LinuxTcp {
 }
 
 impl LinuxTcp {
-    /// The settings of the sender's namespace this flow needs (`/proc/sys` path and value).
-    pub fn sysctls(&self) -> [(&'static str, String); 4] {
-        [
+    /// The settings of the sender's namespace this flow needs (`/proc/sys` path and value):
+    /// ECN and SACK, and the pacing ratios where the kernel paces the flow by its window (a
+    /// flow it does not pace leaves them to the host's other flows).
+    pub fn sysctls(&self) -> Vec<(&'static str, String)> {
+        let mut v = vec![
             ("net/ipv4/tcp_ecn", if self.ecn { "1" } else { "2" }.to_owned()),
             ("net/ipv4/tcp_sack", if self.sack { "1" } else { "0" }.to_owned()),
-            ("net/ipv4/tcp_pacing_ss_ratio", self.pacing_ratios.0.to_string()),
-            ("net/ipv4/tcp_pacing_ca_ratio", self.pacing_ratios.1.to_string()),
-        ]
+        ];
+        let paced = self.pacing_cap.is_some() || self.large_flow == Some(Pace::Socket);
+        if paced && self.cc != "bbr" {
+            v.push(("net/ipv4/tcp_pacing_ss_ratio", self.pacing_ratios.0.to_string()));
+            v.push(("net/ipv4/tcp_pacing_ca_ratio", self.pacing_ratios.1.to_string()));
+        }
+        v
     }
 }
 
@@ -112,6 +121,16 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
         _ => return Ok(None),
     };
     let refuse = |what: String| Err(format!("flow {:?}: {what}", f.name));
+    // Linux takes an MSS of 88 bytes at least, and the testbed's links carry 1500-byte packets
+    let (least, most) = (TCP_MIN_MSS + FRAME_OVERHEAD, 1514);
+    if !(least..=most).contains(&f.size) {
+        return refuse(format!(
+            "`size` {} B: Linux's TCP sends frames of {least} to {most} B here (an MSS of at \
+             least 88 bytes, with {FRAME_OVERHEAD} bytes of headers and timestamps, in \
+             1500-byte packets)",
+            f.size
+        ));
+    }
     let cc = match t.cc {
         CcKind::Newreno => "reno",
         CcKind::Cubic => "cubic",
@@ -752,11 +771,13 @@ mod tests {
             }
         );
         assert_eq!(t.sysctls()[0], ("net/ipv4/tcp_ecn", "2".to_owned()));
+        assert_eq!(t.sysctls().len(), 2, "unpaced: the pacing ratios are not its");
         assert_eq!(linux("cc = \"newreno\"").unwrap().unwrap().cc, "reno");
         // BBR paces by itself; the kernel's own pacing for others is a cap it never reaches
         assert_eq!(linux("cc = \"bbr\"").unwrap().unwrap().pacing_cap, None);
         let paced = linux("cc = \"cubic\", pacing = true, pacing_ca_gain = 110").unwrap().unwrap();
         assert_eq!((paced.pacing_cap, paced.pacing_ratios), (Some(u64::MAX - 1), (200, 110)));
+        assert_eq!(paced.sysctls()[3], ("net/ipv4/tcp_pacing_ca_ratio", "110".to_owned()));
         let capped = linux("cc = \"cubic\", max_pacing_rate = \"8Mbps\"").unwrap().unwrap();
         assert_eq!(capped.pacing_cap, Some(1_000_000));
         let t = linux("cc = \"dctcp\", bytes = \"1MB\", sack = false").unwrap().unwrap();
@@ -783,6 +804,16 @@ mod tests {
             let e = linux(keys).unwrap_err();
             assert!(e.contains(why), "{keys}: {e}");
         }
+        // frames Linux would not send: an MSS below its least, a packet above the links' MTU
+        for size in [153, 1515] {
+            let f = flow("f", "cc = \"cubic\"").replace("size = 1514", &format!("size = {size}"));
+            let e = linux_tcp(&scenario(&f, "").flows[0]).unwrap_err();
+            assert!(
+                e.contains(&format!("`size` {size} B: Linux's TCP sends frames of 154 to 1514"))
+            );
+        }
+        let f = flow("f", "cc = \"cubic\"").replace("size = 1514", "size = 154");
+        assert_eq!(linux_tcp(&scenario(&f, "").flows[0]).unwrap().unwrap().mss, 88);
         // the simulator's host queue paces these (the scenario has it on the host's link)
         let keys = "large_flow = true, large_flow_pacing = \"fq\"";
         let sc = scenario(&flow("f", keys), "queue_a = { kind = \"fq\" }\n");
@@ -843,6 +874,13 @@ mod tests {
     fn flows_from_one_host_agree_on_its_settings() {
         let same = flow("a", "cc = \"cubic\"") + &flow("b", "cc = \"bbr\"");
         assert_eq!(check(&scenario(&same, "")), Ok(()));
+        // pacing ratios bind only the flows the kernel paces by their window
+        let gains = flow("a", "cc = \"cubic\"")
+            + &flow("b", "cc = \"cubic\", pacing = true, pacing_ca_gain = 110");
+        assert_eq!(check(&scenario(&gains, "")), Ok(()));
+        let both = gains.replace("cc = \"cubic\" }", "cc = \"cubic\", pacing = true }");
+        let e = check(&scenario(&both, "")).unwrap_err();
+        assert!(e.contains("different tcp_pacing_ca_ratio (120 and 110)"), "{e}");
         let mixed = flow("a", "cc = \"cubic\"") + &flow("b", "cc = \"cubic\", ecn = true");
         let e = check(&scenario(&mixed, "")).unwrap_err();
         assert!(

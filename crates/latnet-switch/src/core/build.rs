@@ -109,6 +109,10 @@ impl SwitchCore {
         // A flow is known by its protocol, its IPv4 addresses, or the IPv6 ones the simulator
         // gives its hosts when its SLO rides in a hop-by-hop option, and its ports (a TCP
         // flow: its data segments, from the client).
+        let any_port_flows = sc
+            .flows
+            .iter()
+            .any(|f| matches!(f.traffic, latnet_sim::traffic::TrafficSpec::TcpRr(_)));
         let flows = sc
             .flows
             .iter()
@@ -151,6 +155,7 @@ impl SwitchCore {
             ports,
             port_of_global,
             flows,
+            any_port_flows,
             flow_tags: (0..sc.flows.len()).map(|i| tag_schedule(sc, i)).collect(),
             flow_payload_at,
             clock_origin_ns,
