@@ -1199,10 +1199,26 @@ def test_tcp_bulk_flows_run_on_linux_tcp_beside_the_simulator(tmp_path):
     # README): CUBIC with ECN from h1 through a step marker, BBR without from h2 sending 4 MB
     # from 0.5 s, into 50 Mbit/s and 5 ms
     path = Path(__file__).resolve().parents[2] / "experiments" / "tcp_linux.toml"
-    emu = run_emu(path, tmp_path / "emu")
     sim = latnet.run(path, packets=False)
-    t = emu.tcp.set_index("flow")
     st = sim.tcp.set_index("flow")
+    # the link is shared and full: goodput in frames near 50 Mbit/s, each flow near its
+    # simulated share (quiet runs: CUBIC 0.86-0.89 of the simulator's, BBR 0.99-1.03), and the
+    # 4 MB in about the simulator's time. A run that misses is failed at once when its own
+    # report shows the machine kept time; one the machine measurably stalled is run again, as
+    # the dilated test does
+    stalls = []
+    for attempt in range(STALLED_ATTEMPTS):
+        emu = run_emu(path, tmp_path / f"emu{attempt}")
+        t = emu.tcp.set_index("flow")
+        ratios = {f: t.loc[f, "goodput_bps"] / st.loc[f, "goodput_bps"] for f in ("a", "b")}
+        done, sim_done = t.loc["b", "completion_ns"], st.loc["b", "completion_ns"]
+        if all(0.7 < r < 1.3 for r in ratios.values()) and 0.7 < done / sim_done < 1.4:
+            break
+        why = stalled(emu.summary["emulation"])
+        assert why is not None, ("the machine kept time", ratios, done, sim_done)
+        stalls.append((why, ratios, done))
+    else:
+        pytest.fail(f"the machine stalled all {STALLED_ATTEMPTS} runs: {stalls}")
     assert t.loc["a", "cc"] == "cubic" and t.loc["b", "cc"] == "bbr"
     # `latnet run --mode both` prints both TCP tables, a row per flow and mode
     from latnet.commands.emulate import tcp_side_by_side
@@ -1220,14 +1236,8 @@ def test_tcp_bulk_flows_run_on_linux_tcp_beside_the_simulator(tmp_path):
     assert t.loc["a", "ce_marks"] > 50 and t.loc["b", "ce_marks"] == 0, t
     # what Linux keeps no count of is not known, not zero
     assert t[["fast_recoveries", "ecn_reductions", "ece_acks"]].isna().all().all()
-    # the 4 MB were delivered, read to the end, in about the simulator's time
+    # the 4 MB were delivered and read to the end
     assert t.loc["b", "delivered_bytes"] == 4_000_000 and t.loc["b", "completed"] == 1
-    done, sim_done = t.loc["b", "completion_ns"], st.loc["b", "completion_ns"]
-    assert 0.7 * sim_done < done < 1.4 * sim_done, (done, sim_done)
-    # the link is shared and full: goodput in frames near 50 Mbit/s, each flow near its
-    # simulated share
-    for f in ("a", "b"):
-        assert 0.7 < t.loc[f, "goodput_bps"] / st.loc[f, "goodput_bps"] < 1.3, (t, st)
     # the switch knows the flows' data segments: its drops are theirs, each retransmitted
     fl = emu.flows.set_index("flow")
     port = emu.ports.set_index(["node", "peer"]).loc[("s1", "h3")]
