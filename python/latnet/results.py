@@ -88,7 +88,8 @@ class SummaryFrames:
 
     @cached_property
     def tcp(self) -> pd.DataFrame | None:
-        """One row per TCP flow: goodput, retransmissions, ECN, RTT and completion times."""
+        """One row per TCP flow: goodput, retransmissions, ECN, RTT and completion times, and
+        when, at what threshold and why slow start first ended (``ss_exit_*``)."""
         rows = []
         for f in self.summary["flows"]:
             t = f.get("tcp")
@@ -121,6 +122,10 @@ class SummaryFrames:
                 row[f"rtt_{k}_ns"] = rtt.get(k, np.nan)
             for k in ("min", "mean", "p50", "p99", "max"):
                 row[f"fct_{k}_ns"] = fct.get(k, np.nan)
+            ss = t.get("slow_start") or {}
+            row["ss_exit_ns"] = ss.get("t_ns", np.nan)
+            row["ss_exit_ssthresh_bytes"] = ss.get("ssthresh_bytes", np.nan)
+            row["ss_exit_cause"] = ss.get("cause")
             rows.append(row)
         return pd.DataFrame(rows) if rows else None
 

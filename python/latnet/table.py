@@ -147,14 +147,32 @@ def tcp_row(f: dict) -> list:
         f"{t['completed']}/{t['connections']}",
         fmt_us(fct.get("p50") if fct else done),
         fmt_us(fct.get("p99") if fct else done),
+        slow_start_cell(t.get("slow_start")),
     ]
+
+
+#: Short names of the causes in :func:`slow_start_cell`.
+SLOW_START_CAUSES = {"hystart-train": "train", "hystart-delay": "delay", "timeout": "rto"}
+
+
+def slow_start_cell(s: dict | None) -> str:
+    """Why and at what threshold a TCP flow's slow start first ended (``delay 394kB``:
+    HyStart's delay detector; ``train``, ``hystart``, ``loss``, ``ecn``, ``rto``, ``?`` when
+    Linux did not tell), or ``-`` if it did not end (or BBR, or a tcp-rr flow)."""
+    if not s:
+        return "-"
+    cause = s["cause"]
+    return f"{SLOW_START_CAUSES.get(cause, cause or '?')} {s['ssthresh_bytes'] / 1e3:.0f}kB"
 
 
 #: Headers of :func:`tcp_row`'s cells.
 TCP_HEADERS = ["cc", "ecn", "goodput", "retx", "rto", "CE", "rtt", "rtt99", "done", "fct50"]
-TCP_HEADERS += ["fct99"]
+TCP_HEADERS += ["fct99", "ss exit"]
 #: Title of the TCP tables.
-TCP_TITLE = "TCP (goodput Mbit/s; RTT and completion times in us)"
+TCP_TITLE = (
+    "TCP (goodput Mbit/s; RTT and completion times in us; ss exit: why and at what threshold"
+    " slow start first ended)"
+)
 
 
 def tcp_table(results) -> str | None:

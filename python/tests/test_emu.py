@@ -1236,6 +1236,14 @@ def test_tcp_bulk_flows_run_on_linux_tcp_beside_the_simulator(tmp_path):
     assert t.loc["a", "ce_marks"] > 50 and t.loc["b", "ce_marks"] == 0, t
     # what Linux keeps no count of is not known, not zero
     assert t[["fast_recoveries", "ecn_reductions", "ece_acks"]].isna().all().all()
+    # when, at what threshold and why slow start first ended: CUBIC's on both (Linux names
+    # the cause from h1's HyStart counters, h1 sending the one flow); the simulator's BBR keeps
+    # no threshold (Linux's kernel may set one, which BBR's window does not follow)
+    causes = {"hystart-train", "hystart-delay", "loss", "ecn"}
+    for r in (st, t):
+        assert r.loc["a", "ss_exit_cause"] in causes and r.loc["a", "ss_exit_ssthresh_bytes"] > 0
+        assert 0 < r.loc["a", "ss_exit_ns"] < 1e9, r.loc["a"]
+    assert np.isnan(st.loc["b", "ss_exit_ns"]) and st.loc["b", "ss_exit_cause"] is None
     # the 4 MB were delivered and read to the end
     assert t.loc["b", "delivered_bytes"] == 4_000_000 and t.loc["b", "completed"] == 1
     # the switch knows the flows' data segments: its drops are theirs, each retransmitted

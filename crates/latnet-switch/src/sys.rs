@@ -590,6 +590,9 @@ pub struct TcpInfo {
     pub snd_mss: u32,
     /// Smoothed RTT, us.
     pub rtt_us: u32,
+    /// Slow-start threshold, segments (`TCP_INFINITE_SSTHRESH`, `0x7fffffff`, before the
+    /// first).
+    pub snd_ssthresh: u32,
     /// Retransmitted segments.
     pub total_retrans: u32,
     /// The kernel's current pacing rate, bytes/s.
@@ -630,6 +633,31 @@ impl TcpInfo {
     pub fn in_flight(&self) -> u32 {
         (self.unacked + self.retrans).saturating_sub(self.sacked + self.lost)
     }
+}
+
+/// HyStart's exits so far in this process's network namespace: the `TcpExt` counters
+/// `TCPHystartTrainDetect` and `TCPHystartDelayDetect` of `/proc/net/netstat` (`None` if the
+/// kernel has no such counters).
+pub fn hystart_counters() -> Option<(u64, u64)> {
+    netstat_counters(&std::fs::read_to_string("/proc/net/netstat").ok()?)
+}
+
+/// [`hystart_counters`] from the text of `/proc/net/netstat` (a line of names, then a line of
+/// values, per group).
+fn netstat_counters(text: &str) -> Option<(u64, u64)> {
+    let mut lines = text.lines();
+    while let Some(names) = lines.next() {
+        let values = lines.next()?;
+        if !names.starts_with("TcpExt:") || !values.starts_with("TcpExt:") {
+            continue;
+        }
+        let find = |key: &str| {
+            let i = names.split_whitespace().position(|n| n == key)?;
+            values.split_whitespace().nth(i)?.parse().ok()
+        };
+        return Some((find("TCPHystartTrainDetect")?, find("TCPHystartDelayDetect")?));
+    }
+    None
 }
 
 /// The congestion control of TCP socket `fd` (`TCP_CONGESTION`).
@@ -677,6 +705,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         state: buf[0],
         snd_mss: u32_at(16),
         rtt_us: u32_at(68),
+        snd_ssthresh: u32_at(76),
         total_retrans: u32_at(100),
         pacing_rate: u64_at(104),
         max_pacing_rate: u64_at(112),
@@ -744,6 +773,21 @@ mod tests {
         assert_eq!((&buf[..n], stamp), (&b"plain"[..], 0));
     }
 
+    #[test]
+    fn hystart_counters_are_read_by_name_from_the_tcpext_group() {
+        let text = "TcpExt: SyncookiesSent TCPHystartTrainDetect TCPHystartTrainCwnd \
+                    TCPHystartDelayDetect\nTcpExt: 0 3 120 5\n\
+                    IpExt: InNoRoutes\nIpExt: 0\n";
+        assert_eq!(netstat_counters(text), Some((3, 5)));
+        assert_eq!(netstat_counters("IpExt: InNoRoutes\nIpExt: 0\n"), None);
+        assert_eq!(netstat_counters("TcpExt: TCPHystartTrainDetect\nTcpExt: 1\n"), None);
+        assert_eq!(netstat_counters("TcpExt: a b\n"), None, "names without values");
+        // this machine's, if it has them, parse
+        if let Some((train, delay)) = hystart_counters() {
+            assert!(train < u64::MAX && delay < u64::MAX);
+        }
+    }
+
     /// `TCP_INFO`'s fields at their offsets: a connection over loopback that sent 100 kB
     /// counts them acknowledged on one side and received on the other, in data segments.
     #[test]
@@ -770,6 +814,8 @@ mod tests {
         assert!(t.data_segs_out > 0 && r.data_segs_in > 0, "{t:?} {r:?}");
         assert!(t.snd_cwnd >= 10 && t.snd_mss > 0 && t.rtt_us > 0, "{t:?}");
         assert_eq!((t.in_flight(), t.total_retrans, t.ecn), (0, 0, false), "{t:?}");
+        // the side that sent no data has no slow-start threshold yet
+        assert_eq!(r.snd_ssthresh, 0x7fff_ffff, "{r:?}");
     }
 
     #[test]

@@ -170,6 +170,21 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
     if t.ect == Some(EctSpec::Ect1) {
         return refuse("`ect = \"ect1\"`: Linux's TCP sends ECT(0)".into());
     }
+    if let Some(want) = t.hystart {
+        let machine = machine_hystart();
+        if machine != Some(want) {
+            let has = match machine {
+                Some(true) => "on (hystart = 1, both detectors)",
+                Some(false) => "off (hystart = 0)",
+                None => "neither plainly on nor off (or unreadable)",
+            };
+            return refuse(format!(
+                "`hystart = {want}`: Linux's CUBIC takes HyStart from the machine-wide module \
+                 parameters /sys/module/tcp_cubic/parameters/hystart and hystart_detect, which \
+                 are {has} here; leave `hystart` out to run with the machine's"
+            ));
+        }
+    }
     let large_flow = match t.large_flow_mode() {
         None => None,
         Some(LargeFlowPacing::PerConnection) => Some(Pace::Socket),
@@ -250,6 +265,9 @@ pub struct TcpSample {
     pub ce_marks: u64,
     /// Pacing rate (bit/s; 0 when the kernel does not pace the connection).
     pub pacing_bps: u64,
+    /// Slow-start threshold (bytes; `None` before the first).
+    #[serde(default)]
+    pub ssthresh: Option<u64>,
 }
 
 /// What a large flow's sender learned (the simulator's `large_flow` result).
@@ -295,6 +313,10 @@ pub struct TcpSent {
     pub ce_marks: u64,
     /// Every sample, in time order (the smoothed RTT summary is theirs).
     pub samples: Vec<TcpSample>,
+    /// HyStart's exits in the sender's namespace during the flow (ACK train, delay), when
+    /// the flow is the only one there that sends data over TCP (else they are not its own).
+    #[serde(default)]
+    pub hystart: Option<(u64, u64)>,
     /// Switch-assisted pacing.
     pub large_flow: Option<TcpLargeFlow>,
     /// tcp-rr: every connection, in the order opened.
@@ -370,6 +392,35 @@ fn sysctl(path: &str, value: &str) -> io::Result<()> {
     std::fs::write(&file, value).map_err(|e| named(format!("setting {}", file.display()), e))
 }
 
+/// Whether this machine's CUBIC runs HyStart as the simulator's `hystart = true` does (both
+/// detectors) or not at all; `None` for another mix or when the parameters cannot be read.
+fn machine_hystart() -> Option<bool> {
+    let read = |p: &str| {
+        let path = format!("/sys/module/tcp_cubic/parameters/{p}");
+        std::fs::read_to_string(path).ok()?.trim().parse::<u32>().ok()
+    };
+    match (read("hystart")?, read("hystart_detect")?) {
+        (0, _) => Some(false),
+        (_, 3) => Some(true),
+        _ => None,
+    }
+}
+
+/// `TCP_INFINITE_SSTHRESH`: no slow-start threshold yet.
+const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+
+/// Whether flow `i` is the only one that sends data over TCP from its source's namespace
+/// (other flows from there, and tcp-rr flows answered there, would share its counters).
+fn sole_tcp_sender(sc: &Scenario, i: usize) -> bool {
+    let host = sc.flows[i].src;
+    sc.flows.iter().enumerate().all(|(j, g)| match &g.traffic {
+        _ if j == i => true,
+        TrafficSpec::TcpBulk(_) => g.src != host,
+        TrafficSpec::TcpRr(_) => g.src != host && g.dst != host,
+        _ => true,
+    })
+}
+
 /// The sender's interval between samples: [`SAMPLE_NS`], or the scenario's time series where
 /// that is shorter or not a multiple of it (every interval's end is a sample).
 fn sample_interval(sc: &Scenario) -> u64 {
@@ -394,6 +445,7 @@ fn sample(fd: RawFd, t_ns: u64, paced: bool) -> Option<TcpSample> {
         retransmits: u64::from(i.total_retrans),
         ce_marks: u64::from(i.delivered_ce),
         pacing_bps: if paced { i.pacing_rate.saturating_mul(8) } else { 0 },
+        ssthresh: (i.snd_ssthresh < INFINITE_SSTHRESH).then(|| u64::from(i.snd_ssthresh) * mss),
     })
 }
 
@@ -506,8 +558,12 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     sys::sleep_until(start_ns);
     let late = sys::mono_ns().saturating_sub(start_ns);
     let mut rep = TcpSent { t0_ns, cc: lt.cc.to_owned(), ..TcpSent::default() };
+    let hystart_before = sys::hystart_counters().filter(|_| sole_tcp_sender(sc, i));
     let played = play(&sock, &lt, dst, stop_ns, end_ns, &mut rep);
     let info = sys::tcp_info(fd).unwrap_or_default();
+    rep.hystart = hystart_before
+        .zip(sys::hystart_counters())
+        .map(|((t0, d0), (t1, d1))| (t1.saturating_sub(t0), d1.saturating_sub(d0)));
     stop.store(true, Ordering::Relaxed);
     rep.samples = samples.join().unwrap_or_default();
     if let Some(w) = watcher {
@@ -819,6 +875,18 @@ mod tests {
         let sc = scenario(&flow("f", keys), "queue_a = { kind = \"fq\" }\n");
         let e = linux_tcp(&sc.flows[0]).unwrap_err();
         assert!(e.contains("`large_flow_pacing = \"fq\"` paces in the simulator's host queue"));
+        // HyStart is the machine's (module parameters): a flow that asks for the other
+        // setting is refused, one that asks for the machine's runs
+        let machine = machine_hystart();
+        for want in [true, false] {
+            let got = linux(&format!("cc = \"cubic\", hystart = {want}"));
+            if machine == Some(want) {
+                assert!(got.is_ok(), "{got:?}");
+            } else {
+                let e = got.unwrap_err();
+                assert!(e.contains(&format!("`hystart = {want}`: Linux's CUBIC takes")), "{e}");
+            }
+        }
     }
 
     /// A listener given a flow's settings passes them to the connections it accepts: the

@@ -22,7 +22,8 @@ mod large_flow;
 use super::{Event, Simulator};
 use crate::stats::LatencyStats;
 use crate::tcp::app::TcpSpec;
-use crate::tcp::report::{SeriesRow, TcpFlowResult};
+use crate::tcp::report::{SeriesRow, SlowStartReport, TcpFlowResult};
+use crate::tcp::sender::SlowStartExit;
 use crate::tcp::{ConnEvent, Connection, Segment, TcpConfig};
 use crate::traffic::TrafficSpec;
 use latnet_dataplane::packet::dscp_from_priority;
@@ -132,6 +133,7 @@ struct TcpFlow {
     completion: Option<Time>,
     last_delivery: Time,
     ecn: Option<bool>,
+    slow_start: Option<SlowStartExit>,
 }
 
 #[derive(Debug)]
@@ -230,6 +232,7 @@ impl TcpState {
                 completion: None,
                 last_delivery: f.start,
                 ecn: None,
+                slow_start: None,
                 spec,
             }));
         }
@@ -282,6 +285,11 @@ impl TcpState {
             aborted: f.aborted,
             completion_ns: f.completion.map(|t| (t - f.start).as_nanos()),
             fct_ns: f.fct.summary(),
+            slow_start: f.slow_start.map(|x| SlowStartReport {
+                t_ns: x.at.as_nanos(),
+                ssthresh_bytes: x.ssthresh,
+                cause: Some(x.cause.as_str().to_owned()),
+            }),
             large_flow: self.lf.result(i),
         })
     }
@@ -629,6 +637,9 @@ impl Simulator {
                 }
             }
             // counters
+            if e.client && !f.rr && f.slow_start.is_none() {
+                f.slow_start = e.conn.slow_start_exit();
+            }
             let (s, r) = (e.conn.sender_stats(), e.conn.receiver_stats());
             let cur = Counters {
                 delivered: e.rx,

@@ -114,6 +114,8 @@ pub struct TcpSpec {
     pub tsq: Option<u32>,
     /// Detect lost retransmissions from SACKs of later data (true, as Linux; ns-3: false).
     pub lost_retransmit: Option<bool>,
+    /// CUBIC: leave slow start by HyStart, as Linux (false).
+    pub hystart: Option<bool>,
     /// tcp-bulk: bytes to send (unlimited if absent).
     pub bytes: Option<Bytes>,
     /// tcp-rr: request size.
@@ -170,6 +172,9 @@ impl TcpSpec {
         }
         if self.bbr_ecn.is_some() && self.cc != CcKind::Bbr {
             return Err("`bbr_ecn` belongs to cc = \"bbr\"".into());
+        }
+        if self.hystart.is_some() && self.cc != CcKind::Cubic {
+            return Err("`hystart` belongs to cc = \"cubic\" (Linux's HyStart is CUBIC's)".into());
         }
         let defaults = TcpConfig::for_cc(self.cc);
         if self.ect.is_some() && !self.ecn.unwrap_or(defaults.ecn) {
@@ -301,6 +306,9 @@ impl TcpSpec {
         }
         if let Some(v) = self.lost_retransmit {
             c.lost_retransmit = v;
+        }
+        if let Some(v) = self.hystart {
+            c.hystart = v;
         }
         c
     }

@@ -118,6 +118,7 @@ fn new_sender(cfg: &TcpConfig, mss: u32) -> Sender {
         init_cwnd: u64::from(cfg.init_cwnd) * u64::from(mss),
         rtt_target: cfg.rtt_target,
         bbr_ecn: cfg.bbr_ecn,
+        hystart: cfg.hystart,
         seed: cfg.seed,
     };
     Sender::new(sender_config(cfg, mss), AnyCc::new(cfg.cc, &p))
@@ -262,6 +263,11 @@ impl Connection {
     /// ECN was negotiated.
     pub fn ecn(&self) -> bool {
         self.ecn_ok
+    }
+
+    /// When and why the sender's slow start first ended.
+    pub fn slow_start_exit(&self) -> Option<super::sender::SlowStartExit> {
+        self.snd.slow_start_exit()
     }
 
     /// The RTT sample of the last acknowledgment (taken once).

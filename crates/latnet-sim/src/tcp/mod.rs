@@ -87,6 +87,9 @@ pub struct TcpConfig {
     /// Detect lost retransmissions by SACKs of later data, as Linux (ns-3 does not: off
     /// leaves them to the timer).
     pub lost_retransmit: bool,
+    /// CUBIC: end slow start by HyStart, as Linux (off: standard slow start, as RFC 9438's
+    /// default and the ns-3 comparison).
+    pub hystart: bool,
     /// Seed for randomized congestion-control choices.
     pub seed: u64,
 }
@@ -112,6 +115,7 @@ impl Default for TcpConfig {
             bbr_ecn: false,
             max_retries: 15,
             lost_retransmit: true,
+            hystart: false,
             seed: 0,
         }
     }

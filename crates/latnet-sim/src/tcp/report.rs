@@ -46,9 +46,27 @@ pub struct TcpFlowResult {
     pub completion_ns: Option<u64>,
     /// tcp-rr: flow completion times, SYN to the last response byte (ns).
     pub fct_ns: Option<Summary>,
+    /// tcp-bulk: when, where and why slow start first ended (`None`: it did not, or BBR,
+    /// which keeps no threshold; tcp-rr flows: not kept).
+    pub slow_start: Option<SlowStartReport>,
     /// Switch-assisted pacing: what a large flow's sender learned and applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub large_flow: Option<LargeFlowHostResult>,
+}
+
+/// The first slow-start threshold of a tcp-bulk connection.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SlowStartReport {
+    /// When it was set, from the scenario's time zero (ns; emulated runs: the first
+    /// `TCP_INFO` sample that showed it, at most 10 ms later).
+    pub t_ns: u64,
+    /// The threshold (bytes).
+    pub ssthresh_bytes: u64,
+    /// `hystart-train`, `hystart-delay`, `loss`, `ecn` or `timeout` (emulated runs: HyStart's
+    /// from the sender namespace's counters when the flow is its host's only TCP flow,
+    /// `loss` when segments were retransmitted by then, `ecn` when CE was echoed, else
+    /// `null`).
+    pub cause: Option<String>,
 }
 
 /// What the sender of a large flow (`large_flow = true`) learned from the switches.

@@ -102,6 +102,45 @@ pub struct SenderStats {
     pub acked_bytes: u64,
 }
 
+/// What ended slow start the first time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowStartCause {
+    /// HyStart's ACK-train detector.
+    HyStartTrain,
+    /// HyStart's delay-increase detector.
+    HyStartDelay,
+    /// A loss (fast recovery).
+    Loss,
+    /// An ECN-Echo.
+    Ecn,
+    /// A retransmission timeout.
+    Timeout,
+}
+
+impl SlowStartCause {
+    /// Stable name, as in results.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlowStartCause::HyStartTrain => "hystart-train",
+            SlowStartCause::HyStartDelay => "hystart-delay",
+            SlowStartCause::Loss => "loss",
+            SlowStartCause::Ecn => "ecn",
+            SlowStartCause::Timeout => "timeout",
+        }
+    }
+}
+
+/// When and where slow start first ended: the first slow-start threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowStartExit {
+    /// When.
+    pub at: Time,
+    /// The threshold set (bytes).
+    pub ssthresh: u64,
+    /// Why.
+    pub cause: SlowStartCause,
+}
+
 /// The sending half of a connection.
 #[derive(Debug, Clone)]
 pub struct Sender {
@@ -133,6 +172,7 @@ pub struct Sender {
     prev_max_pipe: u64,
     last_rtt: Option<Duration>,
     stats: SenderStats,
+    ss_exit: Option<SlowStartExit>,
 }
 
 impl Sender {
@@ -165,6 +205,7 @@ impl Sender {
             prev_max_pipe: 0,
             last_rtt: None,
             stats: SenderStats::default(),
+            ss_exit: None,
         }
     }
 
@@ -263,6 +304,23 @@ impl Sender {
         self.reduction.map(|r| r.kind)
     }
 
+    /// When and why slow start first ended (`None`: it has not; BBR keeps no threshold).
+    pub fn slow_start_exit(&self) -> Option<SlowStartExit> {
+        self.ss_exit
+    }
+
+    fn note_slow_start_exit(&mut self, now: Time, cause: SlowStartCause) {
+        let ssthresh = self.cc.ssthresh();
+        if self.ss_exit.is_none() && ssthresh != u64::MAX {
+            let cause = match self.cc.hystart_exit() {
+                Some(super::cc::hystart::Exit::AckTrain) => SlowStartCause::HyStartTrain,
+                Some(super::cc::hystart::Exit::Delay) => SlowStartCause::HyStartDelay,
+                None => cause,
+            };
+            self.ss_exit = Some(SlowStartExit { at: now, ssthresh, cause });
+        }
+    }
+
     /// The RTT sample of the last ACK, taken once.
     pub fn take_rtt_sample(&mut self) -> Option<Duration> {
         self.last_rtt.take()
@@ -275,15 +333,29 @@ impl Sender {
 
     /// The pacing rate data is sent at now (`None`: unpaced).
     pub fn pacing_rate(&self) -> Option<Rate> {
-        let internal = self.cc.pacing_rate().or_else(|| {
+        effective_rate(&self.cfg.pacing, self.internal_pacing_rate())
+    }
+
+    /// The congestion control's rate, or `gain * cwnd / srtt`.
+    fn internal_pacing_rate(&self) -> Option<Rate> {
+        self.cc.pacing_rate().or_else(|| {
             let gain = if self.cc.in_slow_start() {
                 self.cfg.pacing.ss_gain_pct
             } else {
                 self.cfg.pacing.ca_gain_pct
             };
             window_rate(self.cc.cwnd(), self.rtt.srtt(), gain)
-        });
-        effective_rate(&self.cfg.pacing, internal)
+        })
+    }
+
+    /// The rate Linux keeps as the socket's pacing rate whether or not it paces: the internal
+    /// rate under the cap.
+    fn linux_pacing_rate(&self) -> Option<Rate> {
+        let internal = self.internal_pacing_rate();
+        match (internal, self.cfg.pacing.max_rate) {
+            (Some(a), Some(m)) => Some(a.min(m)),
+            (a, m) => a.or(m),
+        }
     }
 
     /// When the retransmission timer fires, if it runs.
@@ -460,8 +532,9 @@ impl Sender {
             self.app_limited_mark = 0;
         }
         // RTT (Karn: never from a retransmitted segment)
-        if let Some(t) = newest_sent {
-            let r = now - t;
+        let linux_rate = self.linux_pacing_rate();
+        let rtt_sample = newest_sent.map(|t| now - t);
+        if let Some(r) = rtt_sample {
             self.rtt.sample(r);
             self.last_rtt = Some(r);
         }
@@ -551,7 +624,7 @@ impl Sender {
             acked: delivered,
             ece_acked: if ece { delivered } else { 0 },
             ece,
-            rtt: self.last_rtt,
+            rtt: rtt_sample,
             srtt: self.rtt.srtt(),
             min_rtt: self.rtt.min_rtt(),
             prior_in_flight,
@@ -565,6 +638,8 @@ impl Sender {
             lost,
             rate,
             app_limited: !cwnd_limited,
+            pacing_rate: linux_rate,
+            paced: self.cfg.pacing.enabled || self.cfg.pacing.max_rate.is_some(),
         };
         self.cc.on_ack(now, &sample);
         if enter_loss {
@@ -586,6 +661,8 @@ impl Sender {
             self.cwr_pending = true;
         }
         self.prr(delivered + dup_credit);
+        let cause = if enter_ecn { SlowStartCause::Ecn } else { SlowStartCause::Loss };
+        self.note_slow_start_exit(now, cause);
     }
 
     fn start_reduction(&mut self, kind: ReductionKind, prior_in_flight: u64) {
@@ -659,6 +736,7 @@ impl Sender {
         let flight = self.pipe();
         // Linux tcp_enter_loss: ssthresh is reduced once per loss episode
         self.cc.on_rto(now, flight, self.reduction.is_some());
+        self.note_slow_start_exit(now, SlowStartCause::Timeout);
         self.board.mark_all_lost();
         self.reno_sacked = 0;
         self.rtt.back_off();

@@ -91,6 +91,49 @@ fn every_variant_fills_a_droptail_bottleneck() {
     }
 }
 
+/// HyStart (`hystart = true`, Linux's CUBIC) leaves slow start on its own signal before the
+/// queue overflows; standard slow start overshoots into the buffer and loses a window's worth.
+/// 100 Mbit/s, 20 ms RTT (one BDP: 166 packets), 100-packet buffer.
+#[test]
+fn hystart_leaves_slow_start_before_the_buffer_overflows() {
+    let run_with = |hystart: bool| {
+        let s = dumbbell(
+            1,
+            "100Mbps",
+            "9800us",
+            "{ kind = \"fifo\", limit_packets = 100 }",
+            "duration = \"3s\"\ndrain = \"0s\"",
+            &bulk(0, &format!("{{ kind = \"tcp-bulk\", cc = \"cubic\", hystart = {hystart} }}")),
+        );
+        tcp(&run(&s).flows[0]).clone()
+    };
+    let (plain, hy) = (run_with(false), run_with(true));
+    let (p, h) =
+        (plain.slow_start.as_ref().expect("ended"), hy.slow_start.as_ref().expect("ended"));
+    assert_eq!(p.cause.as_deref(), Some("loss"), "{p:?}");
+    assert!(matches!(h.cause.as_deref(), Some("hystart-train" | "hystart-delay")), "{h:?}");
+    // HyStart set the threshold earlier, near BDP plus buffer (1448-byte segments), while
+    // standard slow start ran on until the buffer overflowed, its window half as large again
+    // (ssthresh = 0.7 of it)
+    let (bdp, buffer) = (166 * 1448, 100 * 1448);
+    assert!(h.t_ns < p.t_ns, "{h:?} {p:?}");
+    assert!(bdp < h.ssthresh_bytes && h.ssthresh_bytes < (bdp + buffer) * 11 / 10, "{h:?}");
+    assert!(p.ssthresh_bytes * 10 / 7 > 3 * (bdp + buffer) / 2, "{p:?}");
+    assert!(hy.retransmits * 5 < plain.retransmits, "{} vs {}", hy.retransmits, plain.retransmits);
+    assert!(hy.goodput_bps > 0.9 * 100e6 * PAYLOAD, "{}", hy.goodput_bps);
+    // a key of CUBIC's alone
+    let s = dumbbell(
+        1,
+        "100Mbps",
+        "1ms",
+        "{ kind = \"fifo\" }",
+        "duration = \"1s\"",
+        &bulk(0, "{ kind = \"tcp-bulk\", cc = \"bbr\", hystart = true }"),
+    );
+    let e = Scenario::from_str_named("tcp.toml", &s).expect_err("refused");
+    assert!(e.to_string().contains("`hystart` belongs to cc = \"cubic\""), "{e}");
+}
+
 #[test]
 fn dctcp_on_a_step_marking_bottleneck_has_marks_and_no_loss() {
     let s = dumbbell(

@@ -4,7 +4,9 @@
 use crate::tcpflow::{TcpRecv, TcpSent};
 use latnet_sim::scenario::FlowSpec;
 use latnet_sim::stats::LatencyStats;
-use latnet_sim::tcp::report::{LargeFlowChange, LargeFlowHostResult, SeriesRow, TcpFlowResult};
+use latnet_sim::tcp::report::{
+    LargeFlowChange, LargeFlowHostResult, SeriesRow, SlowStartReport, TcpFlowResult,
+};
 use latnet_sim::traffic::TrafficSpec;
 
 /// The simulator's TCP summary of flow `f` (`sent`: its sender's account; `recv`: its
@@ -62,6 +64,7 @@ pub(super) fn summary(f: &FlowSpec, sent: &TcpSent, recv: Option<&TcpRecv>) -> T
         aborted,
         completion_ns: (!rr && completed == 1).then_some(active_ns),
         fct_ns: fct.summary(),
+        slow_start: if rr { None } else { slow_start(sent) },
         large_flow: sent.large_flow.as_ref().map(|l| LargeFlowHostResult {
             pacing: l.pacing.clone(),
             reports: l.reports,
@@ -77,6 +80,27 @@ pub(super) fn summary(f: &FlowSpec, sent: &TcpSent, recv: Option<&TcpRecv>) -> T
                 .collect(),
         }),
     }
+}
+
+/// The first slow-start threshold among the sender's samples, and why, as far as the kernel
+/// tells: HyStart's namespace counters (when they are the flow's own), else a retransmission
+/// or a CE echo by then.
+fn slow_start(sent: &TcpSent) -> Option<SlowStartReport> {
+    let s = sent.samples.iter().find(|s| s.ssthresh.is_some())?;
+    let cause = match sent.hystart {
+        Some((train, delay)) if train > 0 && delay == 0 => Some("hystart-train"),
+        Some((train, delay)) if train == 0 && delay > 0 => Some("hystart-delay"),
+        // (a timeout started slow start over and HyStart ended it again)
+        Some((train, delay)) if train > 0 && delay > 0 => Some("hystart"),
+        _ if s.retransmits > 0 => Some("loss"),
+        _ if s.ce_marks > 0 => Some("ecn"),
+        _ => None,
+    };
+    Some(SlowStartReport {
+        t_ns: s.t_ns,
+        ssthresh_bytes: s.ssthresh?,
+        cause: cause.map(str::to_owned),
+    })
 }
 
 /// The time-series rows of flow `index`, one per sample of its sender at the end of an
@@ -120,4 +144,40 @@ pub(super) fn series(
             row
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcpflow::TcpSample;
+
+    /// The first sample with a threshold dates it; HyStart's counters, when the flow's own,
+    /// name the detector, else what the sample had counted by then.
+    #[test]
+    fn slow_start_exit_is_the_first_threshold_seen_and_its_cause() {
+        let s = |t_ms: u64, ssthresh: Option<u64>, retransmits: u64, ce_marks: u64| TcpSample {
+            t_ns: t_ms * 1_000_000,
+            ssthresh,
+            retransmits,
+            ce_marks,
+            ..TcpSample::default()
+        };
+        let sent = |hystart, samples| TcpSent { hystart, samples, ..TcpSent::default() };
+        let samples =
+            vec![s(10, None, 0, 0), s(20, Some(300_000), 2, 0), s(30, Some(200_000), 9, 0)];
+        let cause = |h| slow_start(&sent(h, samples.clone())).and_then(|r| r.cause);
+        let r = slow_start(&sent(Some((0, 1)), samples.clone())).unwrap();
+        assert_eq!((r.t_ns, r.ssthresh_bytes), (20_000_000, 300_000));
+        assert_eq!(r.cause.as_deref(), Some("hystart-delay"));
+        assert_eq!(cause(Some((2, 0))).as_deref(), Some("hystart-train"));
+        assert_eq!(cause(Some((1, 1))).as_deref(), Some("hystart"));
+        // no HyStart exit (or counters not the flow's own): the retransmission by then
+        assert_eq!(cause(Some((0, 0))).as_deref(), Some("loss"));
+        assert_eq!(cause(None).as_deref(), Some("loss"));
+        let ecn = vec![s(10, Some(100_000), 0, 3)];
+        assert_eq!(slow_start(&sent(None, ecn)).unwrap().cause.as_deref(), Some("ecn"));
+        let quiet = vec![s(10, Some(100_000), 0, 0)];
+        assert_eq!(slow_start(&sent(None, quiet)).unwrap().cause, None, "not told");
+        assert_eq!(slow_start(&sent(Some((0, 0)), vec![s(10, None, 0, 0)])), None);
+    }
 }

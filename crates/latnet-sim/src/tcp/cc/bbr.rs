@@ -469,7 +469,14 @@ mod tests {
     const MSS: u64 = 1000;
 
     fn params(ecn: bool) -> CcParams {
-        CcParams { mss: MSS, init_cwnd: 10 * MSS, rtt_target: None, bbr_ecn: ecn, seed: 7 }
+        CcParams {
+            mss: MSS,
+            init_cwnd: 10 * MSS,
+            rtt_target: None,
+            bbr_ecn: ecn,
+            hystart: false,
+            seed: 7,
+        }
     }
 
     /// Feed one round per call: ACKs at `rate` with RTT `rtt`, as a steady bottleneck would.

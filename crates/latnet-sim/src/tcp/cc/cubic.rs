@@ -16,12 +16,16 @@
 //!   else `W_max = cwnd`.
 //! * Timeout (4.8): ssthresh as in 4.6 (not again when the timeout falls in a loss episode
 //!   that already reduced it, as Linux), `cwnd = 1 MSS`, a new epoch after slow start.
-//! * Slow start (4.10): standard (no HyStart).
+//! * Slow start (4.10): standard, or, with `hystart = true`, ended early by Linux's HyStart
+//!   ([`super::hystart`]): `ssthresh = cwnd` when an ACK train or an RTT increase says the
+//!   window has filled the path. Off by default (RFC 9438 leaves it optional; the comparisons
+//!   with ns-3 in VALIDATION.md run without it); Linux runs it by default.
 //!
 //! The epoch starts at the first ACK in congestion avoidance after a reduction, with
 //! `cwnd_epoch = cwnd`; if `cwnd >= W_max` then (e.g. slow start ended without a loss) `K = 0`
 //! and `W_max = cwnd`.
 
+use super::hystart::{self, HyStart};
 use super::{reno_grow, AckSample, CongestionControl};
 use latnet_units::{Duration, Time};
 
@@ -81,6 +85,7 @@ pub struct Cubic {
     /// The window just before the last reduction (`cwnd_prior`).
     cwnd_prior: u64,
     epoch: Option<Epoch>,
+    hystart: Option<HyStart>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -104,6 +109,38 @@ impl Cubic {
             w_max: 0,
             cwnd_prior: 0,
             epoch: None,
+            hystart: None,
+        }
+    }
+
+    /// With HyStart ending slow start ([`super::hystart`]).
+    pub fn with_hystart(mut self) -> Self {
+        self.hystart = Some(HyStart::new());
+        self
+    }
+
+    /// HyStart's state, if it runs.
+    pub fn hystart(&self) -> Option<&HyStart> {
+        self.hystart.as_ref()
+    }
+
+    /// HyStart sees every RTT sample (before the window grows on this ACK, as Linux's
+    /// `pkts_acked` comes before `cong_avoid`), in a reduction too, except for one second
+    /// after a congestion-avoidance epoch began.
+    fn hystart_sample(&mut self, now: Time, s: &AckSample) {
+        let (Some(h), Some(rtt)) = (self.hystart.as_mut(), s.rtt) else { return };
+        if self.epoch.is_some_and(|e| now - e.start < Duration::from_secs(1)) {
+            return;
+        }
+        let sample = hystart::Sample {
+            rtt,
+            snd_una: s.snd_una,
+            snd_nxt: s.snd_nxt,
+            pacing_rate: s.pacing_rate,
+            paced: s.paced,
+        };
+        if h.on_sample(now, &sample, self.cwnd, self.ssthresh, self.mss).is_some() {
+            self.ssthresh = self.cwnd;
         }
     }
 
@@ -173,6 +210,7 @@ impl CongestionControl for Cubic {
         self.cwnd = cwnd.max(self.mss);
     }
     fn on_ack(&mut self, now: Time, s: &AckSample) {
+        self.hystart_sample(now, s);
         if s.in_reduction || s.app_limited || s.acked == 0 {
             return;
         }
@@ -190,6 +228,9 @@ impl CongestionControl for Cubic {
         }
         self.congestion_avoidance(now, s.acked, s.srtt.unwrap_or(Duration::ZERO));
     }
+    fn hystart_exit(&self) -> Option<hystart::Exit> {
+        self.hystart.as_ref().and_then(HyStart::found)
+    }
     fn on_ecn(&mut self, _now: Time, _s: &AckSample) {
         // RFC 9438 section 4.6: ECN-Echo is a congestion event like a loss.
         self.reduce();
@@ -205,6 +246,9 @@ impl CongestionControl for Cubic {
         }
         self.cwnd = self.mss;
         self.acc = 0;
+        if let Some(h) = &mut self.hystart {
+            h.on_rto();
+        }
     }
 }
 

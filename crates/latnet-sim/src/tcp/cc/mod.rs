@@ -22,6 +22,7 @@
 //! |---|---|---|
 //! | [`newreno`] | slow start + congestion avoidance with byte counting, halving | RFC 5681, RFC 3465, RFC 6582 |
 //! | [`cubic`] | CUBIC | RFC 9438 |
+//! | [`hystart`] | HyStart, CUBIC's optional slow-start exit | Linux `tcp_cubic.c` (5.8 on) |
 //! | [`dctcp`] | DCTCP | RFC 8257 |
 //! | [`prague`] | Prague-like: DCTCP response, ECT(1), pacing, RTT independence | draft-briscoe-iccrg-prague-congestion-control-03 |
 //! | [`bbr`] | BBR v1 model, optional BBRv2-style ECN response | draft-cardwell-iccrg-bbr-congestion-control-00, Cardwell et al. ACM Queue 2016 |
@@ -29,6 +30,7 @@
 pub mod bbr;
 pub mod cubic;
 pub mod dctcp;
+pub mod hystart;
 pub mod newreno;
 pub mod prague;
 
@@ -83,6 +85,12 @@ pub struct AckSample {
     pub rate: Option<RateSample>,
     /// The application had nothing more to send.
     pub app_limited: bool,
+    /// The rate Linux would hold as the socket's pacing rate before this ACK (`gain * cwnd /
+    /// srtt`, or the algorithm's own, capped by `SO_MAX_PACING_RATE`), whether or not the
+    /// connection paces (HyStart reads it).
+    pub pacing_rate: Option<Rate>,
+    /// The connection paces (internally or under a cap).
+    pub paced: bool,
 }
 
 /// The interface every congestion control implements. Windows are in bytes.
@@ -123,6 +131,10 @@ pub trait CongestionControl {
     /// handles recovery itself).
     fn uses_prr(&self) -> bool {
         true
+    }
+    /// Which HyStart detector ended slow start, if HyStart runs and one did (CUBIC).
+    fn hystart_exit(&self) -> Option<hystart::Exit> {
+        None
     }
     /// True if the algorithm reacts to ECN per packet (DCTCP-style feedback wanted from the
     /// receiver) rather than once per window.
@@ -172,6 +184,8 @@ pub struct CcParams {
     pub rtt_target: Option<Duration>,
     /// BBR: respond to ECN as BBRv2 does.
     pub bbr_ecn: bool,
+    /// CUBIC: end slow start by HyStart.
+    pub hystart: bool,
     /// Seed for algorithms that randomize (BBR's initial gain-cycle phase).
     pub seed: u64,
 }
@@ -197,7 +211,10 @@ impl AnyCc {
     pub fn new(kind: CcKind, p: &CcParams) -> AnyCc {
         match kind {
             CcKind::Newreno => AnyCc::NewReno(newreno::NewReno::new(p.mss, p.init_cwnd)),
-            CcKind::Cubic => AnyCc::Cubic(cubic::Cubic::new(p.mss, p.init_cwnd)),
+            CcKind::Cubic => {
+                let c = cubic::Cubic::new(p.mss, p.init_cwnd);
+                AnyCc::Cubic(if p.hystart { c.with_hystart() } else { c })
+            }
             CcKind::Dctcp => AnyCc::Dctcp(dctcp::Dctcp::new(p.mss, p.init_cwnd)),
             CcKind::Prague => AnyCc::Prague(prague::Prague::new(p.mss, p.init_cwnd, p.rtt_target)),
             CcKind::Bbr => AnyCc::Bbr(Box::new(bbr::Bbr::new(p))),
@@ -256,6 +273,9 @@ impl CongestionControl for AnyCc {
     }
     fn wants_accurate_ecn(&self) -> bool {
         dispatch!(self, c => c.wants_accurate_ecn())
+    }
+    fn hystart_exit(&self) -> Option<hystart::Exit> {
+        dispatch!(self, c => c.hystart_exit())
     }
 }
 
