@@ -122,6 +122,8 @@ class SummaryFrames:
                 row[f"rtt_{k}_ns"] = rtt.get(k, np.nan)
             for k in ("min", "mean", "p50", "p99", "max"):
                 row[f"fct_{k}_ns"] = fct.get(k, np.nan)
+            # (results written before these were kept have neither)
+            row["loss_probes"] = t.get("loss_probes")
             ss = t.get("slow_start") or {}
             row["ss_exit_ns"] = ss.get("t_ns", np.nan)
             row["ss_exit_ssthresh_bytes"] = ss.get("ssthresh_bytes", np.nan)

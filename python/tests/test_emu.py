@@ -1244,6 +1244,9 @@ def test_tcp_bulk_flows_run_on_linux_tcp_beside_the_simulator(tmp_path):
         assert r.loc["a", "ss_exit_cause"] in causes and r.loc["a", "ss_exit_ssthresh_bytes"] > 0
         assert 0 < r.loc["a", "ss_exit_ns"] < 1e9, r.loc["a"]
     assert np.isnan(st.loc["b", "ss_exit_ns"]) and st.loc["b", "ss_exit_cause"] is None
+    # tail loss probes: none in the simulator (`rack_tlp` off), the kernel's count on Linux
+    # (each flow sends alone from its host)
+    assert (st["loss_probes"] == 0).all() and (t["loss_probes"] >= 0).all(), t["loss_probes"]
     # the 4 MB were delivered and read to the end
     assert t.loc["b", "delivered_bytes"] == 4_000_000 and t.loc["b", "completed"] == 1
     # the switch knows the flows' data segments: its drops are theirs, each retransmitted

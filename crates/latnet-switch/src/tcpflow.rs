@@ -93,6 +93,10 @@ pub struct LinuxTcp {
     pub mss: u32,
     /// tcp-rr: request and response sizes (bytes).
     pub rr: Option<(u64, u64)>,
+    /// RACK-TLP off (`rack_tlp = false`: `net.ipv4.tcp_early_retrans = 0` and
+    /// `net.ipv4.tcp_recovery = 0` in the sender's namespace; Linux's defaults, 3 and 1, run
+    /// it).
+    pub no_rack_tlp: bool,
 }
 
 impl LinuxTcp {
@@ -104,6 +108,10 @@ impl LinuxTcp {
             ("net/ipv4/tcp_ecn", if self.ecn { "1" } else { "2" }.to_owned()),
             ("net/ipv4/tcp_sack", if self.sack { "1" } else { "0" }.to_owned()),
         ];
+        if self.no_rack_tlp {
+            v.push(("net/ipv4/tcp_early_retrans", "0".to_owned()));
+            v.push(("net/ipv4/tcp_recovery", "0".to_owned()));
+        }
         let paced = self.pacing_cap.is_some() || self.large_flow == Some(Pace::Socket);
         if paced && self.cc != "bbr" {
             v.push(("net/ipv4/tcp_pacing_ss_ratio", self.pacing_ratios.0.to_string()));
@@ -170,6 +178,14 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
     if t.ect == Some(EctSpec::Ect1) {
         return refuse("`ect = \"ect1\"`: Linux's TCP sends ECT(0)".into());
     }
+    if rr && t.rack_tlp == Some(false) {
+        return refuse(
+            "`rack_tlp = false` on a tcp-rr flow: its responses leave the server's namespace, \
+             whose Linux runs RACK-TLP (tcp_early_retrans = 3, tcp_recovery = 1); leave \
+             `rack_tlp` out there"
+                .into(),
+        );
+    }
     if let Some(want) = t.hystart {
         let machine = machine_hystart();
         if machine != Some(want) {
@@ -212,6 +228,7 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
         bytes: t.bytes.map(|b| b.get()),
         large_flow,
         mss: f.size.saturating_sub(FRAME_OVERHEAD),
+        no_rack_tlp: t.rack_tlp == Some(false),
         rr: rr.then(|| {
             let size = |b: Option<latnet_units::Bytes>| b.map_or(1, |b| b.get());
             (size(t.request), size(t.response))
@@ -317,6 +334,9 @@ pub struct TcpSent {
     /// the flow is the only one there that sends data over TCP (else they are not its own).
     #[serde(default)]
     pub hystart: Option<(u64, u64)>,
+    /// Tail loss probes the sender's namespace sent during the flow, as `hystart`.
+    #[serde(default)]
+    pub loss_probes: Option<u64>,
     /// Switch-assisted pacing.
     pub large_flow: Option<TcpLargeFlow>,
     /// tcp-rr: every connection, in the order opened.
@@ -558,12 +578,14 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     sys::sleep_until(start_ns);
     let late = sys::mono_ns().saturating_sub(start_ns);
     let mut rep = TcpSent { t0_ns, cc: lt.cc.to_owned(), ..TcpSent::default() };
-    let hystart_before = sys::hystart_counters().filter(|_| sole_tcp_sender(sc, i));
+    let counters_before = sys::tcp_counters().filter(|_| sole_tcp_sender(sc, i));
     let played = play(&sock, &lt, dst, stop_ns, end_ns, &mut rep);
     let info = sys::tcp_info(fd).unwrap_or_default();
-    rep.hystart = hystart_before
-        .zip(sys::hystart_counters())
-        .map(|((t0, d0), (t1, d1))| (t1.saturating_sub(t0), d1.saturating_sub(d0)));
+    if let Some((a, b)) = counters_before.zip(sys::tcp_counters()) {
+        let d = |k: usize| b[k].saturating_sub(a[k]);
+        rep.hystart = Some((d(0), d(1)));
+        rep.loss_probes = Some(d(2));
+    }
     stop.store(true, Ordering::Relaxed);
     rep.samples = samples.join().unwrap_or_default();
     if let Some(w) = watcher {
@@ -824,8 +846,16 @@ mod tests {
                 // a full segment's frame is the flow's size, timestamps included
                 mss: 1448,
                 rr: None,
+                no_rack_tlp: false,
             }
         );
+        // RACK-TLP off: the sender's namespace neither probes nor detects by time (Linux does
+        // both by default)
+        let nt = linux("cc = \"cubic\", rack_tlp = false").unwrap().unwrap();
+        assert_eq!(nt.sysctls()[2], ("net/ipv4/tcp_early_retrans", "0".to_owned()));
+        assert_eq!(nt.sysctls()[3], ("net/ipv4/tcp_recovery", "0".to_owned()));
+        let on = linux("cc = \"cubic\", rack_tlp = true").unwrap().unwrap();
+        assert_eq!(on.sysctls().len(), 2);
         assert_eq!(t.sysctls()[0], ("net/ipv4/tcp_ecn", "2".to_owned()));
         assert_eq!(t.sysctls().len(), 2, "unpaced: the pacing ratios are not its");
         assert_eq!(linux("cc = \"newreno\"").unwrap().unwrap().cc, "reno");
@@ -875,6 +905,14 @@ mod tests {
         let sc = scenario(&flow("f", keys), "queue_a = { kind = \"fq\" }\n");
         let e = linux_tcp(&sc.flows[0]).unwrap_err();
         assert!(e.contains("`large_flow_pacing = \"fq\"` paces in the simulator's host queue"));
+        // a tcp-rr flow's responses leave the server's namespace, which keeps Linux's RACK-TLP
+        let rr = flow("f", "cc = \"cubic\"").replace(
+            "kind = \"tcp-bulk\", cc = \"cubic\"",
+            "kind = \"tcp-rr\", cc = \"cubic\", request = \"1KB\", response = \"10KB\", \
+             interval = \"10ms\", rack_tlp = false",
+        );
+        let e = linux_tcp(&scenario(&rr, "").flows[0]).unwrap_err();
+        assert!(e.contains("`rack_tlp = false` on a tcp-rr flow"), "{e}");
         // HyStart is the machine's (module parameters): a flow that asks for the other
         // setting is refused, one that asks for the machine's runs
         let machine = machine_hystart();

@@ -84,6 +84,7 @@ struct Counters {
     retransmits: u64,
     rtos: u64,
     recoveries: u64,
+    loss_probes: u64,
     ecn_reductions: u64,
     ece_acks: u64,
     ce_marks: u64,
@@ -276,6 +277,7 @@ impl TcpState {
             retransmits: f.tot.retransmits,
             rtos: Some(f.tot.rtos),
             fast_recoveries: Some(f.tot.recoveries),
+            loss_probes: Some(f.tot.loss_probes),
             ecn_reductions: Some(f.tot.ecn_reductions),
             ece_acks: Some(f.tot.ece_acks),
             ce_marks: f.tot.ce_marks,
@@ -647,6 +649,7 @@ impl Simulator {
                 retransmits: s.retransmits,
                 rtos: s.rtos,
                 recoveries: s.recoveries,
+                loss_probes: s.loss_probes,
                 ecn_reductions: s.ecn_reductions,
                 ece_acks: s.ece_acks,
                 ce_marks: r.ce_marks,
@@ -658,6 +661,7 @@ impl Simulator {
             f.tot.retransmits += d(cur.retransmits, old.retransmits);
             f.tot.rtos += d(cur.rtos, old.rtos);
             f.tot.recoveries += d(cur.recoveries, old.recoveries);
+            f.tot.loss_probes += d(cur.loss_probes, old.loss_probes);
             f.tot.ecn_reductions += d(cur.ecn_reductions, old.ecn_reductions);
             f.tot.ece_acks += d(cur.ece_acks, old.ece_acks);
             f.tot.ce_marks += d(cur.ce_marks, old.ce_marks);

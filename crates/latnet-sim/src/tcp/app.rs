@@ -116,6 +116,8 @@ pub struct TcpSpec {
     pub lost_retransmit: Option<bool>,
     /// CUBIC: leave slow start by HyStart, as Linux (false).
     pub hystart: Option<bool>,
+    /// RACK-TLP loss detection (RFC 8985), as Linux (false).
+    pub rack_tlp: Option<bool>,
     /// tcp-bulk: bytes to send (unlimited if absent).
     pub bytes: Option<Bytes>,
     /// tcp-rr: request size.
@@ -309,6 +311,9 @@ impl TcpSpec {
         }
         if let Some(v) = self.hystart {
             c.hystart = v;
+        }
+        if let Some(v) = self.rack_tlp {
+            c.rack_tlp = v;
         }
         c
     }

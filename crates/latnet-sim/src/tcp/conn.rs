@@ -109,6 +109,7 @@ fn sender_config(cfg: &TcpConfig, mss: u32) -> SenderConfig {
         max_rto: cfg.max_rto,
         pacing: cfg.pacing,
         lost_retransmit: cfg.lost_retransmit,
+        rack_tlp: cfg.rack_tlp,
     }
 }
 
@@ -503,6 +504,8 @@ impl Connection {
             State::SynSent | State::SynRcvd => consider(self.hs_timer),
             State::Established => {
                 consider(self.snd.rto_deadline());
+                consider(self.snd.pto_deadline());
+                consider(self.snd.rack_deadline());
                 consider(self.rcv.delack_deadline());
                 consider(self.snd.pacing_wakeup(now));
             }
@@ -527,6 +530,12 @@ impl Connection {
             }
             State::Established => {
                 self.rcv.on_delack_timer(now);
+                if self.snd.rack_expired(now) {
+                    self.snd.on_rack_timer(now);
+                }
+                if self.snd.pto_expired(now) {
+                    self.snd.on_pto(now);
+                }
                 if self.snd.rto_expired(now) {
                     let una = self.snd.una();
                     if self.rto_una == Some(una) {

@@ -90,6 +90,10 @@ pub struct TcpConfig {
     /// CUBIC: end slow start by HyStart, as Linux (off: standard slow start, as RFC 9438's
     /// default and the ns-3 comparison).
     pub hystart: bool,
+    /// RACK-TLP loss detection (RFC 8985), as Linux: segments sent before a delivered one
+    /// are lost once older than its RTT plus a reordering window, and tail losses are probed
+    /// (off: RFC 6675's DupThresh and the retransmission timer alone, as ns-3).
+    pub rack_tlp: bool,
     /// Seed for randomized congestion-control choices.
     pub seed: u64,
 }
@@ -116,6 +120,7 @@ impl Default for TcpConfig {
             max_retries: 15,
             lost_retransmit: true,
             hystart: false,
+            rack_tlp: false,
             seed: 0,
         }
     }

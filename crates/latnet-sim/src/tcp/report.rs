@@ -25,6 +25,10 @@ pub struct TcpFlowResult {
     pub rtos: Option<u64>,
     /// Fast recoveries (`None` in emulated runs: Linux keeps no count per connection).
     pub fast_recoveries: Option<u64>,
+    /// Tail loss probes sent (`rack_tlp`; emulated runs: the sender namespace's
+    /// `TCPLossProbes` when the flow is a tcp-bulk flow and the only one sending over TCP
+    /// there, else `None`).
+    pub loss_probes: Option<u64>,
     /// ECN window reductions (`None` in emulated runs, as `fast_recoveries`).
     pub ecn_reductions: Option<u64>,
     /// ACKs received with ECN-Echo (`None` in emulated runs, as `fast_recoveries`).

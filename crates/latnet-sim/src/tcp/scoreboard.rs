@@ -296,6 +296,52 @@ impl Scoreboard {
         }
     }
 
+    /// RACK's marking: every segment neither SACKed nor already marked that was sent before
+    /// the one at (`xmit`, `end`) is lost once `now >= its send time + wait` (`wait`: RACK's
+    /// RTT plus the reordering window). Returns the payload bytes marked and, if some such
+    /// segment is not old enough yet, how long until the oldest of them is.
+    pub fn rack_mark(
+        &mut self,
+        now: Time,
+        xmit: Time,
+        end: u64,
+        wait: latnet_units::Duration,
+    ) -> (u64, Option<latnet_units::Duration>) {
+        let (mut newly, mut left) = (0, None::<latnet_units::Duration>);
+        for k in 0..self.segs.len() {
+            let s = self.segs[k];
+            if s.sacked || s.lost || (s.sent_at, s.end) >= (xmit, end) {
+                continue;
+            }
+            let due = s.sent_at + wait;
+            if now >= due {
+                self.unpipe(k);
+                self.segs[k].lost = true;
+                let at = self.lost_queue.partition_point(|&x| x < s.start);
+                self.lost_queue.insert(at, s.start);
+                newly += s.payload().max(1);
+            } else {
+                left = Some(left.map_or(due - now, |l| l.max(due - now)));
+            }
+        }
+        (newly, left)
+    }
+
+    /// Mark the last segment lost for a tail loss probe to retransmit; false if it is SACKed
+    /// or already marked (or nothing is outstanding).
+    pub fn mark_last_lost(&mut self) -> bool {
+        let Some(k) = self.segs.len().checked_sub(1) else { return false };
+        let s = self.segs[k];
+        if s.sacked || s.lost {
+            return false;
+        }
+        self.unpipe(k);
+        self.segs[k].lost = true;
+        let at = self.lost_queue.partition_point(|&x| x < s.start);
+        self.lost_queue.insert(at, s.start);
+        true
+    }
+
     /// True if a segment waits for retransmission.
     pub fn has_lost(&mut self) -> bool {
         self.next_lost().is_some()

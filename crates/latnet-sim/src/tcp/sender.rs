@@ -15,6 +15,26 @@
 //!   acknowledged; on expiry every unSACKed segment is lost, the RTO backs off, the congestion
 //!   control collapses the window ([`super::cc::CongestionControl::on_rto`]), and retransmission
 //!   restarts in slow start (no PRR until the loss episode ends).
+//! * **RACK** (optional, `rack_tlp`; RFC 8985 section 6 as Linux runs it, `tcp_rack_*`):
+//!   the most recently sent segment the receiver has (cumulatively or by SACK) sets
+//!   `RACK.xmit_ts`, `RACK.end_seq` and `RACK.rtt`; any segment not SACKed that was sent
+//!   before it is lost once `now >= its send time + RACK.rtt + reo_wnd`, where `reo_wnd` is
+//!   `min(min_rtt / 4, srtt)`, or 0 in a loss reduction or once DupThresh segments are SACKed
+//!   (no reordering is ever seen here); a reordering timer fires for the rest and may start a
+//!   recovery. Retransmissions are covered too (a retransmission's own send time counts), so
+//!   lost retransmissions are found without the timer. Every outstanding segment is
+//!   examined per ACK (Linux keeps them in send order and stops early).
+//! * **Tail loss probe** (optional, with RACK; RFC 8985 section 7 as Linux 6.x runs it,
+//!   `tcp_schedule_loss_probe` / `tcp_send_loss_probe` / `tcp_process_tlp_ack`): while no
+//!   reduction runs and nothing is SACKed, with SACK on, a probe timeout
+//!   `PTO = 2 srtt + 2 ms` (`+ min_rto` instead of 2 ms with one segment out; 1 s without an
+//!   RTT sample), never later than the retransmission timer, is set after new data leaves and
+//!   after each ACK that delivers data. When it fires the sender sends one new segment if
+//!   the peer's window allows (ignoring cwnd), else retransmits the last segment, and
+//!   restarts the retransmission timer; one probe at a time. An ACK beyond a retransmitted
+//!   probe shows it repaired a loss: the window is reduced once, as a CWR (no DSACK here, so
+//!   a probe that duplicated a delivered segment reads as a repair too: a window reduction
+//!   Linux would skip). Linux rounds the PTO up to its timer ticks; here it is exact.
 //! * **RTT** from the most recently sent segment newly acknowledged or SACKed that was never
 //!   retransmitted (Karn); **delivery rate** samples per draft-cheng-iccrg-delivery-rate-
 //!   estimation for BBR.
@@ -46,6 +66,8 @@ pub struct SenderConfig {
     pub pacing: PacingConfig,
     /// Detect lost retransmissions from SACKs of later data (Linux); off: only the timer.
     pub lost_retransmit: bool,
+    /// RACK-TLP (RFC 8985, Linux's default): time-based loss detection and tail loss probes.
+    pub rack_tlp: bool,
 }
 
 /// A data segment the sender wants on the wire.
@@ -100,6 +122,10 @@ pub struct SenderStats {
     pub ece_acks: u64,
     /// Payload bytes cumulatively acknowledged.
     pub acked_bytes: u64,
+    /// Tail loss probes sent.
+    pub loss_probes: u64,
+    /// Losses a retransmitted probe repaired (each reduced the window once).
+    pub probe_recoveries: u64,
 }
 
 /// What ended slow start the first time.
@@ -173,6 +199,15 @@ pub struct Sender {
     last_rtt: Option<Duration>,
     stats: SenderStats,
     ss_exit: Option<SlowStartExit>,
+    // tail loss probe: its timer, a probe to send, the probe outstanding (`snd_nxt` after it,
+    // and whether it was a retransmission)
+    pto_at: Option<Time>,
+    probe_due: bool,
+    tlp_high: Option<(u64, bool)>,
+    // RACK: the most recently sent segment delivered (send time, end, RTT) and the
+    // reordering timer
+    rack: Option<(Time, u64, Duration)>,
+    rack_at: Option<Time>,
 }
 
 impl Sender {
@@ -206,6 +241,11 @@ impl Sender {
             last_rtt: None,
             stats: SenderStats::default(),
             ss_exit: None,
+            pto_at: None,
+            probe_due: false,
+            tlp_high: None,
+            rack: None,
+            rack_at: None,
         }
     }
 
@@ -363,6 +403,131 @@ impl Sender {
         self.rto_at
     }
 
+    /// When the tail-loss-probe timer fires, if it runs (never after the retransmission
+    /// timer).
+    pub fn pto_deadline(&self) -> Option<Time> {
+        self.pto_at
+    }
+
+    /// Arm the probe timer at `now` (Linux `tcp_schedule_loss_probe`) if a probe may go:
+    /// probes on, SACK on, data outstanding, no reduction other than an ECN one, nothing
+    /// SACKed; `from_now`: the retransmission timer's full RTO counts from now (after an ACK),
+    /// else its deadline.
+    fn schedule_loss_probe(&mut self, now: Time, from_now: bool) {
+        let open =
+            matches!(self.reduction, None | Some(Reduction { kind: ReductionKind::Ecn, .. }))
+                && self.board.sacked_bytes() == 0
+                && self.dupacks == 0;
+        if !self.cfg.rack_tlp || !self.cfg.sack || self.board.is_empty() || !open {
+            self.pto_at = None;
+            return;
+        }
+        let timeout = match self.rtt.srtt() {
+            Some(srtt) => {
+                let extra =
+                    if self.board.len() == 1 { self.cfg.min_rto } else { Duration::from_millis(2) };
+                srtt + srtt + extra
+            }
+            None => Duration::from_secs(1),
+        };
+        let rto = if from_now { Some(now + self.rtt.rto()) } else { self.rto_at };
+        let at = now + timeout;
+        self.pto_at = Some(rto.map_or(at, |r| at.min(r)));
+    }
+
+    /// The probe timer fired at `now` (the caller checked the deadline): a probe goes with
+    /// the next [`Self::poll_data`], unless one is outstanding.
+    pub fn on_pto(&mut self, now: Time) {
+        self.pto_at = None;
+        if self.tlp_high.is_some() || self.board.is_empty() {
+            return;
+        }
+        let fresh = self.has_new_data() && {
+            let len = (self.app_end - self.nxt).min(u64::from(self.cfg.mss));
+            self.nxt + len <= self.una + self.snd_wnd.max(1)
+        };
+        if fresh || self.board.mark_last_lost() {
+            self.probe_due = true;
+            // (the pacer does not hold a probe back)
+            self.pacer = Pacer::new();
+            self.rto_at = Some(now + self.rtt.rto());
+        }
+    }
+
+    /// When RACK's reordering timer fires, if it runs.
+    pub fn rack_deadline(&self) -> Option<Time> {
+        self.rack_at
+    }
+
+    /// RACK's loss marking at `now` (RFC 8985 6.2 step 5); arms the reordering timer for
+    /// segments not yet old enough. Returns the payload bytes marked.
+    fn rack_detect(&mut self, now: Time) -> u64 {
+        self.rack_at = None;
+        let Some((xmit, end, rtt)) = self.rack else { return 0 };
+        let in_loss = matches!(self.reduction, Some(r) if r.kind != ReductionKind::Ecn);
+        let sacked_segs = self.board.sacked_bytes() / u64::from(self.cfg.mss).max(1);
+        let reo_wnd = if in_loss || sacked_segs >= u64::from(self.cfg.dupthresh) {
+            Duration::ZERO
+        } else {
+            let quarter = self
+                .rtt
+                .min_rtt()
+                .map_or(Duration::ZERO, |m| Duration::from_nanos(m.as_nanos() / 4));
+            quarter.min(self.rtt.srtt().unwrap_or(Duration::ZERO))
+        };
+        let (marked, wait) = self.board.rack_mark(now, xmit, end, rtt + reo_wnd);
+        self.rack_at = wait.map(|w| now + w);
+        marked
+    }
+
+    /// RACK's reordering timer fired at `now` (the caller checked the deadline): mark what is
+    /// now old enough, and start a recovery if that found a loss outside one (Linux
+    /// `tcp_rack_reo_timeout`).
+    pub fn on_rack_timer(&mut self, now: Time) {
+        let marked = self.rack_detect(now);
+        if marked == 0 || matches!(self.reduction, Some(r) if r.kind != ReductionKind::Ecn) {
+            return;
+        }
+        let pipe = self.pipe();
+        let sample = AckSample {
+            prior_in_flight: pipe,
+            in_flight: pipe,
+            delivered: self.delivered,
+            snd_nxt: self.nxt,
+            snd_una: self.una,
+            in_reduction: true,
+            lost: marked,
+            srtt: self.rtt.srtt(),
+            min_rtt: self.rtt.min_rtt(),
+            ..AckSample::default()
+        };
+        self.stats.recoveries += 1;
+        self.tlp_high = None;
+        self.pto_at = None;
+        match &mut self.reduction {
+            Some(r) => {
+                r.kind = ReductionKind::Loss;
+                r.point = self.nxt;
+            }
+            None => {
+                self.cc.on_loss(now, &sample);
+                self.start_reduction(ReductionKind::Loss, pipe);
+            }
+        }
+        self.note_slow_start_exit(now, SlowStartCause::Loss);
+        self.prr(0);
+    }
+
+    /// True when RACK's reordering timer has expired at `now`.
+    pub fn rack_expired(&self, now: Time) -> bool {
+        self.rack_at.is_some_and(|t| now >= t)
+    }
+
+    /// True when the probe timer has expired at `now`.
+    pub fn pto_expired(&self, now: Time) -> bool {
+        self.pto_at.is_some_and(|t| now >= t)
+    }
+
     fn cwnd_limit(&self) -> u64 {
         self.cc.cwnd()
     }
@@ -399,12 +564,14 @@ impl Sender {
         if !self.pacer.ready(now) {
             return None;
         }
-        let cwnd = self.cwnd_limit();
+        let probe = std::mem::take(&mut self.probe_due);
+        // a probe goes whatever the window
+        let cwnd = if probe { u64::MAX } else { self.cwnd_limit() };
         let pipe = self.pipe();
         let pipe_was_empty = pipe == 0;
         let (seg, fresh) = if let Some(s) = self.board.next_lost() {
             // a single segment may always go after an RTO collapsed cwnd below it
-            if pipe + s.payload() > cwnd.max(s.payload()) {
+            if pipe.saturating_add(s.payload()) > cwnd.max(s.payload()) {
                 return None;
             }
             (
@@ -419,7 +586,7 @@ impl Sender {
             )
         } else if self.has_new_data() {
             let len = (self.app_end - self.nxt).min(u64::from(self.cfg.mss));
-            if pipe + len > cwnd {
+            if pipe.saturating_add(len) > cwnd {
                 return None;
             }
             if self.nxt + len > self.una + self.snd_wnd.max(1) && len > 0 {
@@ -480,6 +647,12 @@ impl Sender {
         if self.rto_at.is_none() {
             self.rto_at = Some(now + self.rtt.rto());
         }
+        if probe {
+            self.stats.loss_probes += 1;
+            self.tlp_high = Some((self.nxt, !fresh));
+        } else if fresh {
+            self.schedule_loss_probe(now, false);
+        }
         Some(seg)
     }
 
@@ -496,8 +669,12 @@ impl Sender {
         let mut rs: Option<SentSeg> = None;
         let mut newest_sent: Option<Time> = None;
         let (mut acked, mut delivered) = (0u64, 0u64);
+        let mut rack_new: Option<SentSeg> = None;
         let mut note = |s: &SentSeg, was_sacked: bool| {
             if !was_sacked {
+                if rack_new.is_none_or(|r| (s.sent_at, s.end) > (r.sent_at, r.end)) {
+                    rack_new = Some(*s);
+                }
                 delivered += s.payload();
                 if !s.retx && newest_sent.is_none_or(|t| s.sent_at > t) {
                     newest_sent = Some(s.sent_at);
@@ -517,6 +694,9 @@ impl Sender {
         });
         if self.cfg.sack {
             for &(lo, hi) in sack {
+                // (a block ending just below a FIN sent covers the FIN's segment: the
+                // receiver's blocks hold data only)
+                let hi = if self.fin_sent && hi + 1 == self.nxt { self.nxt } else { hi };
                 if hi > lo && lo >= ack && hi <= self.nxt {
                     self.board.sack(lo, hi, |s| note(s, false));
                 }
@@ -524,6 +704,16 @@ impl Sender {
         }
         self.una = ack;
         self.stats.acked_bytes += acked;
+        // RACK (RFC 8985 6.2 steps 1-2): a retransmission's RTT counts only if it cannot be
+        // the original's (at least min_rtt)
+        if let Some(s) = rack_new.filter(|_| self.cfg.rack_tlp) {
+            let rtt = now - s.sent_at;
+            let plausible = !s.retx || self.rtt.min_rtt().is_none_or(|m| rtt >= m);
+            let newer = self.rack.is_none_or(|(t, e, _)| (s.sent_at, s.end) > (t, e));
+            if plausible && newer {
+                self.rack = Some((s.sent_at, s.end, rtt));
+            }
+        }
         if delivered > 0 {
             self.delivered += delivered;
             self.delivered_time = now;
@@ -586,6 +776,9 @@ impl Sender {
             let mut l = self.board.mark_sack_losses(self.cfg.dupthresh);
             if self.cfg.lost_retransmit {
                 l += self.board.mark_lost_retransmissions();
+            }
+            if self.cfg.rack_tlp {
+                l += self.rack_detect(now);
             }
             if l == 0 && self.dupacks >= self.cfg.dupthresh && self.reduction.is_none() {
                 l = self.board.mark_front_lost();
@@ -663,6 +856,28 @@ impl Sender {
         self.prr(delivered + dup_credit);
         let cause = if enter_ecn { SlowStartCause::Ecn } else { SlowStartCause::Loss };
         self.note_slow_start_exit(now, cause);
+        // tail loss probe (Linux tcp_process_tlp_ack); a reduction forgets the probe
+        if enter_loss || enter_ecn {
+            self.tlp_high = None;
+        }
+        if let Some((high, retx)) = self.tlp_high.filter(|&(high, _)| ack >= high) {
+            if !retx || (ack == high && !advanced && delivered == 0) {
+                // a probe of new data acknowledged, or a duplicate ACK: both copies arrived
+                self.tlp_high = None;
+            } else if ack > high {
+                // the retransmitted probe repaired a loss: reduce the window once (a CWR)
+                self.tlp_high = None;
+                self.stats.probe_recoveries += 1;
+                if self.reduction.is_none() {
+                    self.cc.on_loss(now, &sample);
+                    self.cc.on_recovery_exit(now);
+                    self.note_slow_start_exit(now, SlowStartCause::Loss);
+                }
+            }
+        }
+        if advanced || delivered > 0 || self.board.is_empty() {
+            self.schedule_loss_probe(now, true);
+        }
     }
 
     fn start_reduction(&mut self, kind: ReductionKind, prior_in_flight: u64) {
@@ -737,6 +952,10 @@ impl Sender {
         // Linux tcp_enter_loss: ssthresh is reduced once per loss episode
         self.cc.on_rto(now, flight, self.reduction.is_some());
         self.note_slow_start_exit(now, SlowStartCause::Timeout);
+        self.tlp_high = None;
+        self.pto_at = None;
+        self.probe_due = false;
+        self.rack_at = None;
         self.board.mark_all_lost();
         self.reno_sacked = 0;
         self.rtt.back_off();

@@ -190,6 +190,15 @@ impl Net {
         }
     }
 
+    /// The application of endpoint `who` writes `bytes` more now, and closes if `close`.
+    pub fn write(&mut self, who: usize, bytes: u64, close: bool) {
+        self.ep[who].write(bytes);
+        if close {
+            self.ep[who].close();
+        }
+        self.flush(who);
+    }
+
     /// Run until `end` or until nothing is left to do.
     pub fn run_until(&mut self, end: Time) {
         while let Some(&Reverse((t, i))) = self.heap.peek() {

@@ -101,6 +101,57 @@ fn a_lost_tail_is_repaired_by_the_timer() {
     assert_eq!((s.rtos, s.retransmits), (1, 1));
 }
 
+/// When the server saw the FIN (the transfer's last byte).
+fn fin_at(n: &Net) -> Time {
+    n.events[1].iter().find(|(_, e)| *e == ConnEvent::PeerFin).expect("the FIN arrived").0
+}
+
+/// RACK-TLP (`rack_tlp`) repairs a lost tail of two segments without the timer: two RTTs
+/// after the last ACK a probe retransmits the last segment, its SACK shows the one before
+/// lost (RACK: sent before a delivered segment, and older than an RTT), and a recovery
+/// retransmits it. Without it the 200 ms timer repairs both.
+#[test]
+fn rack_tlp_repairs_a_lost_tail_two_rtts_after_the_last_ack() {
+    let tail = |rack_tlp: bool, drop: Vec<u64>| {
+        let (mut f, r) = path(10, 10, 1000);
+        f.drop_nth = drop;
+        transfer(TcpConfig { rack_tlp, ..TcpConfig::default() }, f, r, 10 * 1448, secs(5))
+    };
+    let (timer, probe) = (tail(false, vec![9, 10]), tail(true, vec![9, 10]));
+    assert_eq!(probe.delivered[1], 10 * 1448);
+    let s = probe.ep[0].sender_stats();
+    assert_eq!((s.rtos, s.retransmits, s.loss_probes, s.recoveries), (0, 2, 1, 1), "{s:?}");
+    let t = timer.ep[0].sender_stats();
+    assert_eq!((t.rtos, t.loss_probes), (1, 0), "{t:?}");
+    // the first eight segments' ACKs are back at about 2 RTTs (handshake, then the flight;
+    // 21 ms each); the probe leaves 2 srtt + 2 ms later, the recovery's retransmission one
+    // RTT after that
+    let (t_timer, t_probe) = (fin_at(&timer), fin_at(&probe));
+    assert!(t_probe < Time::from_nanos(150_000_000), "{t_probe}");
+    assert!(t_timer > t_probe + ms(100), "{t_timer} vs {t_probe}");
+    // a single lost last segment: with one segment out the probe waits 2 srtt plus the
+    // minimum RTO (for a delayed ACK), as Linux, so it goes about when the timer would
+    let one = tail(true, vec![10]);
+    let s = one.ep[0].sender_stats();
+    assert_eq!((s.rtos, s.retransmits, s.loss_probes), (0, 1, 1), "{s:?}");
+    assert!(fin_at(&one) > Time::from_nanos(250_000_000), "{}", fin_at(&one));
+    // its ACK reaches only the probe's `snd_nxt`, so no reduction yet; data written later is
+    // acknowledged beyond it, which shows the probe repaired a loss: one reduction (a CWR)
+    let (mut f, r) = path(10, 10, 1000);
+    f.drop_nth = vec![10];
+    let mut n = Net::new(TcpConfig { rack_tlp: true, ..TcpConfig::default() }, f, r);
+    n.ep[0].write(10 * 1448);
+    n.run_until(secs(1));
+    let before = n.ep[0].sender().cwnd();
+    assert_eq!(n.ep[0].sender_stats().probe_recoveries, 0);
+    n.write(0, 10 * 1448, true);
+    n.run_until(secs(3));
+    assert_eq!(n.delivered[1], 20 * 1448);
+    let s = n.ep[0].sender_stats();
+    assert_eq!((s.rtos, s.loss_probes, s.probe_recoveries), (0, 1, 1), "{s:?}");
+    assert!(n.ep[0].sender().cwnd() < before, "{} after {before}", n.ep[0].sender().cwnd());
+}
+
 #[test]
 fn dctcp_keeps_the_queue_at_the_marking_threshold_without_loss() {
     let (mut f, r) = path(100, 1, 200);

@@ -55,6 +55,7 @@ pub(super) fn summary(f: &FlowSpec, sent: &TcpSent, recv: Option<&TcpRecv>) -> T
         retransmits: sent.retransmits + r.retransmits,
         rtos: sent.rtos,
         fast_recoveries: None,
+        loss_probes: if rr { None } else { sent.loss_probes },
         ecn_reductions: None,
         ece_acks: None,
         ce_marks: sent.ce_marks,
