@@ -501,21 +501,27 @@ impl Sender {
             min_rtt: self.rtt.min_rtt(),
             ..AckSample::default()
         };
-        self.stats.recoveries += 1;
         self.tlp_high = None;
         self.pto_at = None;
+        self.enter_recovery(now, &sample, pipe);
+        self.note_slow_start_exit(now, SlowStartCause::Loss);
+        self.prr(0);
+    }
+
+    /// A loss starts fast recovery (or turns an ECN reduction into one) with `prior_in_flight`
+    /// bytes out before it.
+    fn enter_recovery(&mut self, now: Time, sample: &AckSample, prior_in_flight: u64) {
+        self.stats.recoveries += 1;
         match &mut self.reduction {
             Some(r) => {
                 r.kind = ReductionKind::Loss;
                 r.point = self.nxt;
             }
             None => {
-                self.cc.on_loss(now, &sample);
-                self.start_reduction(ReductionKind::Loss, pipe);
+                self.cc.on_loss(now, sample);
+                self.start_reduction(ReductionKind::Loss, prior_in_flight);
             }
         }
-        self.note_slow_start_exit(now, SlowStartCause::Loss);
-        self.prr(0);
     }
 
     /// True when RACK's reordering timer has expired at `now`.
@@ -836,17 +842,7 @@ impl Sender {
         };
         self.cc.on_ack(now, &sample);
         if enter_loss {
-            self.stats.recoveries += 1;
-            match &mut self.reduction {
-                Some(r) => {
-                    r.kind = ReductionKind::Loss;
-                    r.point = self.nxt;
-                }
-                None => {
-                    self.cc.on_loss(now, &sample);
-                    self.start_reduction(ReductionKind::Loss, prior_in_flight);
-                }
-            }
+            self.enter_recovery(now, &sample, prior_in_flight);
         } else if enter_ecn {
             self.stats.ecn_reductions += 1;
             self.cc.on_ecn(now, &sample);
