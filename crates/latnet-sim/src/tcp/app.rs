@@ -175,6 +175,11 @@ impl TcpSpec {
         if self.bbr_ecn.is_some() && self.cc != CcKind::Bbr {
             return Err("`bbr_ecn` belongs to cc = \"bbr\"".into());
         }
+        if self.rack_tlp == Some(true) && self.sack == Some(false) {
+            return Err("`rack_tlp = true` needs SACK (RACK reads SACK blocks; Linux probes \
+                        only with SACK): leave `sack` on"
+                .into());
+        }
         if self.hystart.is_some() && self.cc != CcKind::Cubic {
             return Err("`hystart` belongs to cc = \"cubic\" (Linux's HyStart is CUBIC's)".into());
         }

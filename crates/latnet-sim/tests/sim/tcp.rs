@@ -132,6 +132,17 @@ fn hystart_leaves_slow_start_before_the_buffer_overflows() {
     );
     let e = Scenario::from_str_named("tcp.toml", &s).expect_err("refused");
     assert!(e.to_string().contains("`hystart` belongs to cc = \"cubic\""), "{e}");
+    // RACK-TLP reads SACK blocks
+    let s = dumbbell(
+        1,
+        "100Mbps",
+        "1ms",
+        "{ kind = \"fifo\" }",
+        "duration = \"1s\"",
+        &bulk(0, "{ kind = \"tcp-bulk\", rack_tlp = true, sack = false }"),
+    );
+    let e = Scenario::from_str_named("tcp.toml", &s).expect_err("refused");
+    assert!(e.to_string().contains("`rack_tlp = true` needs SACK"), "{e}");
 }
 
 #[test]
