@@ -728,7 +728,7 @@ impl Sender {
             self.app_limited_mark = 0;
         }
         // RTT (Karn: never from a retransmitted segment)
-        let linux_rate = self.linux_pacing_rate();
+        let linux_rate = self.cc.reads_pacing_rate().then(|| self.linux_pacing_rate()).flatten();
         let rtt_sample = newest_sent.map(|t| now - t);
         if let Some(r) = rtt_sample {
             self.rtt.sample(r);

@@ -231,6 +231,9 @@ impl CongestionControl for Cubic {
     fn hystart_exit(&self) -> Option<hystart::Exit> {
         self.hystart.as_ref().and_then(HyStart::found)
     }
+    fn reads_pacing_rate(&self) -> bool {
+        self.hystart.is_some()
+    }
     fn on_ecn(&mut self, _now: Time, _s: &AckSample) {
         // RFC 9438 section 4.6: ECN-Echo is a congestion event like a loss.
         self.reduce();

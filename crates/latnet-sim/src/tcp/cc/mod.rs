@@ -136,6 +136,11 @@ pub trait CongestionControl {
     fn hystart_exit(&self) -> Option<hystart::Exit> {
         None
     }
+    /// True if the algorithm reads [`AckSample::pacing_rate`] (HyStart); the sender works it
+    /// out per ACK only then.
+    fn reads_pacing_rate(&self) -> bool {
+        false
+    }
     /// True if the algorithm reacts to ECN per packet (DCTCP-style feedback wanted from the
     /// receiver) rather than once per window.
     fn wants_accurate_ecn(&self) -> bool {
@@ -276,6 +281,9 @@ impl CongestionControl for AnyCc {
     }
     fn hystart_exit(&self) -> Option<hystart::Exit> {
         dispatch!(self, c => c.hystart_exit())
+    }
+    fn reads_pacing_rate(&self) -> bool {
+        dispatch!(self, c => c.reads_pacing_rate())
     }
 }
 
