@@ -299,7 +299,13 @@ impl Scoreboard {
     /// RACK's marking: every segment neither SACKed nor already marked that was sent before
     /// the one at (`xmit`, `end`) is lost once `now >= its send time + wait` (`wait`: RACK's
     /// RTT plus the reordering window). Returns the payload bytes marked and, if some such
-    /// segment is not old enough yet, how long until the oldest of them is.
+    /// segment is not old enough yet, the longest wait until one comes due (Linux arms its
+    /// timer for that one).
+    ///
+    /// Segments never retransmitted were sent in sequence order, and a retransmission is sent
+    /// after every segment first sent before it, so the scan stops at the first segment never
+    /// retransmitted that was sent at or after (`xmit`, `end`): everything above it was sent
+    /// later still (Linux walks its send-time-ordered list and stops at the same point).
     pub fn rack_mark(
         &mut self,
         now: Time,
@@ -310,8 +316,14 @@ impl Scoreboard {
         let (mut newly, mut left) = (0, None::<latnet_units::Duration>);
         for k in 0..self.segs.len() {
             let s = self.segs[k];
-            if s.sacked || s.lost || (s.sent_at, s.end) >= (xmit, end) {
+            if s.sacked || s.lost {
                 continue;
+            }
+            if (s.sent_at, s.end) >= (xmit, end) {
+                if s.retx {
+                    continue;
+                }
+                break;
             }
             let due = s.sent_at + wait;
             if now >= due {
@@ -434,6 +446,32 @@ mod tests {
         b.sack(1000, 1100, |_| {});
         assert_eq!(b.mark_lost_retransmissions(), 100, "the first new segment arrived first");
         assert_eq!(b.next_lost().map(|s| s.start), Some(0));
+    }
+
+    #[test]
+    fn rack_marks_what_was_sent_before_the_delivered_segment_once_old_enough() {
+        let ms = latnet_units::Duration::from_millis;
+        let at = |m: u64| Time::ZERO + ms(m);
+        let mut b = Scoreboard::default();
+        for i in 0..6 {
+            b.push(SentSeg { sent_at: at(i), ..seg(i) }); // segment i sent at i ms
+        }
+        // segment 0 lost and retransmitted at 10 ms: now the newest send
+        assert_eq!(b.mark_front_lost(), 100);
+        b.on_retransmit(0, 600, at(10), |_| {});
+        // 1 and 4 (sent at 4 ms) SACKed: 2 and 3 were sent before 4; 5 and the retransmitted
+        // 0 after it
+        b.sack(100, 200, |_| {});
+        b.sack(400, 500, |_| {});
+        let (marked, wait) = b.rack_mark(at(7), at(4), 500, ms(5));
+        assert_eq!(marked, 100, "2, sent at 2 ms, is due at 7 ms");
+        assert_eq!(wait, Some(ms(1)), "3 comes due at 8 ms");
+        let (marked, wait) = b.rack_mark(at(8), at(4), 500, ms(5));
+        assert_eq!((marked, wait), (100, None), "3 now; 5 and 0 were sent after 4");
+        assert_eq!(b.next_lost().map(|s| s.start), Some(200));
+        // the retransmitted 0 (sent at 10 ms) delivered: now 5 (sent at 5 ms) is older
+        let (marked, _) = b.rack_mark(at(11), at(10), 100, ms(5));
+        assert_eq!(marked, 100, "5 is found past the SACKed 4 and the marked 2, 3");
     }
 
     #[test]
