@@ -3,9 +3,9 @@
 //! New TCP Slow Start", 2011).
 //!
 //! Each acknowledgment with an RTT sample updates `delay_min`, the least RTT seen (reset by a
-//! timeout). While the window is in slow start and at least [`LOW_WINDOW`] segments, the
-//! sample feeds two detectors over *rounds* (a round ends when `snd_una` passes the `snd_nxt`
-//! of its start):
+//! timeout). In slow start the sample also counts toward *rounds* (a round ends when `snd_una`
+//! passes the `snd_nxt` of its start), and, once the window is at least [`LOW_WINDOW`]
+//! segments, feeds two detectors:
 //!
 //! * **ACK train**: ACKs that each arrive within [`ACK_DELTA`] of the previous one extend the
 //!   train that began with the round; once the train is longer than `delay_min` plus an
@@ -22,9 +22,14 @@
 //! a congestion-avoidance epoch starts (Linux: "discard delay samples right after fast
 //! recovery"); the caller ([`super::cubic::Cubic`]) checks that.
 //!
-//! One difference from Linux: a round starts lazily, at the first sample after slow start
-//! (re)starts, not at the connection's start or the timeout; Linux's first update ends the
-//! round begun at the connection's start at once in either case.
+//! Rounds are tracked below the low window too, as Linux does since January 2025 (commit
+//! 25c1a9ca53db, "tcp_cubic: fix incorrect HyStart round start detection"; this machine's
+//! 6.18 has it): the initial window's ACKs make the first round. From 5.8 until that fix,
+//! Linux began the first round only at the ACK that saw a window of 16 segments, in the
+//! middle of a flight, so its rounds (and ACK trains) were out of step with the flights. A
+//! round here starts lazily, at the first sample after slow start (re)starts, not at the
+//! connection's start or the timeout; Linux's first update ends the round begun then at
+//! once, so the rounds are the same.
 
 use latnet_units::{Duration, Rate, Time};
 
@@ -125,7 +130,7 @@ impl HyStart {
         let delay = s.rtt.max(Duration::from_nanos(1));
         let delay_min = self.delay_min.map_or(delay, |m| m.min(delay));
         self.delay_min = Some(delay_min);
-        if self.found.is_some() || cwnd >= ssthresh || cwnd < LOW_WINDOW * mss {
+        if self.found.is_some() || cwnd >= ssthresh {
             return None;
         }
         let round = match self.round {
@@ -138,6 +143,9 @@ impl HyStart {
                 samples: 0,
             }),
         };
+        if cwnd < LOW_WINDOW * mss {
+            return None;
+        }
         let mut exit = None;
         if now - round.last_ack <= ACK_DELTA {
             round.last_ack = now;
@@ -270,6 +278,36 @@ mod tests {
             let e = h.on_sample(at_us(t), &sample(24_001, 1001 + k, 2000), cwnd, u64::MAX, MSS);
             assert_eq!(e, (k == 8).then_some(Exit::Delay), "sample {k}");
         }
+    }
+
+    /// Rounds are counted from the first ACK, below the low window too (Linux since commit
+    /// 25c1a9ca53db of January 2025): the initial window's ACKs are round 1 although the
+    /// window passes 16 segments during it, and the first ACK beyond them starts round 2,
+    /// whose train ends slow start past half the minimum RTT. (Before that fix, round 1 began
+    /// at the ACK that saw 16 segments, with that moment's `snd_nxt`, and round 2 a window
+    /// later: exit at ACK 23.)
+    #[test]
+    fn rounds_start_at_the_first_ack_even_below_the_low_window() {
+        let mut h = HyStart::new();
+        // round 1: the initial window's 10 ACKs, 1 ms apart; 20 ms RTT
+        for k in 0..10u64 {
+            let s = sample(20_000, (k + 1) * MSS, (10 + 2 * k) * MSS);
+            let e = h.on_sample(at_us(k * 1000), &s, (10 + k) * MSS, u64::MAX, MSS);
+            assert_eq!(e, None, "ACK {k}");
+        }
+        // round 2 from 20 ms (snd_una past the initial window), ACKs 1 ms apart: the train
+        // passes 10 ms at 31 ms
+        let mut exit_at = None;
+        for j in 0..30u64 {
+            let (una, cwnd) = ((11 + j) * MSS, (20 + j) * MSS);
+            let s = sample(20_000, una, una + cwnd);
+            if let Some(e) = h.on_sample(at_us(20_000 + j * 1000), &s, cwnd, u64::MAX, MSS) {
+                assert_eq!(e, Exit::AckTrain);
+                exit_at = Some(j);
+                break;
+            }
+        }
+        assert_eq!(exit_at, Some(11));
     }
 
     #[test]
