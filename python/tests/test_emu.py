@@ -1334,3 +1334,37 @@ def test_tcp_rr_flows_open_a_connection_per_request_on_linux_tcp(tmp_path):
     # port); the TCP summary counts the server's responses too
     fl = emu.flows.set_index("flow")
     assert n <= fl.loc["rr", "received"] <= fl.loc["rr", "sent"] < t.loc["rr", "segments_sent"]
+
+
+def test_hystart_leaves_slow_start_where_linux_does_beside_request_response_traffic(tmp_path):
+    # The request/response scenario above with Linux's defaults in the simulator too: HyStart on
+    # the bulk flow, RACK-TLP on both (VALIDATION.md). The 30 kB responses leave gaps of several
+    # ms in the bulk flow's ACKs on the shared reverse link; HyStart's rounds start with the
+    # flights on both sides (Linux since January 2025), so both leave slow start by the ACK
+    # train at about 32 segments (simulated 46.7 kB, Linux 43-46 kB). Counting rounds from a
+    # 16-segment window, as the simulator did before, put the gaps inside its trains: 111 kB,
+    # and request SYNs lost in the overshoot waited for the 1 s timeout.
+    rr = tcp_bulk("rr", "h2", 'cc = "cubic", rack_tlp = true').replace(
+        'kind = "tcp-bulk", cc = "cubic"',
+        'kind = "tcp-rr", cc = "cubic", request = "1KB", response = "30KB", interval = "20ms"',
+    )
+    flows = tcp_bulk("bulk", "h1", 'cc = "cubic", hystart = true, rack_tlp = true') + rr
+    body = two_hosts("20Mbps", "5ms", '{ kind = "fifo", limit_packets = 30 }', flows, "2s")
+    path = scenario(tmp_path, body)
+    st = latnet.run(path, packets=False).tcp.set_index("flow")
+    assert st.loc["bulk", "ss_exit_cause"] == "hystart-train", st.loc["bulk"]
+    assert st.loc["rr", "completed"] == 100 and st.loc["rr", "rtos"] == 0, st.loc["rr"]
+    assert st.loc["rr", "fct_p99_ns"] < 200e6, st.loc["rr"]
+    stalls = []
+    for attempt in range(STALLED_ATTEMPTS):
+        emu = run_emu(path, tmp_path / f"emu{attempt}")
+        t = emu.tcp.set_index("flow")
+        ratio = st.loc["bulk", "ss_exit_ssthresh_bytes"] / t.loc["bulk", "ss_exit_ssthresh_bytes"]
+        if t.loc["bulk", "ss_exit_cause"] == "hystart-train" and 0.75 < ratio < 1.33:
+            break
+        why = stalled(emu.summary["emulation"])
+        assert why is not None, ("the machine kept time", t.loc["bulk"], ratio)
+        stalls.append((why, ratio))
+    else:
+        pytest.fail(f"the machine stalled all {STALLED_ATTEMPTS} runs: {stalls}")
+    assert t.loc["rr", "completed"] == 100, t.loc["rr"]
