@@ -1368,3 +1368,25 @@ def test_hystart_leaves_slow_start_where_linux_does_beside_request_response_traf
     else:
         pytest.fail(f"the machine stalled all {STALLED_ATTEMPTS} runs: {stalls}")
     assert t.loc["rr", "completed"] == 100, t.loc["rr"]
+
+
+def test_mode_both_notes_the_linux_defaults_a_flow_leaves_off_in_the_simulator(tmp_path):
+    # `--mode both` says which TCP flows the simulator ran without HyStart (CUBIC, when this
+    # machine's CUBIC runs it) or RACK-TLP, which Linux's TCP runs unless told otherwise
+    from latnet.commands.emulate import linux_defaults_note
+
+    flows = (
+        tcp_bulk("a", "h1", 'cc = "cubic"')
+        + tcp_bulk("b", "h2", 'cc = "bbr", rack_tlp = true')
+        + tcp_bulk("c", "h1", 'cc = "cubic", hystart = true, rack_tlp = false')
+        + cbr("u", "h2", "1Mbps", 500)
+    )
+    path = scenario(tmp_path, two_hosts("20Mbps", "5ms", '{ kind = "fifo" }', flows))
+    note = linux_defaults_note(path, hystart=True)
+    assert note is not None and "runs HyStart (a) and RACK-TLP (a)" in note, note
+    assert "`hystart = true` and `rack_tlp = true`" in note, note
+    note = linux_defaults_note(path, hystart=False)
+    assert note is not None and "runs RACK-TLP (a)," in note and "HyStart" not in note, note
+    done = tcp_bulk("a", "h1", 'cc = "cubic", hystart = true, rack_tlp = true')
+    path = scenario(tmp_path, two_hosts("20Mbps", "5ms", '{ kind = "fifo" }', done), "done")
+    assert linux_defaults_note(path, hystart=True) is None

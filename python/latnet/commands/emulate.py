@@ -75,6 +75,46 @@ def tcp_side_by_side(sim: dict, emu: dict) -> str | None:
     return render(["flow", "mode", *TCP_HEADERS], rows, f"{TCP_TITLE}: simulated vs Linux")
 
 
+def machine_hystart() -> bool | None:
+    """Whether this machine's CUBIC runs HyStart (its ``tcp_cubic`` module parameters; None when
+    they cannot be read)."""
+    base = Path("/sys/module/tcp_cubic/parameters")
+    try:
+        return int((base / "hystart").read_text()) != 0
+    except (OSError, ValueError):
+        return None
+
+
+def linux_defaults_note(path: Path, hystart: bool | None) -> str | None:
+    """A note when TCP flows leave out ``hystart`` (CUBIC) or ``rack_tlp``: the simulator then
+    runs standard slow start or RFC 6675 loss detection, while Linux's TCP runs its defaults
+    (HyStart when ``hystart``, this machine's setting, is true; RACK-TLP always), so the two
+    tables compare different TCPs. None when nothing is left out."""
+    import tomllib
+
+    flows = tomllib.loads(path.read_text()).get("flows", [])
+    tcp = [f for f in flows if f.get("traffic", {}).get("kind") in ("tcp-bulk", "tcp-rr")]
+    missing = {
+        "hystart": [
+            f["name"]
+            for f in tcp
+            if hystart
+            and f["traffic"].get("cc", "cubic") == "cubic"
+            and "hystart" not in f["traffic"]
+        ],
+        "rack_tlp": [f["name"] for f in tcp if "rack_tlp" not in f["traffic"]],
+    }
+    what = {"hystart": "HyStart", "rack_tlp": "RACK-TLP"}
+    parts = [f"{what[k]} ({', '.join(v)})" for k, v in missing.items() if v]
+    if not parts:
+        return None
+    keys = " and ".join(f"`{k} = true`" for k, v in missing.items() if v)
+    return (
+        f"note: Linux's TCP here runs {' and '.join(parts)}, which the simulator leaves off "
+        f"unless asked; set {keys} in those flows' traffic to compare like with like"
+    )
+
+
 def lbf_side_by_side(sim: dict, emu: dict) -> str | None:
     """One row per flow with an SLO and mode: how its packets fared against the bounds (the
     emulated count against the measured, physical latency); ``None`` without LBF."""
@@ -186,6 +226,9 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
     tcp = tcp_side_by_side(sim.summary, emu.summary)
     if tcp is not None:
         print("\n" + tcp)
+        note = linux_defaults_note(path, machine_hystart())
+        if note is not None:
+            print(note)
     hops = hops_side_by_side(sim.summary, emu.summary)
     if hops is not None:
         print("\n" + hops)
