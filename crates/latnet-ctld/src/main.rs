@@ -149,14 +149,14 @@ impl Args {
     }
 
     /// Read the token and TLS files again and replace what `opts` and `endpoint` use, all or
-    /// nothing: what was replaced and the new files' dates (`None` without TLS), or why nothing
-    /// was.
+    /// nothing: what was replaced, and the new files' dates with whether a warning was among
+    /// what it said (`None` without TLS); or why nothing was.
     fn reload(
         &self,
         opts: &ServeOptions,
         endpoint_tls: Option<&Swap<rustls::ServerConfig>>,
         metrics: &Metrics,
-    ) -> Result<(String, Option<tls::Dates>), String> {
+    ) -> Result<(String, Option<(tls::Dates, bool)>), String> {
         let tokens = self.tokens.as_deref().map(load_tokens).transpose()?;
         let tls = self.tls()?;
         let mut done = Vec::new();
@@ -170,10 +170,12 @@ impl Args {
             if let Some(crl) = &self.client_crl {
                 done.push(format!("the revocation lists {}", crl.display()));
             }
-            done.extend(dated(self, &dates, tls::unix_now()));
+            let lines = dated(self, &dates, tls::unix_now());
+            let warned = lines.iter().any(|l| l.starts_with("warning"));
+            done.extend(lines);
             swap.set(cfg);
             metrics.tls_dates(&dates);
-            new_dates = Some(dates);
+            new_dates = Some((dates, warned));
         }
         let what = if done.is_empty() {
             "nothing to reload (no --tokens or --tls-cert)".into()
@@ -365,13 +367,12 @@ fn main() -> ExitCode {
                     match done {
                         Ok((what, new_dates)) => {
                             eprintln!("latnet-ctld: SIGHUP: reloaded {what}");
-                            if let Some(d) = new_dates {
+                            if let Some((d, warned)) = new_dates {
                                 dates = d;
-                                // the reload said the warnings due
-                                let now = tls::unix_now();
+                                // the reload said the warnings due: again a day from now
                                 reminder = tls::Reminder::default();
-                                if !warnings(&args, &dates, now).is_empty() {
-                                    reminder.said(now);
+                                if warned {
+                                    reminder.said(tls::unix_now());
                                 }
                             }
                         }
