@@ -1390,3 +1390,10 @@ def test_mode_both_notes_the_linux_defaults_a_flow_leaves_off_in_the_simulator(t
     done = tcp_bulk("a", "h1", 'cc = "cubic", hystart = true, rack_tlp = true')
     path = scenario(tmp_path, two_hosts("20Mbps", "5ms", '{ kind = "fifo" }', done), "done")
     assert linux_defaults_note(path, hystart=True) is None
+    # or for every flow at once
+    body = two_hosts("20Mbps", "5ms", '{ kind = "fifo" }', flows).replace(
+        "[defaults.link]", "[defaults.tcp]\nhystart = true\nrack_tlp = true\n[defaults.link]"
+    )
+    path = scenario(tmp_path, body, "defaults")
+    assert latnet.check(path) is not None  # the simulator takes it as well
+    assert linux_defaults_note(path, hystart=True) is None

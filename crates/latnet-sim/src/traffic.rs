@@ -130,6 +130,14 @@ impl TrafficSpec {
             _ => None,
         }
     }
+
+    /// The TCP settings of a `tcp-bulk` or `tcp-rr` flow, to change.
+    pub fn tcp_mut(&mut self) -> Option<&mut TcpSpec> {
+        match self {
+            TrafficSpec::TcpBulk(t) | TrafficSpec::TcpRr(t) => Some(t),
+            _ => None,
+        }
+    }
 }
 
 /// Offset of the `k`-th packet on a grid of frames of `size` bytes at `rate`.

@@ -86,23 +86,27 @@ def machine_hystart() -> bool | None:
 
 
 def linux_defaults_note(path: Path, hystart: bool | None) -> str | None:
-    """A note when TCP flows leave out ``hystart`` (CUBIC) or ``rack_tlp``: the simulator then
-    runs standard slow start or RFC 6675 loss detection, while Linux's TCP runs its defaults
-    (HyStart when ``hystart``, this machine's setting, is true; RACK-TLP always), so the two
-    tables compare different TCPs. None when nothing is left out."""
+    """A note when TCP flows leave out ``hystart`` (CUBIC) or ``rack_tlp``, and so does
+    ``[defaults.tcp]``: the simulator then runs standard slow start or RFC 6675 loss detection,
+    while Linux's TCP runs its defaults (HyStart when ``hystart``, this machine's setting, is
+    true; RACK-TLP always), so the two tables compare different TCPs. None when nothing is left
+    out."""
     import tomllib
 
-    flows = tomllib.loads(path.read_text()).get("flows", [])
-    tcp = [f for f in flows if f.get("traffic", {}).get("kind") in ("tcp-bulk", "tcp-rr")]
+    doc = tomllib.loads(path.read_text())
+    defaults = doc.get("defaults", {}).get("tcp", {})  # [defaults.tcp]
+    tcp = [
+        (f.get("name", f"f{i}"), {**defaults, **f["traffic"]})
+        for i, f in enumerate(doc.get("flows", []))
+        if f.get("traffic", {}).get("kind") in ("tcp-bulk", "tcp-rr")
+    ]
     missing = {
         "hystart": [
-            f["name"]
-            for f in tcp
-            if hystart
-            and f["traffic"].get("cc", "cubic") == "cubic"
-            and "hystart" not in f["traffic"]
+            name
+            for name, t in tcp
+            if hystart and t.get("cc", "cubic") == "cubic" and "hystart" not in t
         ],
-        "rack_tlp": [f["name"] for f in tcp if "rack_tlp" not in f["traffic"]],
+        "rack_tlp": [name for name, t in tcp if "rack_tlp" not in t],
     }
     what = {"hystart": "HyStart", "rack_tlp": "RACK-TLP"}
     parts = [f"{what[k]} ({', '.join(v)})" for k, v in missing.items() if v]
@@ -111,7 +115,8 @@ def linux_defaults_note(path: Path, hystart: bool | None) -> str | None:
     keys = " and ".join(f"`{k} = true`" for k, v in missing.items() if v)
     return (
         f"note: Linux's TCP here runs {' and '.join(parts)}, which the simulator leaves off "
-        f"unless asked; set {keys} in those flows' traffic to compare like with like"
+        f"unless asked; set {keys} in those flows' traffic or in [defaults.tcp] to compare like "
+        "with like"
     )
 
 

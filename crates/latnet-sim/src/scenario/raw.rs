@@ -79,6 +79,7 @@ pub(super) fn peek_dilation(cx: ErrCtx<'_>, src: &str) -> Result<u32, ScenarioEr
 pub(super) struct RawDefaults {
     pub(super) queue: Option<Spanned<QueueSpec>>,
     pub(super) link: Option<RawLinkDefaults>,
+    pub(super) tcp: Option<Spanned<toml::Table>>,
 }
 
 #[derive(Deserialize, Default)]

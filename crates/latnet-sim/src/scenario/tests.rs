@@ -251,3 +251,48 @@ fn syntax_error_has_a_line() {
     let e = Scenario::from_file(Path::new("/nonexistent/x.toml")).unwrap_err();
     assert!(e.message.contains("cannot read"), "{e}");
 }
+
+/// `[defaults.tcp]` gives TCP flows the connection settings they leave out, where the setting
+/// applies to the flow's congestion control; a flow's own keys win; per-flow keys and values
+/// a flow refuses are named under `defaults.tcp`.
+#[test]
+fn tcp_defaults_fill_what_each_flow_leaves_out() {
+    let flows = |defaults: &str| {
+        let two = "traffic = { kind = \"tcp-bulk\", cc = \"cubic\", hystart = false }\n\
+                   [[flows]]\nname = \"b\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 1000\n\
+                   traffic = { kind = \"tcp-bulk\", cc = \"bbr\" }\n\
+                   [[flows]]\nname = \"c\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 1000\n\
+                   traffic = { kind = \"tcp-rr\", request = \"1KB\", response = \"10KB\", \
+                   interval = \"10ms\" }";
+        let src = edit("traffic = { kind = \"cbr\", rate = \"1Mbps\" }", two).replacen(
+            "[defaults.link]",
+            &format!("{defaults}\n[defaults.link]"),
+            1,
+        );
+        Scenario::from_str_named("t.toml", &src)
+    };
+    let sc = flows("[defaults.tcp]\nhystart = true\nrack_tlp = true\nmin_rto = \"1s\"").unwrap();
+    let tcp: Vec<_> = sc.flows.iter().map(|f| f.traffic.tcp().unwrap().clone()).collect();
+    // the flow's own `hystart = false` wins; BBR takes no `hystart`; the tcp-rr flow's CUBIC does
+    assert_eq!(tcp.iter().map(|t| t.hystart).collect::<Vec<_>>(), [Some(false), None, Some(true)]);
+    assert!(tcp.iter().all(|t| t.rack_tlp == Some(true)), "{tcp:?}");
+    assert!(tcp.iter().all(|t| t.min_rto == Some(Duration::from_secs(1))), "{tcp:?}");
+    // without the table the keys stay out
+    let bare = flows("").unwrap();
+    let t = bare.flows[2].traffic.tcp().unwrap();
+    assert_eq!((t.hystart, t.rack_tlp, t.min_rto), (None, None, None));
+    let cases = [
+        ("cc = \"bbr\"", "defaults.tcp.cc", "set per flow"),
+        ("bytes = 1000", "defaults.tcp.bytes", "set per flow"),
+        ("hystrat = true", "defaults.tcp", "unknown field `hystrat`"),
+        ("min_rto = \"soon\"", "defaults.tcp", "soon"),
+        // applied, it contradicts a flow: named with the flow
+        ("sack = false\nrack_tlp = true", "defaults.tcp", "flows[0] (f0): `rack_tlp = true` needs"),
+    ];
+    for (keys, key, msg) in cases {
+        let e = flows(&format!("[defaults.tcp]\n{keys}")).expect_err(keys);
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert!(e.message.contains(msg), "expected {msg:?} in: {e}");
+        assert!(e.line_col.is_some(), "{e}");
+    }
+}

@@ -174,6 +174,10 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
         None => QueueSpec::default(),
     };
     let link_defaults = raw.defaults.link.unwrap_or_default();
+    let tcp_defaults = match &raw.defaults.tcp {
+        Some(t) => Some((tcp_defaults(cx, t)?, t.span())),
+        None => None,
+    };
     let pipelines = pipeline::validate(cx, &raw.pipelines)?;
 
     // nodes
@@ -519,7 +523,15 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             .get_ref()
             .validate(size)
             .map_err(|m| cx.at(Some(f.traffic.span()), key("traffic"), m))?;
-        large_flow::check(cx, i, f.traffic.span(), f.traffic.get_ref(), src, &nodes, &links)?;
+        let mut traffic = f.traffic.get_ref().clone();
+        if let (Some((d, span)), Some(t)) = (&tcp_defaults, traffic.tcp_mut()) {
+            t.fill_from(d);
+            traffic.validate(size).map_err(|m| {
+                let msg = format!("as applied to flows[{i}] ({name}): {m}");
+                cx.at(Some(span.clone()), "defaults.tcp", msg)
+            })?;
+        }
+        large_flow::check(cx, i, f.traffic.span(), &traffic, src, &nodes, &links)?;
         let slo = match &f.slo {
             Some(s) => Some(lbf::validate_slo(cx, s, key("slo"), size)?),
             None => None,
@@ -586,7 +598,7 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
             count: f.count,
             src_port: f.src_port.unwrap_or(10_000u16.wrapping_add(i as u16)),
             dst_port,
-            traffic: f.traffic.get_ref().clone(),
+            traffic,
             jitter: f.jitter.as_ref().map_or(Duration::ZERO, |j| *j.get_ref()),
             slo,
             tags,
@@ -620,4 +632,30 @@ fn validate(cx: ErrCtx<'_>, raw: Raw, stem: Option<String>) -> Result<Scenario, 
     };
     lbf::check_damper_paths(cx, &sc, &slo_spans)?;
     Ok(sc)
+}
+
+/// `[defaults.tcp]`: connection settings for every TCP flow that leaves them out
+/// ([`crate::tcp::app::TcpSpec::fill_from`]); a flow's congestion control and application keys
+/// are its own.
+fn tcp_defaults(
+    cx: ErrCtx<'_>,
+    t: &Spanned<toml::Table>,
+) -> Result<crate::tcp::app::TcpSpec, ScenarioError> {
+    use crate::tcp::app::PER_FLOW_KEYS;
+    let span = Some(t.span());
+    if let Some(k) = t.get_ref().keys().find(|k| PER_FLOW_KEYS.contains(&k.as_str())) {
+        return Err(cx.at(
+            span,
+            format!("defaults.tcp.{k}"),
+            format!(
+                "`{k}` is set per flow, in its `traffic`; [defaults.tcp] takes connection \
+                 settings only (not {})",
+                PER_FLOW_KEYS.join(", ")
+            ),
+        ));
+    }
+    let spec: crate::tcp::app::TcpSpec = toml::Value::Table(t.get_ref().clone())
+        .try_into()
+        .map_err(|e: toml::de::Error| cx.at(span.clone(), "defaults.tcp", e.message()))?;
+    Ok(spec)
 }

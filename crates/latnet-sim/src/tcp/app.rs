@@ -138,7 +138,62 @@ pub struct TcpSpec {
     pub bottleneck_rate: Option<Rate>,
 }
 
+/// The keys of a TCP flow's `traffic` that `[defaults.tcp]` may not give: the congestion
+/// control and what the flow's application sends (set them per flow).
+pub const PER_FLOW_KEYS: [&str; 11] = [
+    "kind",
+    "cc",
+    "bytes",
+    "request",
+    "response",
+    "interval",
+    "arrivals",
+    "requests",
+    "large_flow",
+    "large_flow_pacing",
+    "bottleneck_rate",
+];
+
 impl TcpSpec {
+    /// Take each connection setting this flow leaves out from `d` (a scenario's
+    /// `[defaults.tcp]`), where it applies to this flow's congestion control: `hystart` to
+    /// CUBIC, `rtt_target` to Prague, `bbr_ecn` to BBR, the pacing gains to all but BBR. The
+    /// keys of [`PER_FLOW_KEYS`] are not taken.
+    pub fn fill_from(&mut self, d: &TcpSpec) {
+        macro_rules! fill {
+            ($($k:ident),* $(,)?) => {$(
+                if self.$k.is_none() {
+                    self.$k = d.$k.clone();
+                }
+            )*};
+        }
+        fill!(
+            ecn,
+            ect,
+            pacing,
+            max_pacing_rate,
+            init_cwnd,
+            initial_rto,
+            min_rto,
+            delayed_ack,
+            delack_timeout,
+            rcv_buf,
+            sack,
+            tsq,
+            lost_retransmit,
+            rack_tlp,
+        );
+        match self.cc {
+            CcKind::Cubic => fill!(hystart),
+            CcKind::Prague => fill!(rtt_target),
+            CcKind::Bbr => fill!(bbr_ecn),
+            _ => {}
+        }
+        if self.cc != CcKind::Bbr {
+            fill!(pacing_ss_gain, pacing_ca_gain);
+        }
+    }
+
     /// Check the settings for frames of `size` bytes; `rr` for request/response.
     pub fn validate(&self, size: u32, rr: bool) -> Result<(), String> {
         if size < TCP_IPV4_OVERHEAD + 48 {
