@@ -101,17 +101,19 @@ pub struct LinuxTcp {
 
 impl LinuxTcp {
     /// The settings of the sender's namespace this flow needs (`/proc/sys` path and value):
-    /// ECN and SACK, and the pacing ratios where the kernel paces the flow by its window (a
-    /// flow it does not pace leaves them to the host's other flows).
+    /// ECN, SACK and RACK-TLP (Linux's defaults, 3 and 1, unless the flow turns it off: so a
+    /// namespace that served an earlier run without it, on a testbed kept up, runs it again,
+    /// and two flows of one host that disagree are refused), and the pacing ratios where the
+    /// kernel paces the flow by its window (a flow it does not pace leaves them to the host's
+    /// other flows).
     pub fn sysctls(&self) -> Vec<(&'static str, String)> {
+        let (early, recovery) = if self.no_rack_tlp { ("0", "0") } else { ("3", "1") };
         let mut v = vec![
             ("net/ipv4/tcp_ecn", if self.ecn { "1" } else { "2" }.to_owned()),
             ("net/ipv4/tcp_sack", if self.sack { "1" } else { "0" }.to_owned()),
+            ("net/ipv4/tcp_early_retrans", early.to_owned()),
+            ("net/ipv4/tcp_recovery", recovery.to_owned()),
         ];
-        if self.no_rack_tlp {
-            v.push(("net/ipv4/tcp_early_retrans", "0".to_owned()));
-            v.push(("net/ipv4/tcp_recovery", "0".to_owned()));
-        }
         let paced = self.pacing_cap.is_some() || self.large_flow == Some(Pace::Socket);
         if paced && self.cc != "bbr" {
             v.push(("net/ipv4/tcp_pacing_ss_ratio", self.pacing_ratios.0.to_string()));
@@ -854,16 +856,25 @@ mod tests {
         let nt = linux("cc = \"cubic\", rack_tlp = false").unwrap().unwrap();
         assert_eq!(nt.sysctls()[2], ("net/ipv4/tcp_early_retrans", "0".to_owned()));
         assert_eq!(nt.sysctls()[3], ("net/ipv4/tcp_recovery", "0".to_owned()));
-        let on = linux("cc = \"cubic\", rack_tlp = true").unwrap().unwrap();
-        assert_eq!(on.sysctls().len(), 2);
+        // on, or left out: Linux's defaults, set again (a testbed kept up may have had them off)
+        for keys in ["cc = \"cubic\", rack_tlp = true", "cc = \"cubic\""] {
+            let on = linux(keys).unwrap().unwrap().sysctls();
+            assert_eq!(
+                on[2..],
+                [
+                    ("net/ipv4/tcp_early_retrans", "3".to_owned()),
+                    ("net/ipv4/tcp_recovery", "1".to_owned())
+                ]
+            );
+        }
         assert_eq!(t.sysctls()[0], ("net/ipv4/tcp_ecn", "2".to_owned()));
-        assert_eq!(t.sysctls().len(), 2, "unpaced: the pacing ratios are not its");
+        assert_eq!(t.sysctls().len(), 4, "unpaced: the pacing ratios are not its");
         assert_eq!(linux("cc = \"newreno\"").unwrap().unwrap().cc, "reno");
         // BBR paces by itself; the kernel's own pacing for others is a cap it never reaches
         assert_eq!(linux("cc = \"bbr\"").unwrap().unwrap().pacing_cap, None);
         let paced = linux("cc = \"cubic\", pacing = true, pacing_ca_gain = 110").unwrap().unwrap();
         assert_eq!((paced.pacing_cap, paced.pacing_ratios), (Some(u64::MAX - 1), (200, 110)));
-        assert_eq!(paced.sysctls()[3], ("net/ipv4/tcp_pacing_ca_ratio", "110".to_owned()));
+        assert_eq!(paced.sysctls()[5], ("net/ipv4/tcp_pacing_ca_ratio", "110".to_owned()));
         let capped = linux("cc = \"cubic\", max_pacing_rate = \"8Mbps\"").unwrap().unwrap();
         assert_eq!(capped.pacing_cap, Some(1_000_000));
         let t = linux("cc = \"dctcp\", bytes = \"1MB\", sack = false").unwrap().unwrap();
@@ -993,6 +1004,10 @@ mod tests {
             e.starts_with("flows \"a\" and \"b\" leave host \"h1\" with different tcp_ecn"),
             "{e}"
         );
+        // RACK-TLP off for one flow of a host turns it off for the host's others too: refused
+        let rack = flow("a", "cc = \"cubic\"") + &flow("b", "cc = \"cubic\", rack_tlp = false");
+        let e = check(&scenario(&rack, "")).unwrap_err();
+        assert!(e.contains("different tcp_early_retrans (3 and 0)"), "{e}");
         // from different hosts they may differ
         let apart = mixed.replacen("src = \"h1\"\ndst = \"h2\"", "src = \"h2\"\ndst = \"h1\"", 1);
         assert_eq!(check(&scenario(&apart, "")), Ok(()));
