@@ -172,7 +172,8 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
     if !set.is_empty() {
         return refuse(format!(
             "{} set the simulator's TCP, which Linux takes no per-connection setting for here: \
-             leave {} out to run with Linux's own, or run the flow in the simulator (--mode sim)",
+             leave {} out (of the flow's traffic and [defaults.tcp]) to run with Linux's own, \
+             or run the flow in the simulator (--mode sim)",
             set.join(", "),
             if set.len() == 1 { "it" } else { "them" }
         ));
@@ -184,7 +185,7 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
         return refuse(
             "`rack_tlp = false` on a tcp-rr flow: its responses leave the server's namespace, \
              whose Linux runs RACK-TLP (tcp_early_retrans = 3, tcp_recovery = 1); leave \
-             `rack_tlp` out there"
+             `rack_tlp` out there (and out of [defaults.tcp])"
                 .into(),
         );
     }
@@ -199,7 +200,8 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
             return refuse(format!(
                 "`hystart = {want}`: Linux's CUBIC takes HyStart from the machine-wide module \
                  parameters /sys/module/tcp_cubic/parameters/hystart and hystart_detect, which \
-                 are {has} here; leave `hystart` out to run with the machine's"
+                 are {has} here; leave `hystart` out (of the flow's traffic and [defaults.tcp]) \
+                 to run with the machine's"
             ));
         }
     }
