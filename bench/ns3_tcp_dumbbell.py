@@ -139,6 +139,10 @@ def latnet_toml(cfg: dict, parity: bool, packets: bool, lost_retransmit: bool = 
         f'[[links]]\na = "left"\nb = "right"\nrate = "{cfg["rate"]}"\ndelay = "{cfg["delay"]}"\n'
         f"queue = {queue}\n",
     ]
+    if parity:
+        # ns-3's side runs without HyStart (set off in the driver) and has no RACK-TLP: pinned
+        # here too, whatever latnet's defaults (HyStart applies to the CUBIC flows only)
+        s.append("[defaults.tcp]\nhystart = false\nrack_tlp = false\n")
     cc = cfg["latnet_cc"]
     extra = ""
     if parity:
