@@ -277,6 +277,15 @@ fn tcp_defaults_fill_what_each_flow_leaves_out() {
     assert_eq!(tcp.iter().map(|t| t.hystart).collect::<Vec<_>>(), [Some(false), None, Some(true)]);
     assert!(tcp.iter().all(|t| t.rack_tlp == Some(true)), "{tcp:?}");
     assert!(tcp.iter().all(|t| t.min_rto == Some(Duration::from_secs(1))), "{tcp:?}");
+    // a key a flow would refuse for its other settings is left to the flows that take it:
+    // RACK-TLP without SACK, pacing gains without pacing
+    let sc = flows("[defaults.tcp]\nsack = false\nrack_tlp = true\npacing_ca_gain = 110").unwrap();
+    let t: Vec<_> = sc.flows.iter().map(|f| f.traffic.tcp().unwrap()).collect();
+    assert!(t.iter().all(|t| t.sack == Some(false) && t.rack_tlp.is_none()), "{t:?}");
+    assert!(t.iter().all(|t| t.pacing_ca_gain.is_none()), "unpaced, or BBR: {t:?}");
+    let sc = flows("[defaults.tcp]\npacing = true\npacing_ca_gain = 110").unwrap();
+    let gains: Vec<_> = sc.flows.iter().map(|f| f.traffic.tcp().unwrap().pacing_ca_gain).collect();
+    assert_eq!(gains, [Some(110), None, Some(110)], "BBR paces at its own rate");
     // without the table the keys stay out
     let bare = flows("").unwrap();
     let t = bare.flows[2].traffic.tcp().unwrap();
@@ -286,8 +295,8 @@ fn tcp_defaults_fill_what_each_flow_leaves_out() {
         ("bytes = 1000", "defaults.tcp.bytes", "set per flow"),
         ("hystrat = true", "defaults.tcp", "unknown field `hystrat`"),
         ("min_rto = \"soon\"", "defaults.tcp", "soon"),
-        // applied, it contradicts a flow: named with the flow
-        ("sack = false\nrack_tlp = true", "defaults.tcp", "flows[0] (f0): `rack_tlp = true` needs"),
+        // applied, a flow refuses it: named with the flow
+        ("rcv_buf = \"500B\"", "defaults.tcp", "flows[0] (f0): expected `rcv_buf` of at least"),
     ];
     for (keys, key, msg) in cases {
         let e = flows(&format!("[defaults.tcp]\n{keys}")).expect_err(keys);

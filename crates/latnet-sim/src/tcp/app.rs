@@ -155,10 +155,24 @@ pub const PER_FLOW_KEYS: [&str; 11] = [
 ];
 
 impl TcpSpec {
+    /// The connection negotiates ECN (given, or its congestion control's default).
+    fn ecn_on(&self) -> bool {
+        self.ecn.unwrap_or(TcpConfig::for_cc(self.cc).ecn)
+    }
+
+    /// The kernel would pace the connection: asked, its congestion control's default, or a
+    /// pacing cap (given, or set by switch-assisted pacing), which paces by the window too.
+    fn paced_by_window_or_cap(&self) -> bool {
+        self.pacing.unwrap_or(TcpConfig::for_cc(self.cc).pacing.enabled)
+            || self.max_pacing_rate.is_some()
+            || self.large_flow == Some(true)
+    }
+
     /// Take each connection setting this flow leaves out from `d` (a scenario's
-    /// `[defaults.tcp]`), where it applies to this flow's congestion control: `hystart` to
-    /// CUBIC, `rtt_target` to Prague, `bbr_ecn` to BBR, the pacing gains to all but BBR. The
-    /// keys of [`PER_FLOW_KEYS`] are not taken.
+    /// `[defaults.tcp]`), where it applies to this flow, by the rules [`TcpSpec::validate`]
+    /// checks: `hystart` to CUBIC, `rtt_target` to Prague, `bbr_ecn` to BBR, `ect` to flows
+    /// with ECN, the pacing gains to paced flows other than BBR, `rack_tlp = true` to flows
+    /// with SACK. The keys of [`PER_FLOW_KEYS`] are not taken.
     pub fn fill_from(&mut self, d: &TcpSpec) {
         macro_rules! fill {
             ($($k:ident),* $(,)?) => {$(
@@ -169,7 +183,6 @@ impl TcpSpec {
         }
         fill!(
             ecn,
-            ect,
             pacing,
             max_pacing_rate,
             init_cwnd,
@@ -181,7 +194,6 @@ impl TcpSpec {
             sack,
             tsq,
             lost_retransmit,
-            rack_tlp,
         );
         match self.cc {
             CcKind::Cubic => fill!(hystart),
@@ -189,8 +201,14 @@ impl TcpSpec {
             CcKind::Bbr => fill!(bbr_ecn),
             _ => {}
         }
-        if self.cc != CcKind::Bbr {
+        if self.ecn_on() {
+            fill!(ect);
+        }
+        if self.cc != CcKind::Bbr && self.paced_by_window_or_cap() {
             fill!(pacing_ss_gain, pacing_ca_gain);
+        }
+        if self.sack != Some(false) || d.rack_tlp != Some(true) {
+            fill!(rack_tlp);
         }
     }
 
@@ -238,8 +256,7 @@ impl TcpSpec {
         if self.hystart.is_some() && self.cc != CcKind::Cubic {
             return Err("`hystart` belongs to cc = \"cubic\" (Linux's HyStart is CUBIC's)".into());
         }
-        let defaults = TcpConfig::for_cc(self.cc);
-        if self.ect.is_some() && !self.ecn.unwrap_or(defaults.ecn) {
+        if self.ect.is_some() && !self.ecn_on() {
             return Err(
                 "`ect` needs ECN: `ecn = true` (the default for dctcp and prague); without it \
                  data is sent Not-ECT"
@@ -254,11 +271,7 @@ impl TcpSpec {
                     "`{k}` does not apply to cc = \"bbr\", which paces at its own rate"
                 ));
             }
-            // a pacing cap (given, or set by switch-assisted pacing) paces by the window too
-            let paced = self.pacing.unwrap_or(defaults.pacing.enabled)
-                || self.max_pacing_rate.is_some()
-                || self.large_flow == Some(true);
-            if !paced {
+            if !self.paced_by_window_or_cap() {
                 return Err(format!(
                     "`{k}` needs pacing: `pacing = true` (the default for prague), \
                      `max_pacing_rate` or `large_flow = true`"

@@ -121,28 +121,16 @@ fn hystart_leaves_slow_start_before_the_buffer_overflows() {
     assert!(p.ssthresh_bytes * 10 / 7 > 3 * (bdp + buffer) / 2, "{p:?}");
     assert!(hy.retransmits * 5 < plain.retransmits, "{} vs {}", hy.retransmits, plain.retransmits);
     assert!(hy.goodput_bps > 0.9 * 100e6 * PAYLOAD, "{}", hy.goodput_bps);
-    // a key of CUBIC's alone
-    let s = dumbbell(
-        1,
-        "100Mbps",
-        "1ms",
-        "{ kind = \"fifo\" }",
-        "duration = \"1s\"",
-        &bulk(0, "{ kind = \"tcp-bulk\", cc = \"bbr\", hystart = true }"),
-    );
-    let e = Scenario::from_str_named("tcp.toml", &s).expect_err("refused");
-    assert!(e.to_string().contains("`hystart` belongs to cc = \"cubic\""), "{e}");
-    // RACK-TLP reads SACK blocks
-    let s = dumbbell(
-        1,
-        "100Mbps",
-        "1ms",
-        "{ kind = \"fifo\" }",
-        "duration = \"1s\"",
-        &bulk(0, "{ kind = \"tcp-bulk\", rack_tlp = true, sack = false }"),
-    );
-    let e = Scenario::from_str_named("tcp.toml", &s).expect_err("refused");
-    assert!(e.to_string().contains("`rack_tlp = true` needs SACK"), "{e}");
+    // a key of CUBIC's alone; RACK-TLP reads SACK blocks
+    for (traffic, why) in [
+        ("cc = \"bbr\", hystart = true", "`hystart` belongs to cc = \"cubic\""),
+        ("rack_tlp = true, sack = false", "`rack_tlp = true` needs SACK"),
+    ] {
+        let flow = bulk(0, &format!("{{ kind = \"tcp-bulk\", {traffic} }}"));
+        let s = dumbbell(1, "100Mbps", "1ms", "{ kind = \"fifo\" }", "duration = \"1s\"", &flow);
+        let e = Scenario::from_str_named("tcp.toml", &s).expect_err("refused");
+        assert!(e.to_string().contains(why), "{e}");
+    }
 }
 
 #[test]
