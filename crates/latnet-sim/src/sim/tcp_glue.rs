@@ -21,7 +21,7 @@ mod large_flow;
 
 use super::{Event, Simulator};
 use crate::stats::LatencyStats;
-use crate::tcp::app::TcpSpec;
+use crate::tcp::app::{RrArrivals, TcpSpec};
 use crate::tcp::report::{SeriesRow, SlowStartReport, TcpFlowResult};
 use crate::tcp::sender::SlowStartExit;
 use crate::tcp::{ConnEvent, Connection, Segment, TcpConfig};
@@ -120,8 +120,9 @@ struct TcpFlow {
     start: Time,
     stop: Time,
     rng: ChaCha8Rng,
+    /// tcp-rr: the request instants still to come.
+    arrivals: Option<RrArrivals>,
     next_port: u16,
-    requests: u64,
     open: Vec<u32>,
     client: Option<u32>,
     tot: Counters,
@@ -219,8 +220,8 @@ impl TcpState {
                 start: f.start,
                 stop: f.stop,
                 rng,
+                arrivals: rr.then(|| RrArrivals::new(&spec, f.start, f.stop, sc.sim.seed, i)),
                 next_port: f.src_port,
-                requests: 0,
                 open: Vec::new(),
                 client: None,
                 tot: Counters::default(),
@@ -314,17 +315,22 @@ impl TcpState {
     }
 }
 
-/// Stream id of each TCP flow's random generator (ISS, request arrivals, BBR's phase).
+/// Stream id of each TCP flow's random generator (ISS, BBR's phase; request arrivals draw
+/// from [`crate::tcp::app::STREAM_RR`]).
 const STREAM_TCP: u64 = 3 << 32;
 
 impl Simulator {
     /// Schedule the applications' first events and the time series.
     pub(super) fn tcp_init(&mut self) {
         for i in 0..self.tcp.flows.len() {
-            let Some(f) = &self.tcp.flows[i] else { continue };
-            let (start, stop, rr) = (f.start, f.stop, f.rr);
             let tie = self.tie(i as u32);
-            self.events.schedule(start, tie, Event::TcpApp { flow: i as u32, stop: false });
+            let Some(f) = &mut self.tcp.flows[i] else { continue };
+            let (stop, rr) = (f.stop, f.rr);
+            // a request/response flow's first request is its first arrival: its start
+            let start = f.arrivals.as_mut().map_or(Some(f.start), Iterator::next);
+            if let Some(start) = start {
+                self.events.schedule(start, tie, Event::TcpApp { flow: i as u32, stop: false });
+            }
             if !rr {
                 self.events.schedule(stop, tie, Event::TcpApp { flow: i as u32, stop: true });
             }
@@ -376,7 +382,6 @@ impl Simulator {
 
     /// An application event: a bulk flow starts or stops, or a request arrives.
     pub(super) fn tcp_app(&mut self, flow: u32, stop: bool) {
-        let now = self.now;
         let Some(f) = self.tcp.flows[flow as usize].as_mut() else { return };
         if stop {
             if let Some(c) = f.client {
@@ -388,14 +393,9 @@ impl Simulator {
             }
             return;
         }
-        if f.rr {
-            f.requests += 1;
-            let gap = f.spec.next_gap(&mut f.rng);
-            let more = f.spec.requests.is_none_or(|n| f.requests < n);
-            if let Some(next) = now.checked_add_duration(gap).filter(|&t| more && t < f.stop) {
-                let tie = self.tie(flow);
-                self.events.schedule(next, tie, Event::TcpApp { flow, stop: false });
-            }
+        if let Some(next) = f.arrivals.as_mut().and_then(Iterator::next) {
+            let tie = self.tie(flow);
+            self.events.schedule(next, tie, Event::TcpApp { flow, stop: false });
         }
         self.tcp_open_client(flow);
     }

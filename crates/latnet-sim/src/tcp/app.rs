@@ -6,7 +6,7 @@
 //!   abandoned) and closes. The completion time is when the receiver has every byte.
 //! * **Request/response**: from `start` until `stop` (or `requests` of them), requests arrive
 //!   every `interval` (`arrivals = "fixed"`) or with exponential gaps of mean `interval`
-//!   (`"poisson"`, seeded per flow). Each request opens a new connection from a new source
+//!   (`"poisson"`, seeded per flow: [`RrArrivals`]). Each request opens a new connection from a new source
 //!   port, sends `request` bytes; the server answers `response` bytes and closes; the client
 //!   closes when the response is complete. The flow completion time (FCT) runs from the SYN to
 //!   the last response byte at the client.
@@ -18,9 +18,10 @@
 use super::cc::CcKind;
 use super::segment::TCP_IPV4_OVERHEAD;
 use super::TcpConfig;
-use latnet_units::{Bytes, Duration, Rate};
+use latnet_units::{Bytes, Duration, Rate, Time};
 use latnet_wire::Ecn;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
 /// ECT codepoint as written in scenarios.
@@ -401,24 +402,91 @@ impl TcpSpec {
     pub fn tsq_packets(&self) -> u32 {
         self.tsq.unwrap_or(2)
     }
+}
 
-    /// Time until the next request after one at `k` (0-based), drawing from `rng` for
-    /// Poisson arrivals.
-    pub fn next_gap<R: Rng>(&self, rng: &mut R) -> Duration {
-        let mean = self.interval.unwrap_or(Duration::from_millis(1));
-        match self.arrivals.unwrap_or_default() {
-            Arrivals::Fixed => mean,
+/// Stream id of each tcp-rr flow's request-gap generator (stream `STREAM_RR + flow index` of
+/// the scenario's seed), apart from the simulator's other streams (packet sources 1, ports 2,
+/// TCP connections 3 `<< 32`), so the emulated client draws the simulator's gaps.
+pub const STREAM_RR: u64 = 4 << 32;
+
+/// The instants at which a tcp-rr flow opens its connections: the first at its `start`, each
+/// next one a gap later (the flow's `interval`, or an exponential draw of that mean for
+/// `arrivals = "poisson"`), before `stop` and up to its `requests`. The simulator and the
+/// emulated client both walk this, so they open at the same instants, Poisson ones included.
+#[derive(Debug, Clone)]
+pub struct RrArrivals {
+    interval: Duration,
+    arrivals: Arrivals,
+    requests: Option<u64>,
+    rng: ChaCha8Rng,
+    next: Option<Time>,
+    stop: Time,
+    issued: u64,
+}
+
+impl RrArrivals {
+    /// The arrivals of flow `flow` (its index in the scenario) with `spec`, in a run seeded
+    /// with `seed`.
+    pub fn new(spec: &TcpSpec, start: Time, stop: Time, seed: u64, flow: usize) -> RrArrivals {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(STREAM_RR + flow as u64);
+        RrArrivals {
+            interval: spec.interval.unwrap_or(Duration::from_millis(1)),
+            arrivals: spec.arrivals.unwrap_or_default(),
+            requests: spec.requests,
+            rng,
+            next: Some(start),
+            stop,
+            issued: 0,
+        }
+    }
+
+    fn gap(&mut self) -> Duration {
+        match self.arrivals {
+            Arrivals::Fixed => self.interval,
             Arrivals::Poisson => {
-                let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
-                Duration::from_nanos((-u.ln() * mean.as_nanos() as f64).round() as u64)
+                let u: f64 = self.rng.gen_range(f64::MIN_POSITIVE..1.0);
+                Duration::from_nanos((-u.ln() * self.interval.as_nanos() as f64).round() as u64)
             }
         }
+    }
+}
+
+impl Iterator for RrArrivals {
+    type Item = Time;
+
+    fn next(&mut self) -> Option<Time> {
+        let at = self.next?;
+        self.issued += 1;
+        let more = self.requests.is_none_or(|n| self.issued < n);
+        let gap = self.gap();
+        self.next = at.checked_add_duration(gap).filter(|&t| more && t < self.stop);
+        Some(at)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_arrivals_are_fixed_or_seeded_per_flow() {
+        let at = |ms: u64| Time::ZERO + Duration::from_millis(ms);
+        let rr = |keys: &str| spec(&format!("interval = \"10ms\"\n{keys}")).unwrap();
+        let fixed = RrArrivals::new(&rr(""), at(5), at(45), 1, 0).collect::<Vec<_>>();
+        assert_eq!(fixed, [at(5), at(15), at(25), at(35)], "before the stop");
+        let three = RrArrivals::new(&rr("requests = 3"), at(5), at(1000), 1, 0);
+        assert_eq!(three.count(), 3);
+        let poisson = rr("arrivals = \"poisson\"");
+        let draw = |seed, flow| RrArrivals::new(&poisson, at(0), at(10_000), seed, flow);
+        let a: Vec<Time> = draw(1, 0).collect();
+        assert_eq!(a, draw(1, 0).collect::<Vec<_>>(), "seeded");
+        assert_ne!(a, draw(1, 1).collect::<Vec<_>>(), "a stream per flow");
+        assert_ne!(a, draw(2, 0).collect::<Vec<_>>(), "and per seed");
+        // 10 s at a mean gap of 10 ms: a Poisson count of mean 1000, within 5 sigma
+        assert!((842..=1158).contains(&a.len()), "{}", a.len());
+        assert!(a.windows(2).all(|w| w[0] <= w[1]));
+    }
 
     fn spec(src: &str) -> Result<TcpSpec, toml::de::Error> {
         toml::from_str(src)

@@ -11,10 +11,9 @@ use super::{
 };
 use crate::sys;
 use latnet_sim::lbf::flow_address;
+use latnet_sim::tcp::app::RrArrivals;
 use latnet_sim::traffic::TrafficSpec;
 use latnet_sim::Scenario;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use std::io::{self, Read as _, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -23,33 +22,15 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Stream id of the emulated tcp-rr flows' random generators (request gaps), apart from the
-/// simulator's streams.
-const STREAM_RR: u64 = 7 << 32;
-
 /// The instants (ns from the scenario's time zero) at which tcp-rr flow `i` opens its
-/// connections: the first at its start, each next one a gap later (the flow's `interval`, or
-/// an exponential draw of that mean for `arrivals = "poisson"`), before its stop and up to its
-/// `requests`. Fixed arrivals are the simulator's instants; Poisson gaps are drawn from the
-/// same law, seeded per flow, but are not the simulator's draws (its generator also draws
-/// its servers' initial sequence numbers, as the network's timing has them accept). Empty
-/// for other flows.
+/// connections: the simulator's ([`RrArrivals`]: its start, then its `interval` or, for
+/// `arrivals = "poisson"`, the simulator's own exponential draws), before its stop or the
+/// run's end. Empty for other flows.
 pub fn rr_instants(sc: &Scenario, i: usize) -> Vec<u64> {
     let f = &sc.flows[i];
     let TrafficSpec::TcpRr(t) = &f.traffic else { return Vec::new() };
-    let mut rng = ChaCha8Rng::seed_from_u64(sc.sim.seed);
-    rng.set_stream(STREAM_RR + i as u64);
     let stop = f.stop.min(latnet_units::Time::ZERO + sc.sim.duration);
-    let mut out = Vec::new();
-    let mut at = f.start;
-    loop {
-        out.push(at.as_nanos());
-        let more = t.requests.is_none_or(|n| (out.len() as u64) < n);
-        match at.checked_add_duration(t.next_gap(&mut rng)).filter(|&n| more && n < stop) {
-            Some(next) => at = next,
-            None => return out,
-        }
-    }
+    RrArrivals::new(t, f.start, stop, sc.sim.seed, i).map(|at| at.as_nanos()).collect()
 }
 
 /// The client's open connections, for the samples of the time series.
