@@ -254,6 +254,14 @@ def parser() -> argparse.ArgumentParser:
         help="emulation: a latnet-switch process per switch, or one process running every "
         "switch in one loop; auto (default): one when the switches outnumber the CPUs",
     )
+    r.add_argument(
+        "--host-nics",
+        choices=["shaped", "veth"],
+        default="shaped",
+        help="emulation: shaped (default): a host with TCP flows sends through a token bucket "
+        "at its link's rate, as a NIC does, so that TCP small queues hold its segments back; "
+        "veth: the bare veth, which takes every frame at once",
+    )
     r.set_defaults(func=cmd_run)
 
     sh = sub.add_parser(

@@ -174,6 +174,7 @@ def run_emu(
     queues: str | None = None,
     switch_processes: str | None = None,
     packets: bool | None = None,
+    host_nics: str = "shaped",
 ) -> EmuResults:
     """Run ``scenario`` in emulation; results go to ``out`` (run files to ``out/emu-run``).
 
@@ -188,7 +189,7 @@ def run_emu(
     and ``seq`` name the packet), and every drop of one (``emu-run/drops-<node>.csv``); those
     and the receivers' logs (``emu-run/packets-<flow>.csv``) go into ``out/packets.csv``, the
     simulator's per-packet table, the rest of what the senders sent as ``end-of-run``.
-    ``switch_processes``: see ``Testbed``."""
+    ``switch_processes``, ``host_nics``: see ``Testbed``."""
     out = Path(out)
     run_dir = out / "emu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -205,6 +206,7 @@ def run_emu(
         time_zero_after_ns=START_MARGIN_NS,
         queues=queues,
         switch_processes=switch_processes,
+        host_nics=host_nics,
     )
     if tb.plan["tcp_refused"]:
         # (before any namespace: the senders would refuse them one by one)

@@ -116,7 +116,12 @@ class Testbed:
         hop_records: bool = False,
         spin_us: int | None = None,
         switch_processes: str | None = None,
+        host_nics: str = "shaped",
     ):
+        if host_nics not in ("shaped", "veth"):
+            raise LatnetError(
+                "host_nics: expected 'shaped' (a TCP host's NIC at its link's rate) or 'veth'"
+            )
         if offloads not in ("off", "csum"):
             raise LatnetError("offloads: expected 'off' (no tx checksum, TSO, GSO) or 'csum'")
         self.scenario = Path(scenario).resolve()
@@ -173,6 +178,13 @@ class Testbed:
             processes = 1 if switch_processes == "one" else n_switches
             spin_us = 20 if processes <= cpus else 2
         self.spin_us = spin_us
+        # "shaped": every host with a TCP flow (and no packet flow of its own to send) gets a
+        # token bucket at its link's rate as its interface's root qdisc, as a NIC sends: Linux's
+        # TCP small queues then hold a connection's segments back in the host, as they would
+        # behind a real NIC (a veth frees a segment as soon as it is sent, so without it a
+        # connection's whole window waits in the switch's queue of the host's link, as its
+        # switch emulates it). "veth": no qdisc. See nic_shapers().
+        self.host_nics = host_nics
         self.logs: dict[str, Path] = {}
         self.state_path = state_dir() / f"{self.prefix}.json"
         self.state: dict = {
@@ -274,6 +286,7 @@ class Testbed:
                 + ["type", "veth", "peer", "name", name, "netns", self.netns(b)]
                 + ["address", ib["mac"]]
             )
+        shapers = self.nic_shapers()
         for n in self.plan["nodes"]:
             ns = self.netns(n["name"])
             for i in n["ifaces"]:
@@ -282,6 +295,16 @@ class Testbed:
                     if self.offloads == "off":
                         feats = ["tx", "off"] + feats
                     _sh(["ip", "netns", "exec", ns, "ethtool", "-K", i["name"], *feats])
+                    shaper = shapers.get(f"{n['name']}/{i['name']}")
+                    if shaper is not None:
+                        # (TSQ bounds what waits in it; the limit, 4 MB, only against a
+                        # tool run by hand flooding it)
+                        rate, bucket = shaper
+                        _sh(
+                            ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev"]
+                            + [i["name"], "root", "tbf", "rate", f"{rate}bit"]
+                            + ["burst", str(bucket), "limit", str(4 << 20)]
+                        )
                     _sh(["ip", "-n", ns, "addr", "add", f"{n['address']}/32", "dev", i["name"]])
                     if self.plan["ipv6"]:
                         _sh(
@@ -325,6 +348,27 @@ class Testbed:
                 self.start_switch(s)
         for s in self.switch_nodes():
             self._wait_ready(s)
+
+    def nic_shapers(self) -> dict[str, tuple[int, int]]:
+        """The host interfaces that get a NIC's token bucket (``host_nics = "shaped"``): for
+        each host with a TCP flow, as source or destination, that sends no packet flow (whose
+        packets must meet the scenario's queue of the host's link, which its switch emulates),
+        ``{interface: (rate in bit/s, bucket in bytes)}``. The bucket holds two full frames, or
+        100 us at the link's rate if more: a NIC sends back to back, and a bucket of a few
+        frames spares the kernel a timer per frame at gigabit rates."""
+        if self.host_nics != "shaped":
+            return {}
+        flows = self.plan["flows"]
+        tcp = {f[end] for f in flows if f["tcp"] for end in ("src", "dst")}
+        tcp -= {f["src"] for f in flows if not f["tcp"]}
+        links = {link["index"]: link for link in self.plan["links"]}
+        out = {}
+        for n in self.plan["nodes"]:
+            if n["kind"] == "host" and n["name"] in tcp:
+                for i in n["ifaces"]:
+                    rate = links[i["link"]]["rate_bps"]
+                    out[f"{n['name']}/{i['name']}"] = (rate, max(2 * 1514, rate // 80_000))
+        return out
 
     def _ipv6_sysctls(self, node: dict) -> list[str]:
         """IPv6 off in every namespace, unless a flow carries its SLO in an IPv6 hop-by-hop

@@ -198,6 +198,7 @@ def cmd_run_emu(args: argparse.Namespace) -> int:
         queues=args.queues,
         switch_processes=None if args.switch_processes == "auto" else args.switch_processes,
         packets=args.packets,
+        host_nics=args.host_nics,
     )
     captures = ", queues.csv" if emu.queues is not None else ""
     captures += ", packets.csv" if emu.packets is not None else ""
