@@ -521,11 +521,12 @@ STALLED_SHARE = 0.03
 STALLED_ATTEMPTS = 3
 
 
-def skip_stalled(stalls: list) -> None:
-    """Every attempt stalled: this machine cannot keep the emulation's time, so it measures
-    nothing here (as a machine without root could not); skipped, saying so with each run's
-    report. A run the machine kept time in still fails at once."""
-    pytest.skip(f"the machine stalled all {STALLED_ATTEMPTS} runs, measuring nothing: {stalls}")
+def skip_stalled(stalls: list, runs: int = STALLED_ATTEMPTS) -> None:
+    """The machine stalled too many of ``runs`` attempts (every one, unless the test says
+    otherwise) to decide: it cannot keep the emulation's time, so it measures nothing here (as
+    a machine without root could not); skipped, saying so with each stalled run's report. A run
+    the machine kept time in still fails at once."""
+    pytest.skip(f"the machine stalled {len(stalls)} of {runs} runs, too many to decide: {stalls}")
 
 
 def stalled(emulation: dict) -> str | None:
@@ -1392,19 +1393,30 @@ def test_hystart_leaves_slow_start_where_linux_does_beside_request_response_traf
     assert st.loc["bulk", "ss_exit_cause"] == "hystart-train", st.loc["bulk"]
     assert st.loc["rr", "completed"] == 100 and st.loc["rr", "rtos"] == 0, st.loc["rr"]
     assert st.loc["rr", "fct_p99_ns"] < 200e6, st.loc["rr"]
-    stalls = []
-    for attempt in range(STALLED_ATTEMPTS):
+    # Linux's exit varies from run to run: of 28 runs on one machine (2026-11-28), 25 left by
+    # the train at 46-52 kB, 3 later (70-90 kB, one by the delay rule); over the bare veth
+    # 11 of 12 at 39-52 kB. The simulator's exit must be Linux's typical one: 3 of up to 5
+    # runs leave by the train within a factor 4/3 of it; a run that misses while the machine
+    # measurably stalled it does not count.
+    hits, misses, stalls = 0, [], []
+    for attempt in range(5):
         emu = run_emu(path, tmp_path / f"emu{attempt}")
         t = emu.tcp.set_index("flow")
-        ratio = st.loc["bulk", "ss_exit_ssthresh_bytes"] / t.loc["bulk", "ss_exit_ssthresh_bytes"]
-        if t.loc["bulk", "ss_exit_cause"] == "hystart-train" and 0.75 < ratio < 1.33:
+        assert t.loc["rr", "completed"] == 100, t.loc["rr"]
+        b = t.loc["bulk"]
+        ratio = st.loc["bulk", "ss_exit_ssthresh_bytes"] / b["ss_exit_ssthresh_bytes"]
+        miss = (b["ss_exit_cause"], b["ss_exit_ssthresh_bytes"])
+        if b["ss_exit_cause"] == "hystart-train" and 0.75 < ratio < 1.33:
+            hits += 1
+        elif (why := stalled(emu.summary["emulation"])) is None:
+            misses.append(miss)
+        else:
+            stalls.append((why, miss))
+        if hits == 3:
             break
-        why = stalled(emu.summary["emulation"])
-        assert why is not None, ("the machine kept time", t.loc["bulk"], ratio)
-        stalls.append((why, ratio))
+        assert len(misses) < 3, ("Linux left slow start elsewhere", misses, stalls)
     else:
-        skip_stalled(stalls)
-    assert t.loc["rr", "completed"] == 100, t.loc["rr"]
+        skip_stalled(stalls, 5)
 
 
 def test_mode_both_notes_the_linux_defaults_a_flow_leaves_off_in_the_simulator(tmp_path):
