@@ -1085,9 +1085,11 @@ def test_emulated_links_are_captured_as_the_simulator_captures_them(tmp_path, ca
         assert len(got) == port["tx_packets"] == len(want), name
         assert got == sorted(got) and all(0 <= t < length for t in got), name
         if want:
-            # the first frame starts within a millisecond of the simulated one, and the flow
-            # keeps its 1 ms (a) / 1 ms (b) spacing on average
-            assert abs(got[0] - want[0]) < 1_000_000, (name, got[0], want[0])
+            # frame for frame within a millisecond of the simulated ones at the median (a
+            # stall of the machine may hold one back: a CI run's first frame on h2-s1 left
+            # 1.87 ms late), and the flow keeps its 1 ms (a) / 1 ms (b) spacing on average
+            lag = np.median(np.array(got) - np.array(want))
+            assert abs(lag) < 1_000_000, (name, lag, got[0], want[0])
             span = lambda ts: (ts[-1] - ts[0]) / (len(ts) - 1)  # noqa: E731
             assert abs(span(got) - span(want)) < 0.01 * span(want), name
     # whole frames, and the simulator's flows, frame for frame
