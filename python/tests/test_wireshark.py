@@ -306,14 +306,15 @@ LF_TYPES = {"register": "1", "report": "2", "deregister": "3"}
 
 
 def pacing_captures(tmp_path: Path) -> Path:
-    """The pacing seed's per-connection run, 2 s with the four flows 0.3 s apart: SYNs
-    register, the switch fills in the count, the senders get reports as it changes."""
+    """The pacing seed's per-connection run, 0.5 s with the four flows 0.1 s apart (five round
+    trips): SYNs register, the switch fills in the count, the senders get reports as it
+    changes."""
     text = (ROOT / "experiments" / "pacing" / "per-connection.toml").read_text()
-    edits = [('duration = "60.0s"', 'duration = "2s"')]
+    edits = [('duration = "60.0s"', 'duration = "0.5s"')]
     edits += [
-        (f'start = "{a}"', f'start = "{b}"') for a, b in (("15.0s", "0.3s"), ("30.0s", "0.6s"))
+        (f'start = "{a}"', f'start = "{b}"') for a, b in (("15.0s", "0.1s"), ("30.0s", "0.2s"))
     ]
-    edits += [('start = "45.0s"', 'start = "0.9s"')]
+    edits += [('start = "45.0s"', 'start = "0.3s"')]
     for old, new in edits:
         assert text.count(old) == 1, old
         text = text.replace(old, new)
