@@ -306,8 +306,8 @@ LF_TYPES = {"register": "1", "report": "2", "deregister": "3"}
 
 
 def pacing_captures(tmp_path: Path) -> Path:
-    """The pacing seed's per-connection run, 0.5 s with the four flows 0.1 s apart (five round
-    trips): SYNs register, the switch fills in the count, the senders get reports as it
+    """The pacing seed's per-connection run, 0.5 s with the four flows 0.1 s (five round trips)
+    apart: SYNs register, the switch fills in the count, the senders get reports as it
     changes."""
     text = (ROOT / "experiments" / "pacing" / "per-connection.toml").read_text()
     edits = [('duration = "60.0s"', 'duration = "0.5s"')]
