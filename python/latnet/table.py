@@ -192,9 +192,10 @@ def emulation_timing(summary: dict) -> str | None:
     """One line on how closely an emulated run kept to the scenario's clock (``results.json``
     ``emulation``): frames the switches sent more than 100 us of the machine's clock late, the
     worst lateness of a switch's frame and of a sender's packet (in the scenario's time, and
-    the machine's when dilated), packets the receivers read more than 100 us after the kernel
-    stamped them (latencies run to the stamp), ring drops and refused sends; ``None`` for a
-    simulated run."""
+    the machine's when dilated), frames one switch of a process took from another at their due
+    instants (and how much earlier than the kernel delivered them, at most), packets the
+    receivers read more than 100 us after the kernel stamped them (latencies run to the stamp),
+    ring drops and refused sends; ``None`` for a simulated run."""
     e = summary.get("emulation")
     if e is None:
         return None
@@ -214,6 +215,13 @@ def emulation_timing(summary: dict) -> str | None:
         parts.append(
             f"senders {sum(s['late_100us'] for s in snd):,} of {sum(s['sent'] for s in snd):,} "
             "packets, the worst " + late(max(s["late_max_ns"] for s in snd))
+        )
+    in_loop = sum(s.get("rx_in_loop", 0) for s in sw)
+    if in_loop:
+        parts.append(
+            f"{in_loop:,} frames between switches of one process arrived when due, up to "
+            + late(max(s.get("rx_in_loop_absorbed_max_ns", 0) for s in sw))
+            + " before the kernel delivered them"
         )
     rcv = e.get("receivers", [])
     if rcv:

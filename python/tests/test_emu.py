@@ -246,6 +246,7 @@ def test_link_rate_emulation_holds_the_rate(tmp_path):
     # the switch read the kernel's receive timestamps (and stamped frames with them)
     st = json.loads((tmp_path / "run" / "switch-s1.json").read_text())
     assert st["final"] and 0 < st["rx_read_late_max_ns"] < 2e9
+    assert st["rx_in_loop"] == 0, "alone in its process: every arrival is the kernel's stamp"
     recv = sorted(int(r.split(",")[2]) for r in rows)
     # Steady state: the middle 80 % of receptions (the queue is full by then).
     a, b = recv[len(recv) // 10], recv[len(recv) * 9 // 10]
@@ -685,8 +686,9 @@ def test_one_process_runs_every_switch(tmp_path):
     """``switch_processes="one"``: one latnet-switch process opens both switches' interfaces
     in their namespaces and forwards for both. The LBF chain, now with cut-through links (a
     switch hands a frame to the next at its first bit), still holds its lower bound; each
-    switch writes its own statistics; and the process, started in s1's namespace, is found and
-    stopped by ``down`` from the state file alone (as after a crash of its owner)."""
+    switch writes its own statistics; s2 takes s1's frames at the instants s1 made them due
+    (not when the kernel delivered them); and the process, started in s1's namespace, is found
+    and stopped by ``down`` from the state file alone (as after a crash of its owner)."""
     text = LBF.replace('drain = "300ms"\n', 'drain = "300ms"\nswitching = "cut-through"\n', 1)
     sc = scenario(tmp_path, text)
     with Testbed(sc, run_dir=tmp_path / "run", switch_processes="one") as tb:
@@ -704,6 +706,10 @@ def test_one_process_runs_every_switch(tmp_path):
         assert st["final"] is True and st["forwarded"] >= len(slo), name
         assert st["loop_switches"] == 2, name
     assert stats[0]["sleeps"] == stats[1]["sleeps"], "one loop sleeps for both"
+    # s2 took every frame from s1 at the instant s1's emulation made it due (the slo flow
+    # runs s1 -> s2; nothing of the scenario's runs back)
+    assert stats[1]["rx_in_loop"] >= len(slo), stats[1]["rx_in_loop"]
+    assert stats[0]["rx_in_loop"] < len(slo) / 100, stats[0]["rx_in_loop"]
     tb = Testbed(sc, run_dir=tmp_path / "again", switch_processes="one")
     tb.up()
     pid = tb.switches["s1"].pid

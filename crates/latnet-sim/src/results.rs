@@ -108,6 +108,12 @@ pub struct EmulatedSwitch {
     pub rx_read_late_10us: u64,
     /// Largest time from the kernel putting a frame into a ring to the switch reading it (ns).
     pub rx_read_late_max_ns: u64,
+    /// Frames from another switch served by the same process, which arrived at the instant
+    /// that switch's emulation made them due rather than when the kernel delivered them.
+    pub rx_in_loop: u64,
+    /// Largest time by which the kernel delivered such a frame after its due instant: the
+    /// sending switch's lateness, kept out of the emulated arrival (ns).
+    pub rx_in_loop_absorbed_max_ns: u64,
     /// Frames the kernel dropped because a receive ring was full.
     pub ring_drops: u64,
     /// Frames the kernel refused to send.
@@ -480,6 +486,7 @@ impl Results {
             for w in &mut e.switches {
                 w.tx_late_max_ns = ns(w.tx_late_max_ns);
                 w.rx_read_late_max_ns = ns(w.rx_read_late_max_ns);
+                w.rx_in_loop_absorbed_max_ns = ns(w.rx_in_loop_absorbed_max_ns);
             }
             for w in &mut e.senders {
                 w.late_max_ns = ns(w.late_max_ns);

@@ -10,6 +10,9 @@ use latnet_units::Time;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
 
+mod in_flight;
+use in_flight::InFlight;
+
 /// How to run a switch.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -105,6 +108,12 @@ pub fn run_many(sc: &Scenario, cfgs: &[RunConfig]) -> io::Result<Vec<SwitchStats
     }
     let loop_switches = stations.len() as u32;
     stations.iter_mut().for_each(|st| st.rc.loop_switches = loop_switches);
+    let mut in_flight = InFlight::new(
+        &stations
+            .iter()
+            .map(|st| st.core.ifaces.iter().map(|i| (i.mac, i.peer_mac)).collect())
+            .collect::<Vec<_>>(),
+    );
     sys::precise_timers();
     sys::install_stop_handler();
     let fds: Vec<_> =
@@ -118,8 +127,8 @@ pub fn run_many(sc: &Scenario, cfgs: &[RunConfig]) -> io::Result<Vec<SwitchStats
         }
         ring_clock.refresh(now_ns);
         let mut more = false;
-        for st in &mut stations {
-            match st.pass(sc, t0, &ring_clock, cfg.stats_every_ns) {
+        for (s, st) in stations.iter_mut().enumerate() {
+            match st.pass(sc, t0, &ring_clock, cfg.stats_every_ns, (&mut in_flight, s)) {
                 Ok(m) => more |= m,
                 Err(e) => break 'run Err(e),
             }
@@ -238,37 +247,58 @@ impl Station {
 
     /// Read the rings, run the core up to now, send what is due, hand over captures and write
     /// statistics when due. Returns whether frames are left in the rings (the read budget ran
-    /// out).
+    /// out). `loop_` is the loop's record of frames between its switches and this switch's
+    /// place in it.
     fn pass(
         &mut self,
         sc: &Scenario,
         t0: u64,
         ring_clock: &sys::KernelClock,
         stats_every_ns: u64,
+        (in_flight, s): (&mut InFlight, usize),
     ) -> io::Result<bool> {
         let Station { core, socks, rc, core_ns, .. } = self;
-        // Frames from every ring, oldest first (by the kernel's timestamp; ties go round the
+        // Frames from every ring, oldest first (by their emulated arrival; ties go round the
         // rings), up to RX_BUDGET times the number of rings in one pass.
         let budget = RX_BUDGET * socks.len();
         let mut n = 0;
         while n < budget {
-            let oldest = oldest_ring(socks.len(), n, |i| socks[i].next_rx().map(|f| f.kernel_ns));
-            let Some((kernel_ns, i)) = oldest else { break };
             // A frame arrived when the kernel put it into the ring, perhaps while this switch
             // slept or worked: it is stamped then (so that a late wake-up does not delay its
-            // emulated transmission), but not before what the core has already run (which
+            // emulated transmission), or, sent by another switch of this loop, at the instant
+            // that switch's core made it due here (so that the sender's late wake-up does not
+            // either, see `in_flight`); but not before what the core has already run (which
             // cannot be undone) and not after now. Everything due before it runs first, in
             // emulated-time order.
             let read_ns = sys::mono_ns().saturating_sub(t0);
-            let arrived = ring_clock.arrival(kernel_ns).unwrap_or(read_ns);
-            let read_late = read_ns.saturating_sub(arrived);
+            let stamp = |i: usize, f: &sys::RxFrame<'_>| {
+                in_flight.due(s, i, f.data).or_else(|| ring_clock.arrival(f.kernel_ns))
+            };
+            let oldest = oldest_ring(socks.len(), n, |i| {
+                socks[i].next_rx().map(|f| stamp(i, &f).unwrap_or(0))
+            });
+            let Some((_, i)) = oldest else { break };
+            let (kernel, due) = match socks[i].next_rx() {
+                Some(f) => (ring_clock.arrival(f.kernel_ns), in_flight.take(s, i, f.data)),
+                None => break,
+            };
+            let kernel = kernel.unwrap_or(read_ns);
+            let read_late = read_ns.saturating_sub(kernel);
             rc.rx_read_late_max_ns = rc.rx_read_late_max_ns.max(read_late);
             rc.rx_read_late_10us += u64::from(read_late > 10_000);
+            if let Some(d) = due {
+                rc.rx_in_loop += 1;
+                rc.rx_in_loop_absorbed_max_ns =
+                    rc.rx_in_loop_absorbed_max_ns.max(kernel.saturating_sub(d));
+            }
+            let arrived = due.unwrap_or(kernel);
             // (`min` then `max`, not `clamp`: no panic even if the clock stepped back)
             let t_ns = arrived.min(read_ns).max(*core_ns);
             *core_ns = t_ns;
             let t = Time::from_nanos(t_ns);
-            core.advance_owned(t, &mut |j, f, d| emit(socks, rc, read_ns, j, f, d));
+            core.advance_owned(t, &mut |j, f, d| {
+                emit(socks, rc, Some((&mut *in_flight, s)), read_ns, j, f, d)
+            });
             // Parsed and copied straight from the ring slot, then the slot goes back.
             let Some(f) = socks[i].next_rx() else { break };
             let v = f.vnet;
@@ -286,7 +316,9 @@ impl Station {
         let now_ns = sys::mono_ns().saturating_sub(t0).max(*core_ns);
         *core_ns = now_ns;
         let now = Time::from_nanos(now_ns);
-        core.advance_owned(now, &mut |i, f, d| emit(socks, rc, now_ns, i, f, d));
+        core.advance_owned(now, &mut |i, f, d| {
+            emit(socks, rc, Some((&mut *in_flight, s)), now_ns, i, f, d)
+        });
         for s in socks.iter_mut() {
             rc.tx_refused += s.flush() as u64;
             for b in s.take_spent() {
@@ -312,7 +344,7 @@ impl Station {
         let Station { core, socks, rc, core_ns, .. } = &mut self;
         let now_ns = sys::mono_ns().saturating_sub(t0).max(*core_ns);
         core.advance_owned(Time::from_nanos(now_ns), &mut |i, f, d| {
-            emit(socks, rc, now_ns, i, f, d);
+            emit(socks, rc, None, now_ns, i, f, d);
         });
         for s in socks.iter_mut() {
             rc.tx_refused += s.flush() as u64;
@@ -488,11 +520,15 @@ impl OutputWriter {
 fn emit(
     socks: &mut [PacketSocket],
     rc: &mut RunnerCounters,
+    in_flight: Option<(&mut InFlight, usize)>,
     now_ns: u64,
     iface: usize,
     frame: Vec<u8>,
     due: Time,
 ) {
+    if let Some((f, s)) = in_flight {
+        f.sent(s, iface, &frame, due.as_nanos());
+    }
     let late = now_ns.saturating_sub(due.as_nanos());
     rc.late_max_ns = rc.late_max_ns.max(late);
     if late > 100_000 {

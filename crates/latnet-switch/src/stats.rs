@@ -52,6 +52,15 @@ pub struct SwitchStats {
     /// Largest time between the kernel putting a frame into a ring and the switch reading it.
     #[serde(default)]
     pub rx_read_late_max_ns: u64,
+    /// Frames from another switch served by the same loop (`run --node A,B`), stamped with
+    /// the instant that switch's emulation made them due here rather than when the kernel put
+    /// them into the ring (so that its late wake-ups do not add up along a path).
+    #[serde(default)]
+    pub rx_in_loop: u64,
+    /// Largest time by which the kernel's stamp of such a frame trailed its due instant: the
+    /// sending switch's lateness, kept out of the emulated arrival (ns).
+    #[serde(default)]
+    pub rx_in_loop_absorbed_max_ns: u64,
     /// Times the loop slept in `ppoll`.
     #[serde(default)]
     pub sleeps: u64,
@@ -231,6 +240,10 @@ pub struct RunnerCounters {
     pub rx_read_late_10us: u64,
     /// Largest time from ring timestamp to reading (ns).
     pub rx_read_late_max_ns: u64,
+    /// Frames from another switch of the loop, stamped with the instant it made them due.
+    pub rx_in_loop: u64,
+    /// Largest time by which such a frame's ring timestamp trailed that instant (ns).
+    pub rx_in_loop_absorbed_max_ns: u64,
     /// Sleeps in `ppoll`.
     pub sleeps: u64,
     /// Short waits spent polling instead of sleeping.
@@ -301,6 +314,8 @@ impl SwitchStats {
             late_max_ns: r.late_max_ns,
             rx_read_late_10us: r.rx_read_late_10us,
             rx_read_late_max_ns: r.rx_read_late_max_ns,
+            rx_in_loop: r.rx_in_loop,
+            rx_in_loop_absorbed_max_ns: r.rx_in_loop_absorbed_max_ns,
             sleeps: r.sleeps,
             spins: r.spins,
             loop_switches: r.loop_switches.max(1),

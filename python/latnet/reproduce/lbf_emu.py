@@ -10,7 +10,10 @@ runs time-dilated (``[sim] dilation``): every duration k times longer, every rat
 slower, and the results come back in the scenario's own time. The machine's real-time noise
 (late wake-ups, a busy core, stalls of the virtual machine of a few ms) shrinks k-fold with
 it: at k = 10 the means ran up to 13 us late and a maximum 70 us off, at k = 40 up to 5 us and
-55 us; k = 80 here.
+55 us; k = 80 here. The four switches run in one process, which hands a frame from one to the
+next at the instant its emulation made it due there, not when the kernel delivered it, so the
+switches' late wake-ups do not add up along the path (docs/lbf.md: on a noisy day the means
+came within 3.3 us of the simulator's instead of 13).
 
 Each table gives F1's min / mean / max at Q1..Q4 (from the sender's stamp to the start of
 transmission from FWD1..FWD4, as the switches record it) and at the receiver, emulated beside

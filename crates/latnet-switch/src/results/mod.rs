@@ -594,6 +594,8 @@ fn emulation_report(
             tx_late_max_ns: s.late_max_ns,
             rx_read_late_10us: s.rx_read_late_10us,
             rx_read_late_max_ns: s.rx_read_late_max_ns,
+            rx_in_loop: s.rx_in_loop,
+            rx_in_loop_absorbed_max_ns: s.rx_in_loop_absorbed_max_ns,
             ring_drops: s.ring_drops,
             tx_refused: s.tx_refused,
         })

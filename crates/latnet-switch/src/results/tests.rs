@@ -97,6 +97,8 @@ fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
         late_max_ns: 4_500_000,
         rx_read_late_10us: 7,
         rx_read_late_max_ns: 20_000,
+        rx_in_loop: 5,
+        rx_in_loop_absorbed_max_ns: 30_000,
         ring_drops: 1,
         ..RunnerCounters::default()
     };
@@ -126,6 +128,8 @@ fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
         tx_late_max_ns: 450_000,
         rx_read_late_10us: 7,
         rx_read_late_max_ns: 2_000,
+        rx_in_loop: 5,
+        rx_in_loop_absorbed_max_ns: 3_000,
         ring_drops: 1,
         tx_refused: 0,
     };
