@@ -596,15 +596,20 @@ impl SwitchCore {
         p.tx_packets += 1;
         p.tx_bytes += size.get();
         // measurement at start of transmission, as in the simulator (a frame lost on the link
-        // counts too)
-        if pkt.meta.created <= t {
+        // counts too). A host's NIC cannot start sending a packet before its sender stamped it:
+        // a ring timestamp that converts to an instant before the stamp (the two clocks' offset
+        // is read to within a few us, more while the machine stalls) is measured at the stamp.
+        let from_host = matches!(self.ports[i].role, Role::FromHost { .. });
+        let stamped = pkt.meta.created != Time::MAX;
+        let at = if from_host && stamped { t.max(pkt.meta.created) } else { t };
+        if pkt.meta.created <= at {
             // (a stamp is read only for scenario flows: the slot exists)
             if let Some(s) =
                 self.hop_latency.get_mut(i).and_then(|r| r.get_mut(pkt.meta.flow as usize))
             {
-                s.get_or_insert_with(LatencyStats::new).record((t - pkt.meta.created).as_nanos());
+                s.get_or_insert_with(LatencyStats::new).record((at - pkt.meta.created).as_nanos());
                 if let Some(log) = &mut self.hop_log {
-                    log.transmitted(&pkt.meta, self.ports[i].global, t);
+                    log.transmitted(&pkt.meta, self.ports[i].global, at);
                 }
             }
         }
