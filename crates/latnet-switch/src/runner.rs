@@ -247,8 +247,8 @@ impl Station {
 
     /// Read the rings, run the core up to now, send what is due, hand over captures and write
     /// statistics when due. Returns whether frames are left in the rings (the read budget ran
-    /// out). `loop_` is the loop's record of frames between its switches and this switch's
-    /// place in it.
+    /// out). `(in_flight, s)`: the loop's record of frames between its switches and this
+    /// switch's place in the loop.
     fn pass(
         &mut self,
         sc: &Scenario,
