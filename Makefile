@@ -49,8 +49,9 @@ lint: venv
 rust-test:
 	$(CARGO) test --workspace --quiet
 
+# The real-time tests alone, the others beside them at idle priority (scripts/py-test.sh).
 py-test: build
-	$(VENV)/bin/pytest -q
+	scripts/py-test.sh $(VENV)/bin/pytest
 
 fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS)

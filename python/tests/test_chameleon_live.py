@@ -16,6 +16,9 @@ import pytest
 
 from latnet.cli import main
 
+#: Runs on the machine's clock: `make py-test` runs these tests alone (scripts/py-test.sh).
+pytestmark = pytest.mark.realtime
+
 if os.geteuid() != 0:
     pytest.skip("emulation needs root (CI runs it as root)", allow_module_level=True)
 

@@ -23,6 +23,9 @@ import pytest
 
 import latnet
 
+#: Runs on the machine's clock: `make py-test` runs these tests alone (scripts/py-test.sh).
+pytestmark = pytest.mark.realtime
+
 if os.geteuid() != 0:
     pytest.skip(
         "emulation tests create network namespaces and need root (CI runs them as root)",

@@ -14,6 +14,9 @@ import os
 
 import pytest
 
+#: Runs on the machine's clock: `make py-test` runs these tests alone (scripts/py-test.sh).
+pytestmark = pytest.mark.realtime
+
 if os.geteuid() != 0:
     pytest.skip(
         "emulated reproduction creates network namespaces and needs root (CI runs as root)",

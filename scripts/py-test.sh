@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The Python tests (`make py-test`), in two halves at once: the tests marked `realtime` (they
+# run namespaces, switches and real TCP on the machine's clock, mostly waiting) alone in the
+# foreground, one at a time as before; the others (simulations, parsers, the controller's
+# service: CPU work) beside them at idle priority (SCHED_IDLE), so that they take only the CPU
+# time the real-time half leaves over and never delay its wake-ups. Both halves' results are
+# printed, and the run fails if either failed.
+#
+# Usage: scripts/py-test.sh [PYTEST] [ARGS...]   (PYTEST defaults to .venv/bin/pytest; ARGS go
+# to both halves).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pytest=${1:-.venv/bin/pytest}
+shift $(($# > 0 ? 1 : 0))
+
+# Each half gets its own temporary directory; the idle half no pytest cache (the foreground
+# half keeps `--lf` working).
+tmp=$(mktemp -d -t latnet-py-test-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+idle=(chrt --idle 0)
+if ! chrt --idle 0 true 2>/dev/null; then
+	idle=(nice -n 19) # no SCHED_IDLE here: the lowest nice value is the next best
+fi
+"${idle[@]}" "$pytest" -q -p no:cacheprovider -m "not realtime" --basetemp "$tmp/idle" "$@" \
+	>"$tmp/idle.log" 2>&1 &
+idle_pid=$!
+echo "py-test: tests not marked realtime run beside these at idle priority (printed after)"
+"$pytest" -q -m realtime "$@"
+rt=$?
+wait "$idle_pid"
+other=$?
+echo "--- py-test: the tests not marked realtime (run at idle priority) ---"
+cat "$tmp/idle.log"
+# pytest's exit code 5 is "no tests collected": a selection that empties one half is not a
+# failure of the other
+for rc in "$rt" "$other"; do
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
+		echo "py-test: failed (realtime half: exit $rt, the rest: exit $other)" >&2
+		exit 1
+	fi
+done
