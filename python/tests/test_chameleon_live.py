@@ -398,7 +398,8 @@ def test_testbed_up_with_a_controller_carries_real_applications(tmp_path, capsys
             m1 = json.loads((run / "switch-m1.json").read_text())
             ports = {p["peer"]: p for p in m1["ports"] if p["role"] == "egress"}
             cls = lambda peer, q: ports[peer]["classes"][q]["enqueued"]  # noqa: E731
-            assert cls("s2", 0) >= 100  # irtt's probes, admitted
+            # irtt's probes, admitted: every one it sent (it may skip a few, see above)
+            assert cls("s2", 0) >= st["packets_sent"], (cls("s2", 0), st["packets_sent"])
             assert cls("h6", 0) > 10_000  # iperf3's data, admitted
             assert cls("s1", 2) > 1_000  # its ACKs, best effort (class 2 below the two)
             agent = json.loads(status.read_text())
