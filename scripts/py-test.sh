@@ -4,7 +4,8 @@
 # foreground, one at a time as before; the others (simulations, parsers, the controller's
 # service: CPU work) beside them at idle priority (SCHED_IDLE), so that they take only the CPU
 # time the real-time half leaves over and never delay its wake-ups. Both halves' results are
-# printed, and the run fails if either failed.
+# printed, with the reason of every skip (`-rs`: a real-time test skips when the machine stalled
+# too many of its runs to decide), and the run fails if either failed.
 #
 # Usage: scripts/py-test.sh [PYTEST] [ARGS...]   (PYTEST defaults to .venv/bin/pytest; ARGS go
 # to both halves).
@@ -21,11 +22,11 @@ idle=(chrt --idle 0)
 if ! chrt --idle 0 true 2>/dev/null; then
 	idle=(nice -n 19) # no SCHED_IDLE here: the lowest nice value is the next best
 fi
-"${idle[@]}" "$pytest" -q -p no:cacheprovider -m "not realtime" --basetemp "$tmp/idle" "$@" \
+"${idle[@]}" "$pytest" -q -rs -p no:cacheprovider -m "not realtime" --basetemp "$tmp/idle" "$@" \
 	>"$tmp/idle.log" 2>&1 &
 idle_pid=$!
 echo "py-test: tests not marked realtime run beside these at idle priority (printed after)"
-"$pytest" -q -m realtime "$@"
+"$pytest" -q -rs -m realtime "$@"
 rt=$?
 wait "$idle_pid"
 other=$?
