@@ -598,10 +598,12 @@ impl SwitchCore {
         // measurement at start of transmission, as in the simulator (a frame lost on the link
         // counts too). A host's NIC cannot start sending a packet before its sender stamped it:
         // a ring timestamp that converts to an instant before the stamp (the two clocks' offset
-        // is read to within a few us, more while the machine stalls) is measured at the stamp.
+        // is read to within a few us, more while the machine stalls) is measured at the stamp,
+        // and so are its enqueue and eligible instants in its hop record (it waited 0).
         let from_host = matches!(self.ports[i].role, Role::FromHost { .. });
         let stamped = pkt.meta.created != Time::MAX;
-        let at = if from_host && stamped { t.max(pkt.meta.created) } else { t };
+        let floor = if from_host && stamped { pkt.meta.created } else { Time::ZERO };
+        let at = t.max(floor);
         if pkt.meta.created <= at {
             // (a stamp is read only for scenario flows: the slot exists)
             if let Some(s) =
@@ -609,7 +611,7 @@ impl SwitchCore {
             {
                 s.get_or_insert_with(LatencyStats::new).record((at - pkt.meta.created).as_nanos());
                 if let Some(log) = &mut self.hop_log {
-                    log.transmitted(&pkt.meta, self.ports[i].global, at);
+                    log.transmitted(&pkt.meta, self.ports[i].global, at, floor);
                 }
             }
         }

@@ -46,14 +46,16 @@ impl HopLog {
         HopLog { buf: Vec::new(), offset_ns }
     }
 
-    /// The packet of `m` started its transmission on global port `port` at `t`.
-    pub(super) fn transmitted(&mut self, m: &Meta, port: usize, t: Time) {
+    /// The packet of `m` started its transmission on global port `port` at `t`; no instant of
+    /// the record is before `floor` (a host NIC's: its sender's stamp).
+    pub(super) fn transmitted(&mut self, m: &Meta, port: usize, t: Time, floor: Time) {
         let (o, b) = (self.offset_ns, &mut self.buf);
+        let arrival = m.arrival.max(floor);
         b.extend_from_slice(&m.flow.to_le_bytes());
         b.extend_from_slice(&(port as u32).to_le_bytes());
         b.extend_from_slice(&m.seq.to_le_bytes());
-        b.extend_from_slice(&shifted(m.arrival, o).to_le_bytes());
-        b.extend_from_slice(&shifted(m.eligible.max(m.arrival), o).to_le_bytes());
+        b.extend_from_slice(&shifted(arrival, o).to_le_bytes());
+        b.extend_from_slice(&shifted(m.eligible.max(arrival), o).to_le_bytes());
         b.extend_from_slice(&shifted(t, o).to_le_bytes());
         b.extend_from_slice(&u32::from(m.priority).to_le_bytes());
     }

@@ -773,6 +773,40 @@ fn hop_latency_runs_from_the_senders_stamp_to_each_start_of_transmission() {
     assert_eq!(hops, [(0, 2, 30_000, 50_000), (2, 2, 130_000, 150_000)]);
 }
 
+/// A host's emulated NIC cannot start a frame before its sender stamped it: a frame whose
+/// receive instant converts to 10 us before its stamp (the clocks' offset is read to within a
+/// few us, more while the machine stalls) is measured at the stamp, waiting 0, and still gets
+/// its first hop record; s1's hop runs from the stamp as before.
+#[test]
+fn a_hosts_nic_measures_a_frame_received_before_its_stamp_at_the_stamp() {
+    let sc = scenario("");
+    let origin = 7_000_000_000;
+    let mut core = SwitchCore::new_at(&sc, "s1", origin).unwrap();
+    core.enable_hop_records(0);
+    let mut f = frame(1250, 7, 10_000);
+    crate::traffic::fill_payload(&mut f[42..], 0, 3, origin + 40_000);
+    assert_eq!(drive(&mut core, &[(30_000, f)], &[]).len(), 1);
+    let st = crate::stats::SwitchStats::collect(&sc, &core, Default::default(), true);
+    let hops: Vec<_> = st.flows[0]
+        .hops
+        .iter()
+        .map(|h| (h.port, h.latency_ns.count, h.latency_ns.min, h.latency_ns.max))
+        .collect();
+    // serialization still starts on arrival: s1 starts 100 us after 30 us, 90 us after the stamp
+    assert_eq!(hops, [(0, 1, 0, 0), (2, 1, 90_000, 90_000)]);
+    let mut rows = Vec::new();
+    assert!(core.swap_hop_records(0, &mut rows));
+    let names: Vec<String> = sc.flows.iter().map(|f| f.name.clone()).collect();
+    let nodes: Vec<String> = sc.nodes.iter().map(|n| n.name.clone()).collect();
+    let (mut csv, mut drops) = (Vec::new(), Vec::new());
+    hop_records_csv(&rows, &names, &nodes, &mut csv, &mut drops);
+    let name = &names[0];
+    assert_eq!(
+        String::from_utf8(csv).unwrap(),
+        format!("{name},3,0,7,40000,40000,40000\n{name},3,2,7,130000,130000,130000\n")
+    );
+}
+
 /// Per-packet hop records: one row per transmission of a stamped frame of a scenario flow, at
 /// the host's emulated NIC and at s1, instants shifted by the offset (the experiment's time
 /// zero 1 ms after the switch's); the frame without latnet's payload has none. A stamped frame
