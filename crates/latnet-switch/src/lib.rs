@@ -31,13 +31,13 @@
 //! A frame's emulated arrival is the ring's timestamp (`tp_sec` / `tp_nsec`: when the kernel put
 //! it there, `CLOCK_REALTIME` converted to the switch's `CLOCK_MONOTONIC`), not the moment the
 //! switch got round to reading it, clamped so that it is never before what the core has already
-//! emulated nor after the read (frames waiting in several rings are taken in arrival order): a
-//! switch woken late gives the delay back to the emulated link (statistics
-//! `rx_read_late_10us`, `rx_read_late_max_ns`; docs/lbf.md measures the effect). A frame from
-//! another switch served by the same loop (`run --node A,B`) arrives at the instant that
-//! switch's core made it due, not when the kernel delivered it, so that the sender's late
-//! wake-ups do not add up along a path either (`rx_in_loop`, `rx_in_loop_absorbed_max_ns`; see
-//! `runner::in_flight`).
+//! emulated nor after the read (the clock is read once the frame is found in its ring; frames
+//! waiting in several rings are taken in arrival order): a switch woken late gives the delay
+//! back to the emulated link (statistics `rx_read_late_10us`, `rx_read_late_max_ns`;
+//! docs/lbf.md measures the effect). A frame from another switch served by the same loop
+//! (`run --node A,B`) arrives at the instant that switch's core made it due, not when the kernel
+//! delivered it, so that the sender's late wake-ups do not add up along a path either
+//! (`rx_in_loop`, `rx_in_loop_absorbed_max_ns`; see `runner::in_flight`).
 //!
 //! Per frame, the switch copies once: from the ring slot into a pooled buffer, which then moves
 //! through the queues and delay lines and is handed to `sendmmsg` as is (the all-zero

@@ -270,7 +270,6 @@ impl Station {
             // either, see `in_flight`); but not before what the core has already run (which
             // cannot be undone) and not after now. Everything due before it runs first, in
             // emulated-time order.
-            let read_ns = sys::mono_ns().saturating_sub(t0);
             let stamp = |i: usize, f: &sys::RxFrame<'_>| {
                 in_flight.due(s, i, f.data).or_else(|| ring_clock.arrival(f.kernel_ns))
             };
@@ -278,6 +277,11 @@ impl Station {
                 socks[i].next_rx().map(|f| stamp(i, &f).unwrap_or(0))
             });
             let Some((_, i)) = oldest else { break };
+            // "Now" is read once the frame is in the ring: read before, a frame the kernel put
+            // there while this switch was preempted between the two would arrive, for the
+            // emulation, when the clock was read (seen: 5 to 741 us before its ring timestamp,
+            // even before its sender stamped it, so that it left every hop that much early).
+            let read_ns = sys::mono_ns().saturating_sub(t0);
             let (kernel, due) = match socks[i].next_rx() {
                 Some(f) => (ring_clock.arrival(f.kernel_ns), in_flight.take(s, i, f.data)),
                 None => break,
