@@ -741,6 +741,17 @@ fn lbf_marks_are_reported_with_sequence_numbers_from_the_experiments_time_zero()
     assert!(core.lbf_stats(true).unwrap().counters.is_none());
 }
 
+/// The scenario's first flow's per-hop latency in `core`'s statistics: (global port, count,
+/// min, max) per hop.
+fn first_flow_hops(sc: &Scenario, core: &SwitchCore) -> Vec<(usize, u64, u64, u64)> {
+    let st = crate::stats::SwitchStats::collect(sc, core, Default::default(), true);
+    st.flows[0]
+        .hops
+        .iter()
+        .map(|h| (h.port, h.latency_ns.count, h.latency_ns.min, h.latency_ns.max))
+        .collect()
+}
+
 /// Per-hop latency on real packets: from the sender's stamp (on the senders' clock, which
 /// reads `origin` when the switch's reads zero) to the emulated start of each transmission,
 /// at the host's emulated NIC (hop 0) and at s1 (hop 1); frames without latnet's payload are
@@ -762,12 +773,7 @@ fn hop_latency_runs_from_the_senders_stamp_to_each_start_of_transmission() {
         (2_000_000, frame(1250, 7, 10_000)),
     ];
     assert_eq!(drive(&mut core, &input, &[]).len(), 3);
-    let st = crate::stats::SwitchStats::collect(&sc, &core, Default::default(), true);
-    let hops: Vec<_> = st.flows[0]
-        .hops
-        .iter()
-        .map(|h| (h.port, h.latency_ns.count, h.latency_ns.min, h.latency_ns.max))
-        .collect();
+    let hops = first_flow_hops(&sc, &core);
     // h1's NIC (global port 0) starts each frame on arrival; s1's port toward h2 (global 2)
     // after its 100 us serialization on h1's link
     assert_eq!(hops, [(0, 2, 30_000, 50_000), (2, 2, 130_000, 150_000)]);
@@ -786,12 +792,7 @@ fn a_hosts_nic_measures_a_frame_received_before_its_stamp_at_the_stamp() {
     let mut f = frame(1250, 7, 10_000);
     crate::traffic::fill_payload(&mut f[42..], 0, 3, origin + 40_000);
     assert_eq!(drive(&mut core, &[(30_000, f)], &[]).len(), 1);
-    let st = crate::stats::SwitchStats::collect(&sc, &core, Default::default(), true);
-    let hops: Vec<_> = st.flows[0]
-        .hops
-        .iter()
-        .map(|h| (h.port, h.latency_ns.count, h.latency_ns.min, h.latency_ns.max))
-        .collect();
+    let hops = first_flow_hops(&sc, &core);
     // serialization still starts on arrival: s1 starts 100 us after 30 us, 90 us after the stamp
     assert_eq!(hops, [(0, 1, 0, 0), (2, 1, 90_000, 90_000)]);
     let mut rows = Vec::new();
