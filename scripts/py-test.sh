@@ -33,12 +33,19 @@ fi
 "${idle[@]}" "$pytest" -q -rs -p no:cacheprovider -m "not realtime" --basetemp "$tmp/idle" "$@" \
 	>"$tmp/idle.log" 2>&1 &
 idle_pid=$!
+# PY_TEST_BESIDE: a command (`make test`: the Rust tests) run in that half too, beside them
+beside_pid=
+if [ -n "${PY_TEST_BESIDE:-}" ]; then
+	"${idle[@]}" bash -c "$PY_TEST_BESIDE" >"$tmp/beside.log" 2>&1 &
+	beside_pid=$!
+fi
+busy() { kill -0 "$idle_pid" 2>/dev/null || { [ -n "$beside_pid" ] && kill -0 "$beside_pid" 2>/dev/null; }; }
 if [ "${LATNET_KEEP_AWAKE:-1}" != 0 ] && [ "${idle[0]}" = chrt ]; then
 	# (each loop ends when the real-time half has, or the temporary directory is gone; and
 	# within two hours whatever happens)
 	awake='while [ -d "$1" ] && [ ! -e "$1/stop" ]; do :; done'
 	(
-		while kill -0 "$idle_pid" 2>/dev/null && [ ! -e "$tmp/stop" ]; do sleep 1; done
+		while busy && [ ! -e "$tmp/stop" ]; do sleep 1; done
 		[ -e "$tmp/stop" ] && exit 0
 		for _ in $(seq "$(nproc)"); do
 			timeout 7200 chrt --idle 0 sh -c "$awake" awake "$tmp" &
@@ -54,6 +61,17 @@ wait "$idle_pid"
 other=$?
 echo "--- py-test: the tests not marked realtime (run at idle priority) ---"
 cat "$tmp/idle.log"
+beside=0
+if [ -n "$beside_pid" ]; then
+	wait "$beside_pid"
+	beside=$?
+	echo "--- py-test: $PY_TEST_BESIDE (run at idle priority) ---"
+	cat "$tmp/beside.log"
+	if [ "$beside" -ne 0 ]; then
+		echo "py-test: failed ($PY_TEST_BESIDE: exit $beside)" >&2
+		exit 1
+	fi
+fi
 # pytest's exit code 5 is "no tests collected": a selection that empties one half is not a
 # failure of the other
 for rc in "$rt" "$other"; do
