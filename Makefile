@@ -19,7 +19,7 @@ demo: setup
 # The Rust tests run beside the Python tests, at idle priority as the Python tests not marked
 # realtime do (scripts/py-test.sh); either failing fails the target.
 test: setup lint
-	PY_TEST_BESIDE="$(CARGO) test --workspace --quiet" scripts/py-test.sh $(VENV)/bin/pytest
+	PY_TEST_BESIDE="$(RUST_TEST)" scripts/py-test.sh $(VENV)/bin/pytest
 
 setup: apt venv build
 
@@ -49,8 +49,9 @@ lint: venv
 	$(VENV)/bin/ruff check python bench
 	$(VENV)/bin/ruff format --check python bench
 
+RUST_TEST = $(CARGO) test --workspace --quiet
 rust-test:
-	$(CARGO) test --workspace --quiet
+	$(RUST_TEST)
 
 # The real-time tests alone, the others beside them at idle priority (scripts/py-test.sh).
 py-test: build

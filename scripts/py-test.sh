@@ -16,7 +16,8 @@
 # changes. LATNET_KEEP_AWAKE=0 turns it off; without SCHED_IDLE it is off.
 #
 # Usage: scripts/py-test.sh [PYTEST] [ARGS...]   (PYTEST defaults to .venv/bin/pytest; ARGS go
-# to both halves).
+# to both halves). PY_TEST_BESIDE: a command run in the idle half too (`make test`: the Rust
+# tests), its output printed after; its failure fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 pytest=${1:-.venv/bin/pytest}
@@ -33,13 +34,14 @@ fi
 "${idle[@]}" "$pytest" -q -rs -p no:cacheprovider -m "not realtime" --basetemp "$tmp/idle" "$@" \
 	>"$tmp/idle.log" 2>&1 &
 idle_pid=$!
-# PY_TEST_BESIDE: a command (`make test`: the Rust tests) run in that half too, beside them
 beside_pid=
 if [ -n "${PY_TEST_BESIDE:-}" ]; then
 	"${idle[@]}" bash -c "$PY_TEST_BESIDE" >"$tmp/beside.log" 2>&1 &
 	beside_pid=$!
 fi
-busy() { kill -0 "$idle_pid" 2>/dev/null || { [ -n "$beside_pid" ] && kill -0 "$beside_pid" 2>/dev/null; }; }
+busy() {
+	kill -0 "$idle_pid" 2>/dev/null || { [ -n "$beside_pid" ] && kill -0 "$beside_pid" 2>/dev/null; }
+}
 if [ "${LATNET_KEEP_AWAKE:-1}" != 0 ] && [ "${idle[0]}" = chrt ]; then
 	# (each loop ends when the real-time half has, or the temporary directory is gone; and
 	# within two hours whatever happens)
@@ -67,16 +69,16 @@ if [ -n "$beside_pid" ]; then
 	beside=$?
 	echo "--- py-test: $PY_TEST_BESIDE (run at idle priority) ---"
 	cat "$tmp/beside.log"
-	if [ "$beside" -ne 0 ]; then
-		echo "py-test: failed ($PY_TEST_BESIDE: exit $beside)" >&2
-		exit 1
-	fi
 fi
 # pytest's exit code 5 is "no tests collected": a selection that empties one half is not a
 # failure of the other
+failed=$((beside != 0))
 for rc in "$rt" "$other"; do
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
-		echo "py-test: failed (realtime half: exit $rt, the rest: exit $other)" >&2
-		exit 1
+		failed=1
 	fi
 done
+if [ "$failed" -ne 0 ]; then
+	echo "py-test: failed (realtime half: exit $rt, the rest: exit $other${beside_pid:+, $PY_TEST_BESIDE: exit $beside})" >&2
+	exit 1
+fi
