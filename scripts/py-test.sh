@@ -79,6 +79,7 @@ for rc in "$rt" "$other"; do
 	fi
 done
 if [ "$failed" -ne 0 ]; then
-	echo "py-test: failed (realtime half: exit $rt, the rest: exit $other${beside_pid:+, $PY_TEST_BESIDE: exit $beside})" >&2
+	also=${beside_pid:+, $PY_TEST_BESIDE: exit $beside}
+	echo "py-test: failed (realtime half: exit $rt, the rest: exit $other$also)" >&2
 	exit 1
 fi
