@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from . import LatnetError, ScenarioError, UsageError, __version__
 from . import check as check_scenario
 from . import run as run_scenario
 from ._latnet import duration_ns
-from .commands import register_all, scenario_warnings, seed
+from .commands import add_keep_cpus_awake, register_all, scenario_warnings, seed
 from .progress import time_bar
 from .reproduce import EMULATED, SEEDS, SWEEPS, load
 from .table import flow_table, tcp_table
@@ -262,6 +263,7 @@ def parser() -> argparse.ArgumentParser:
         "at its link's rate, as a NIC does, so that TCP small queues hold its segments back; "
         "veth: the bare veth, which takes every frame at once",
     )
+    add_keep_cpus_awake(r)
     r.set_defaults(func=cmd_run)
 
     sh = sub.add_parser(
@@ -306,6 +308,7 @@ def parser() -> argparse.ArgumentParser:
         "workers need this version of latnet) instead of local processes. Seeds: "
         + ", ".join(SWEEPS),
     )
+    add_keep_cpus_awake(rep)
     rep.set_defaults(func=cmd_reproduce)
 
     register_all(sub)
@@ -323,8 +326,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         args.packets = True
+    awake = nullcontext()
+    if getattr(args, "keep_cpus_awake", False):
+        from .emu import cpus_kept_awake
+
+        awake = cpus_kept_awake()
     try:
-        return args.func(args)
+        with awake:
+            return args.func(args)
     except (ScenarioError, UsageError) as e:
         print(f"latnet: {e}", file=sys.stderr)
         return 2

@@ -22,7 +22,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -232,6 +233,64 @@ def run_emu(
         return collect(tb, out, length)
 
 
+#: How many busy loops :func:`cpus_kept_awake` runs now (0: none); :func:`stall_report` records
+#: it.
+_awake_loops = 0
+#: Whether :func:`least_stalled` has suggested ``--keep-cpus-awake`` (once per process).
+_suggested = False
+
+#: One busy loop: it ends when the process given (the one that started it) is gone, so that no
+#: loop outlives it, whatever ends it.
+_AWAKE_LOOP = 'while kill -0 "$1" 2>/dev/null; do :; done'
+
+
+@contextmanager
+def cpus_kept_awake(enabled: bool = True) -> Iterator[list[int]]:
+    """While the block runs, one busy loop per CPU at the lowest priority (``SCHED_IDLE``)
+    keeps the machine's CPUs from going idle; yields the loops' process ids (none when not
+    ``enabled``, or where ``SCHED_IDLE`` is refused: said on stderr).
+
+    On a virtual machine, waking an idle vCPU is where most of the emulation's stalls come
+    from: a ``SCHED_FIFO`` 1 ms sleep overshot by up to 1.8-11.6 ms on an idle 2-vCPU machine,
+    0.5-0.9 ms beside two such loops (see BENCHMARKS.md, "The test suite on 2 cores"). A
+    ``SCHED_IDLE`` task gives way to any other at once: the loops take only the time nothing
+    else wants, and burn it (``make test`` runs them for its real-time tests)."""
+    global _awake_loops
+    if not enabled:
+        yield []
+        return
+    loops: list[subprocess.Popen] = []
+    try:
+        try:
+            for _ in range(len(os.sched_getaffinity(0))):
+                argv = ["sh", "-c", _AWAKE_LOOP, "awake", str(os.getpid())]
+                # (no stream of this process: one that reads them to their end would wait
+                # for the loops)
+                null = subprocess.DEVNULL
+                loops.append(subprocess.Popen(argv, stdin=null, stdout=null, stderr=null))
+                os.sched_setscheduler(loops[-1].pid, os.SCHED_IDLE, os.sched_param(0))
+        except (OSError, AttributeError) as e:  # (AttributeError: no SCHED_IDLE here)
+            print(
+                f"latnet: --keep-cpus-awake: cannot run a loop at idle priority ({e}); "
+                "the CPUs are not kept awake",
+                file=sys.stderr,
+            )
+            _stop(loops)
+        _awake_loops = len(loops)
+        yield [p.pid for p in loops]
+    finally:
+        _awake_loops = 0
+        _stop(loops)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.wait()
+    procs.clear()
+
+
 def least_stalled(
     run: Callable[[Path], T],
     late_ns: Callable[[T], int],
@@ -266,6 +325,7 @@ def least_stalled(
                 f"{duration_text(stall_ns)}): running it again",
                 file=sys.stderr,
             )
+            _suggest_keeping_awake()
     best = late.index(min(late))
     shutil.rmtree(base / name, ignore_errors=True)
     (base / f"{name}.stalled-{best + 1}").rename(base / name)
@@ -275,14 +335,27 @@ def least_stalled(
     return kept, late
 
 
+def _suggest_keeping_awake() -> None:
+    global _suggested
+    if _awake_loops == 0 and not _suggested:
+        _suggested = True
+        print(
+            "(on a virtual machine, --keep-cpus-awake may spare runs like this: most stalls "
+            "there come from waking an idle vCPU)",
+            file=sys.stderr,
+        )
+
+
 def stall_report(late: dict[str, list[int]], stall_ns: int) -> dict:
     """A document's account of :func:`least_stalled` over its runs: per run each attempt's
-    lateness (``attempts``), the threshold (``stall_ns``) and the runs whose kept attempt is
-    still stalled (``stalled``: their numbers carry the stall)."""
+    lateness (``attempts``), the threshold (``stall_ns``), the runs whose kept attempt is
+    still stalled (``stalled``: their numbers carry the stall) and how many busy loops kept
+    the CPUs awake meanwhile (``cpus_kept_awake``, :func:`cpus_kept_awake`; 0: none)."""
     return {
         "attempts": late,
         "stall_ns": stall_ns,
         "stalled": [name for name, ns in late.items() if min(ns) > stall_ns],
+        "cpus_kept_awake": _awake_loops,
     }
 
 

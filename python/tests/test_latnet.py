@@ -604,6 +604,55 @@ def test_a_stalled_run_is_run_again_and_the_least_stalled_kept(tmp_path, capsys)
     assert capsys.readouterr() == ("", "")
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_cpus_are_kept_awake_by_idle_priority_loops_while_the_block_runs():
+    from latnet.cli import parser
+    from latnet.emu import cpus_kept_awake, stall_report
+
+    with cpus_kept_awake() as pids:
+        assert len(pids) == len(os.sched_getaffinity(0))
+        assert all(os.sched_getscheduler(p) == os.SCHED_IDLE for p in pids)
+        assert all(_running(p) for p in pids)
+        assert stall_report({"t": [1]}, 5)["cpus_kept_awake"] == len(pids)
+    assert not any(_running(p) for p in pids)
+    assert stall_report({"t": [1]}, 5)["cpus_kept_awake"] == 0
+    with cpus_kept_awake(False) as none:
+        assert none == []
+    for argv in (
+        ["run", "x.toml", "--mode", "emu"],
+        ["reproduce", "lbf", "--emulated"],
+        ["chameleon", "verify", "--emulated"],
+        ["chameleon", "live", "spec.toml", "--controller", "http://127.0.0.1:1"],
+    ):
+        assert parser().parse_args([*argv, "--keep-cpus-awake"]).keep_cpus_awake, argv
+
+
+def test_the_loops_that_keep_cpus_awake_end_with_the_process_that_started_them():
+    """Killed without its ``with`` block's end (``os._exit``), a process leaves no loop."""
+    import sys
+    import time
+
+    code = (
+        "import os\nfrom latnet.emu import cpus_kept_awake\n"
+        "with cpus_kept_awake() as pids:\n    print(*pids, flush=True)\n    os._exit(0)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    pids = [int(p) for p in r.stdout.split()]
+    assert r.returncode == 0 and pids, r.stderr
+    until = time.monotonic() + 20
+    while any(_running(p) for p in pids) and time.monotonic() < until:
+        time.sleep(0.05)
+    assert not any(_running(p) for p in pids)
+
+
 def test_the_least_stalled_saved_results_are_read_from_where_they_were_kept(tmp_path):
     """Results that read their files when asked (``latnet.load``, an emulated run's) are opened
     again in ``base/NAME``: the attempt's own directory was renamed (its packets table read

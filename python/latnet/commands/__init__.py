@@ -43,6 +43,18 @@ def whole(least: int, most: int = 2**64 - 1):
 seed = whole(0)
 
 
+def add_keep_cpus_awake(p: argparse.ArgumentParser) -> None:
+    """``--keep-cpus-awake`` (``latnet.emu.cpus_kept_awake`` while the command runs)."""
+    p.add_argument(
+        "--keep-cpus-awake",
+        action="store_true",
+        help="emulation: while it runs, one busy loop per CPU at the lowest priority "
+        "(SCHED_IDLE: it gives way to any other task at once) keeps the CPUs from going idle; "
+        "on a virtual machine, waking an idle vCPU is where most of the emulation's stalls come "
+        "from (make test does this for its real-time tests)",
+    )
+
+
 def add_ca_file(p: argparse.ArgumentParser) -> None:
     """``--ca-file``: for a service speaking HTTPS, who signed its certificate; ``--client-cert``
     and ``--client-key``: what to present to one that asks (mutual TLS); ``--crl-file``: the

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..chameleon import SYSTEMS, crosscheck, evaluate, summarize, transitions
 from ..table import render
-from . import add_ca_file, client_cert, run_progress, whole
+from . import add_ca_file, add_keep_cpus_awake, client_cert, run_progress, whole
 from ._chameleon_service import cmd_live, register_serve
 
 
@@ -466,6 +466,7 @@ def register(subparsers) -> None:
         metavar="DIR",
         help="with --emulated: where the runs go (default out/chameleon-verify)",
     )
+    add_keep_cpus_awake(v)
     v.set_defaults(func=cmd_verify)
 
     t = sub.add_parser(
@@ -599,4 +600,5 @@ def register(subparsers) -> None:
         "requests admit and remove flows)",
     )
     add_ca_file(li)
+    add_keep_cpus_awake(li)
     li.set_defaults(func=cmd_live)
