@@ -249,13 +249,21 @@ def test_agents_on_separate_hosts_keep_the_order_through_the_service(tmp_path, c
         assert f["misrouted"] == 0 and f["lost_while_admitted"] == 0, f
         assert_in_time(doc, f)
     assert code == 1  # c still breaks its promise
-    # negative control: no waiting for the other agent
+    # negative control: no waiting for the other agent (h1's agent asked nothing)
     _, doc, _ = live(tmp_path, "nowait", *extra, "--peer-wait-ms", "0", tokens=svc_tokens)
     capsys.readouterr()
+    first = doc["agent"]["peers"][0]
+    assert first["off"] == "--peer-wait-ms 0", first
+    assert first["asked"] == {} and first["waited_ns"] == 0, first
+    # so b is tagged before a's old path drained; in a run the machine stalled (after
+    # ATTEMPTS runs) b's tagging may come later by the run's measured lateness (seen in CI:
+    # a gap of 887 us, 87 us over the guarantee, in the least stalled of three runs, 427 us late)
     changes = {(c["flow"], c["what"]): c for c in doc["changes"]}
     gap = changes[("b", "add")]["t_start_ns"] - changes[("a", "move")]["t_ns"]
-    assert gap < changes[("a", "add")]["guarantee_ns"], gap
-    assert doc["agent"]["peers"][0]["off"] == "--peer-wait-ms 0"
+    allowed = changes[("a", "add")]["guarantee_ns"]
+    if doc["stalled"]:
+        allowed += doc["emulation"]["late_max_ns"]
+    assert gap < allowed, (gap, allowed)
 
 
 def test_without_a_shaper_the_same_misbehaving_flow_takes_what_it_sends(tmp_path, capsys):
