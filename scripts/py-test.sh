@@ -36,7 +36,13 @@ fi
 idle_pid=$!
 beside_pid=
 if [ -n "${PY_TEST_BESIDE:-}" ]; then
-	"${idle[@]}" bash -c "$PY_TEST_BESIDE" >"$tmp/beside.log" 2>&1 &
+	# (when it ended, from this script's start, in its log: whether it or a half was the longer)
+	(
+		"${idle[@]}" bash -c "$PY_TEST_BESIDE"
+		rc=$?
+		echo "(ended ${SECONDS} s after py-test.sh started, exit $rc)"
+		exit $rc
+	) >"$tmp/beside.log" 2>&1 &
 	beside_pid=$!
 fi
 busy() {
