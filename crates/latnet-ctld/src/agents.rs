@@ -52,6 +52,8 @@ pub struct Agents {
     /// Per flow, the newest log entry whose step its agent reported done.
     applied: HashMap<u64, i64>,
     ttl: Duration,
+    /// Added to the machine's clock (tests move it on instead of sleeping, see [`Self::pass`]).
+    skew: Duration,
     /// Bumped by every report and change of who serves what, so that a waiting
     /// `GET /applied` asks again (a lapse is seen when the waiting agent asks anew).
     generation: u64,
@@ -59,7 +61,13 @@ pub struct Agents {
 
 impl Default for Agents {
     fn default() -> Self {
-        Agents { regs: BTreeMap::new(), applied: HashMap::new(), ttl: AGENT_TTL, generation: 0 }
+        Agents {
+            regs: BTreeMap::new(),
+            applied: HashMap::new(),
+            ttl: AGENT_TTL,
+            skew: Duration::ZERO,
+            generation: 0,
+        }
     }
 }
 
@@ -85,6 +93,19 @@ impl Agents {
     /// Registrations last `ttl` (tests shorten it).
     pub fn set_ttl(&mut self, ttl: Duration) {
         self.ttl = ttl;
+    }
+
+    /// Now, on the clock registrations are timed by.
+    fn now(&self) -> Instant {
+        Instant::now() + self.skew
+    }
+
+    /// Move this registry's clock on by `d`, as if that long had passed (tests: a registration
+    /// lapses without a sleep, which a machine that preempts the test could stretch past the
+    /// time-to-live the test means to stay within).
+    #[cfg(test)]
+    fn pass(&mut self, d: Duration) {
+        self.skew += d;
     }
 
     /// Changes with every report and every change of who serves what.
@@ -135,7 +156,7 @@ impl Agents {
                 }
             }
         }
-        let now = Instant::now();
+        let now = self.now();
         let ttl = self.ttl;
         self.regs.retain(|_, r| now.duration_since(r.seen) < ttl);
         // two agents programming one host would undo each other
@@ -163,13 +184,13 @@ impl Agents {
 
     /// How many agents are registered now (not lapsed).
     pub fn count(&self) -> usize {
-        self.live(Instant::now()).count()
+        self.live(self.now()).count()
     }
 
     /// `DELETE /agents/NAME`: agent `name` stops (its hosts are unserved at once); 404 if it
     /// is not registered now (never, or its registration lapsed).
     pub fn deregister(&mut self, name: &str) -> Reply {
-        let now = Instant::now();
+        let now = self.now();
         match self.regs.remove(name).filter(|r| now.duration_since(r.seen) < self.ttl) {
             Some(_) => {
                 self.generation += 1;
@@ -181,7 +202,7 @@ impl Agents {
 
     /// `GET /agents`: the agents registered now.
     pub fn list(&self) -> Reply {
-        let now = Instant::now();
+        let now = self.now();
         let all: Vec<Value> = self
             .live(now)
             .map(|(n, r)| {
@@ -276,7 +297,7 @@ impl Agents {
             (200, json!({"flow": flow, "seq": seq, "done": done, "why": why, "agent": agent}))
         };
         let Some(host) = src(flow) else { return answer(true, "removed", None) };
-        let now = Instant::now();
+        let now = self.now();
         let agent = self.live(now).find(|(_, r)| r.hosts.contains(&host)).map(|(n, _)| n);
         if self.applied.get(&flow).is_some_and(|&s| s >= seq) {
             return answer(true, "applied", agent);
@@ -334,7 +355,7 @@ mod tests {
     #[test]
     fn a_registration_lapses_unless_renewed() {
         let mut a = Agents::default();
-        a.set_ttl(Duration::from_millis(30));
+        let lapse = AGENT_TTL + Duration::from_millis(1);
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
         assert_eq!(a.query("flow=1&seq=1", src).1["why"], "waiting");
         assert_eq!(a.list().1.as_array().map(Vec::len), Some(1));
@@ -345,7 +366,7 @@ mod tests {
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1", "h2"]}"#, &HOSTS).0, 200);
         assert!(a.generation() > g);
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
-        std::thread::sleep(Duration::from_millis(40));
+        a.pass(lapse);
         assert_eq!(a.query("flow=1&seq=1", src).1["why"], "unserved");
         assert_eq!(a.list().1.as_array().map(Vec::len), Some(0));
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
@@ -354,7 +375,7 @@ mod tests {
         let r = a.register(br#"{"name": "B", "hosts": ["h2", "h1"]}"#, &HOSTS);
         assert_eq!((r.0, r.1["field"].clone()), (409, json!("hosts[1]")), "{r:?}");
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1", "h3"]}"#, &HOSTS).0, 200);
-        std::thread::sleep(Duration::from_millis(40));
+        a.pass(lapse);
         assert_eq!(a.register(br#"{"name": "B", "hosts": ["h2", "h1"]}"#, &HOSTS).0, 200);
         // B stops: its hosts are free at once
         assert_eq!(a.deregister("B").0, 204);
@@ -390,9 +411,8 @@ mod tests {
     #[test]
     fn a_lapsed_agent_is_not_there_to_deregister() {
         let mut a = Agents::default();
-        a.set_ttl(Duration::from_millis(30));
         assert_eq!(a.register(br#"{"name": "A", "hosts": ["h1"]}"#, &HOSTS).0, 200);
-        std::thread::sleep(Duration::from_millis(40));
+        a.pass(AGENT_TTL + Duration::from_millis(1));
         assert_eq!(a.list().1.as_array().map(Vec::len), Some(0));
         let r = a.deregister("A");
         assert_eq!((r.0, r.1["field"].clone()), (404, json!("name")), "{r:?}");
