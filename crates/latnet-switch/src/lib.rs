@@ -64,6 +64,7 @@
 pub mod agent;
 pub mod core;
 pub mod plan;
+pub mod replace;
 pub mod results;
 pub mod runner;
 pub mod stats;

@@ -3,6 +3,7 @@
 //! the next frame or the core's next wake-up.
 
 use crate::core::{Offload, SwitchCore};
+use crate::replace::Replacer;
 use crate::stats::{RunnerCounters, SwitchStats};
 use crate::sys::{self, PacketSocket, VNET_GSO_NONE, VNET_NEEDS_CSUM};
 use latnet_sim::Scenario;
@@ -180,7 +181,8 @@ struct Station {
     /// How far the core has been advanced (switch clock, ns): it never goes back.
     core_ns: u64,
     output: Option<OutputWriter>,
-    stats: Option<StatsWriter>,
+    /// Writes the statistics file: a thread, so that the loop never waits for the disk.
+    stats: Option<Replacer>,
     next_stats: u64,
 }
 
@@ -240,7 +242,7 @@ impl Station {
             rc: RunnerCounters::default(),
             core_ns: 0,
             output,
-            stats: c.stats.clone().map(StatsWriter::start).transpose()?,
+            stats: c.stats.clone().map(|p| Replacer::start(p, "statistics file")).transpose()?,
             next_stats: 0,
         })
     }
@@ -394,56 +396,6 @@ fn oldest_ring(
         }
     }
     oldest
-}
-
-/// Writes a switch's statistics file from a thread of its own, so that the forwarding loop
-/// never waits for the disk: replacing the file (a temporary file renamed over it) took about
-/// 1 ms at the median on this project's CI machine when idle, and 85 ms at the 99th percentile
-/// and up to 2 s while another process wrote gigabytes (ext4 writes a file's data back when it
-/// is renamed over another). The thread writes the latest statistics handed over (those it
-/// has not written in time are skipped); an error ends it, and the next hand-over returns it.
-struct StatsWriter {
-    path: PathBuf,
-    tx: Option<std::sync::mpsc::Sender<String>>,
-    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
-}
-
-impl StatsWriter {
-    fn start(path: PathBuf) -> io::Result<StatsWriter> {
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let file = path.clone();
-        let thread = std::thread::Builder::new().name("stats-writer".into()).spawn(move || {
-            while let Ok(mut body) = rx.recv() {
-                body = rx.try_iter().last().unwrap_or(body);
-                crate::stats::write_stats_file(&file, &body)?;
-            }
-            Ok(())
-        })?;
-        Ok(StatsWriter { path, tx: Some(tx), thread: Some(thread) })
-    }
-
-    /// Hand over the statistics file's next contents; the thread's error, if it has ended.
-    fn send(&mut self, body: String) -> io::Result<()> {
-        match self.tx.as_ref().map(|tx| tx.send(body)) {
-            Some(Ok(())) => Ok(()),
-            _ => self.join(),
-        }
-    }
-
-    /// Wait until everything handed over is written; the file's path.
-    fn finish(mut self) -> io::Result<PathBuf> {
-        self.join()?;
-        Ok(self.path)
-    }
-
-    fn join(&mut self) -> io::Result<()> {
-        self.tx = None;
-        match self.thread.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => Err(io::Error::other("the statistics writer panicked")),
-            None => Ok(()),
-        }
-    }
 }
 
 /// Where [`OutputWriter`] writes a switch's hop and drop records, and the names of the
@@ -609,32 +561,5 @@ mod tests {
         assert_eq!(oldest_ring(2, 0, peek), Some((5, 0)));
         assert_eq!(oldest_ring(2, 1, |_| None), None);
         assert_eq!(oldest_ring(0, 0, peek), None);
-    }
-
-    #[test]
-    fn the_statistics_file_ends_with_the_last_hand_over_and_a_failed_write_is_returned() {
-        let dir = std::env::temp_dir().join(format!("latnet-stats-writer-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("s.json");
-        let mut w = StatsWriter::start(path.clone()).unwrap();
-        for k in 0..100 {
-            w.send(format!("{{\"k\": {k}}}\n")).unwrap();
-        }
-        assert_eq!(w.finish().unwrap(), path);
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"k\": 99}\n");
-        // a directory that is not there: the writer's error comes back from a hand-over
-        let gone = dir.join("gone").join("s.json");
-        let mut w = StatsWriter::start(gone).unwrap();
-        let mut sent = Ok(());
-        for _ in 0..1000 {
-            sent = w.send("{}\n".into());
-            if sent.is_err() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let e = sent.expect_err("the writer's error");
-        assert!(e.to_string().contains("statistics file") && e.to_string().contains("gone"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

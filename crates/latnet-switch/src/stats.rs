@@ -366,17 +366,6 @@ impl SwitchStats {
 
     /// Write as JSON to `path` atomically (a temporary file renamed over it).
     pub fn write(&self, path: &Path) -> io::Result<()> {
-        write_stats_file(path, &self.json()?)
+        crate::replace::replace_file(path, &self.json()?, "statistics file")
     }
-}
-
-/// Replace the statistics file `path` with `body` atomically (a temporary file renamed over
-/// it). This can wait for the disk: ext4 starts writing a file's data back when it is renamed
-/// over another, so a forwarding loop leaves it to a thread ([`crate::runner`]).
-pub fn write_stats_file(path: &Path, body: &str) -> io::Result<()> {
-    let named =
-        |e: io::Error| io::Error::new(e.kind(), format!("statistics file {}: {e}", path.display()));
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, body).map_err(named)?;
-    std::fs::rename(&tmp, path).map_err(named)
 }

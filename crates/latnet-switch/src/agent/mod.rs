@@ -55,6 +55,7 @@
 //! order holds among the agent's own hosts only (`peers.off` in the status says why).
 //! Stopping (SIGINT / SIGTERM, or `--duration`) detaches the taggers and removes the shapers.
 
+use crate::replace::{replace_file, Replacer};
 use crate::tagger::{Action, Counters, Match, Tagger};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -222,6 +223,10 @@ pub struct Agent {
     /// The name it registers under (first host, number of hosts, process id).
     name: String,
     peers: Peers,
+    /// Writes the status file (`cfg.status`): a thread, so that a decision is never applied
+    /// late because the disk was slow to take the last status ([`crate::replace`]); `None`
+    /// once it failed (said once; the status is then written in the loop).
+    status_writer: Option<Replacer>,
 }
 
 fn kernel(what: &str) -> impl Fn(io::Error) -> AgentError + '_ {
@@ -270,7 +275,14 @@ impl Agent {
                 retiring: Vec::new(),
             });
         }
+        let status_writer = cfg
+            .status
+            .clone()
+            .map(|p| Replacer::start(p, "status file"))
+            .transpose()
+            .map_err(|e| AgentError::Config(format!("the status file's writer: {e}")))?;
         Ok(Agent {
+            status_writer,
             hosts,
             last_seq: 0,
             synced_seq: 0,
@@ -525,7 +537,7 @@ impl Agent {
                     self.last_error = Some(msg);
                 }
                 Err(e) => {
-                    self.write_status();
+                    self.final_status();
                     self.shutdown();
                     return Err(e);
                 }
@@ -538,7 +550,7 @@ impl Agent {
             let wake = now + poll_ns;
             crate::sys::sleep_until(end.map_or(wake, |e| e.min(wake)));
         }
-        self.write_status();
+        self.final_status();
         self.shutdown();
         Ok(())
     }
@@ -630,13 +642,25 @@ impl Agent {
         })
     }
 
-    fn write_status(&self) {
+    fn write_status(&mut self) {
         let Some(path) = &self.cfg.status else { return };
         let text = serde_json::to_string_pretty(&self.status()).unwrap_or_default() + "\n";
-        let tmp = path.with_extension("tmp");
-        if std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).is_err() {
-            eprintln!("latnet-switch agent: cannot write {}", path.display());
+        let sent = match &mut self.status_writer {
+            Some(w) => w.send(text),
+            None => replace_file(path, &text, "status file"),
+        };
+        if let Err(e) = sent {
+            self.status_writer = None;
+            eprintln!("latnet-switch agent: {e}");
         }
+    }
+
+    /// The last status, written before the agent returns (after everything handed over).
+    fn final_status(&mut self) {
+        if let Some(Err(e)) = self.status_writer.take().map(Replacer::finish) {
+            eprintln!("latnet-switch agent: {e}");
+        }
+        self.write_status();
     }
 }
 
