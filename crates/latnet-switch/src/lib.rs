@@ -15,6 +15,7 @@
 //! | [`tagger`] | the host agent's tagger: a BPF program on a host's egress pushing each flow's tag stack, DSCP and shaper class |
 //! | [`plan`] | testbed conventions: namespaces, interface names, MACs, host routes |
 //! | [`stats`] | the statistics file (per interface, port, queue, class, flow, node) |
+//! | [`replace`] | files rewritten whole while a loop runs (statistics, the agent's status), by a thread of their own: the loop never waits for the disk |
 //! | [`tcp`] | bulk sender / receiver on the kernel's TCP; the host side of switch-assisted pacing |
 //! | [`traffic`] | UDP sender / receiver with one-way latency, loss, reorder and corruption checks |
 //! | [`results`] | an emulated run's results in the simulator's format |
