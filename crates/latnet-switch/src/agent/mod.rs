@@ -225,7 +225,8 @@ pub struct Agent {
     peers: Peers,
     /// Writes the status file (`cfg.status`): a thread, so that a decision is never applied
     /// late because the disk was slow to take the last status ([`crate::replace`]); `None`
-    /// once it failed (said once; the status is then written in the loop).
+    /// once it failed (said on stderr; the status is then written in the loop, each failure
+    /// said as before).
     status_writer: Option<Replacer>,
 }
 
