@@ -315,6 +315,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def emulates(args: argparse.Namespace) -> bool:
+    """Whether the command parsed runs real-time emulation: ``--keep-cpus-awake`` acts only
+    then (``run`` without ``--mode emu|both``, ``reproduce`` or ``chameleon verify`` without
+    ``--emulated`` only simulate, and the loops would burn the CPUs' idle time for nothing);
+    said on stderr when it does not."""
+    emu = getattr(args, "mode", "emu") != "sim" and getattr(args, "emulated", True)
+    if not emu and getattr(args, "keep_cpus_awake", False):
+        print(
+            f"latnet {args.command}: --keep-cpus-awake: nothing here is emulated "
+            "(no --mode emu|both or --emulated); no loops started",
+            file=sys.stderr,
+        )
+    return emu
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if getattr(args, "plot", False):
@@ -330,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "keep_cpus_awake", False):
         from .emu import cpus_kept_awake
 
-        awake = cpus_kept_awake()
+        awake = cpus_kept_awake(emulates(args))
     try:
         with awake:
             return args.func(args)

@@ -613,8 +613,8 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_cpus_are_kept_awake_by_idle_priority_loops_while_the_block_runs():
-    from latnet.cli import parser
+def test_cpus_are_kept_awake_by_idle_priority_loops_while_the_block_runs(capsys):
+    from latnet.cli import emulates, parser
     from latnet.emu import cpus_kept_awake, stall_report
 
     with cpus_kept_awake() as pids:
@@ -632,7 +632,18 @@ def test_cpus_are_kept_awake_by_idle_priority_loops_while_the_block_runs():
         ["chameleon", "verify", "--emulated"],
         ["chameleon", "live", "spec.toml", "--controller", "http://127.0.0.1:1"],
     ):
-        assert parser().parse_args([*argv, "--keep-cpus-awake"]).keep_cpus_awake, argv
+        args = parser().parse_args([*argv, "--keep-cpus-awake"])
+        assert args.keep_cpus_awake and emulates(args), argv
+    assert capsys.readouterr().err == ""
+    # only simulated: the flag starts no loops and says so
+    for argv in (
+        ["run", "x.toml"],
+        ["run", "x.toml", "--mode", "sim"],
+        ["reproduce", "lbf"],
+        ["chameleon", "verify"],
+    ):
+        assert not emulates(parser().parse_args([*argv, "--keep-cpus-awake"])), argv
+        assert "nothing here is emulated" in capsys.readouterr().err, argv
 
 
 def test_the_loops_that_keep_cpus_awake_end_with_the_process_that_started_them():
