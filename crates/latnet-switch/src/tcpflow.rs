@@ -21,7 +21,7 @@
 //! The receiver ([`TcpRx`], inside `latnet-switch recv`) accepts the flow's connection and
 //! reads it to the end, counting the bytes read per interval of the time series.
 //!
-//! A tcp-rr flow opens a connection per request ([`rr`]): at the simulator's instants
+//! A tcp-rr flow opens a connection per request (module `rr`): at the simulator's instants
 //! ([`rr_instants`], Poisson arrivals too), from an ephemeral port (the switches know the flow's
 //! segments from any source port), writes the request, reads the response and closes; the
 //! server answers each connection in a thread of its own. Its result has the simulator's
