@@ -94,7 +94,9 @@ fn a_long_poll_on_the_log_ends_when_an_entry_is_logged() {
 fn a_step_of_another_agent_is_waited_for_until_it_is_reported() {
     let db = tmp("applied");
     let mut svc = Service::open(&db, cfg(4)).unwrap();
-    svc.agents_mut().set_ttl(Duration::from_millis(400));
+    // (2 s: the test runs at idle priority beside others, and a registration must not lapse
+    // while it waits 100-200 ms for something else; 400 ms did not leave much room)
+    svc.agents_mut().set_ttl(Duration::from_secs(2));
     let (addr, stop, t) = start(svc, ServeOptions::default());
     let call = |method: &str, path: &str, body: &str| -> (u16, Value) {
         let raw = format!(
@@ -134,14 +136,14 @@ fn a_step_of_another_agent_is_waited_for_until_it_is_reported() {
     );
     assert!(held >= Duration::from_millis(200), "answered after {held:?}, before the report");
     // a step A never reports: answered not done when the wait is up (A renewed first, so a
-    // stalled machine cannot let its 400 ms lapse during the 150 ms wait)
+    // stalled machine cannot let its 2 s lapse during the 150 ms wait)
     assert_eq!(call("POST", "/agents", r#"{"name": "A", "hosts": ["h0_0_0"]}"#).0, 200);
     let t0 = Instant::now();
     let (_, a) = call("GET", &format!("/applied?flow={id}&seq=2&wait=150"), "");
     assert_eq!((a["done"].clone(), a["why"].clone()), (json!(false), json!("waiting")), "{a}");
     assert!(t0.elapsed() >= Duration::from_millis(150));
     // A stops renewing: its hosts are unserved again
-    std::thread::sleep(Duration::from_millis(450));
+    std::thread::sleep(Duration::from_millis(2050));
     assert_eq!(call("GET", "/agents", "").1, json!([]));
     let (_, a) = call("GET", &format!("/applied?flow={id}&seq=2"), "");
     assert_eq!(a["why"], "unserved", "{a}");
