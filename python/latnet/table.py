@@ -195,7 +195,8 @@ def emulation_timing(summary: dict) -> str | None:
     the machine's when dilated), frames one switch of a process took from another at their due
     instants (and how much earlier than the kernel delivered them, at most), packets the
     receivers read more than 100 us after the kernel stamped them (latencies run to the stamp),
-    ring drops and refused sends; ``None`` for a simulated run."""
+    kernel stamps the clock conversion put after their read (only when there are any), ring
+    drops and refused sends; ``None`` for a simulated run."""
     e = summary.get("emulation")
     if e is None:
         return None
@@ -233,6 +234,16 @@ def emulation_timing(summary: dict) -> str | None:
         unstamped = sum(r["received"] - r["stamped"] for r in rcv)
         if unstamped:
             parts.append(f"{unstamped:,} packets received without a stamp (timed when read)")
+    ahead = sum(s.get("rx_stamp_ahead", 0) for s in sw) + sum(r.get("stamp_ahead", 0) for r in rcv)
+    if ahead:
+        worst = max(
+            [s.get("rx_stamp_ahead_max_ns", 0) for s in sw]
+            + [r.get("stamp_ahead_max_ns", 0) for r in rcv]
+        )
+        parts.append(
+            f"{ahead:,} kernel stamps converted to after their read, up to {late(worst)}: "
+            "the clocks' offset was off by that much (those arrivals count from the read)"
+        )
     ring = sum(s["ring_drops"] for s in sw)
     refused = sum(s["tx_refused"] for s in sw)
     if ring or refused:

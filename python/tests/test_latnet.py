@@ -686,3 +686,27 @@ def test_the_least_stalled_saved_results_are_read_from_where_they_were_kept(tmp_
     assert kept.summary["seed"] == 2 and kept.packets is not None
     expected = latnet.run(text=SMALL.format(seed=2)).packets
     pd.testing.assert_frame_equal(kept.packets, expected)
+
+
+def test_the_emulation_timing_line_says_what_the_clock_conversion_got_wrong():
+    """Kernel stamps the clock conversion put after their read (switches' and receivers')
+    are said, with the worst, only when there are any."""
+    from latnet.table import emulation_timing
+
+    sw = {"node": "s", "forwarded": 10, "tx_late_100us": 0, "tx_late_max_ns": 5_000}
+    sw |= {"ring_drops": 0, "tx_refused": 0, "rx_stamp_ahead": 0, "rx_stamp_ahead_max_ns": 0}
+    rcv = {"flow": "f", "received": 10, "stamped": 10, "read_late_100us": 0}
+    rcv |= {"read_late_max_ns": 900, "stamp_ahead": 0, "stamp_ahead_max_ns": 0}
+    e = {"late_max_ns": 5_000, "switches": [sw], "senders": [], "receivers": [rcv]}
+    assert "converted to after" not in emulation_timing({"emulation": e})
+    sw |= {"rx_stamp_ahead": 2, "rx_stamp_ahead_max_ns": 3_000}
+    rcv |= {"stamp_ahead": 1, "stamp_ahead_max_ns": 7_000}
+    line = emulation_timing({"emulation": e, "dilation": 10})
+    want = "3 kernel stamps converted to after their read, up to 7.0 us (70.0 us of the machine's"
+    assert want in line
+    # a results document from before the counters: nothing said, nothing failed
+    for d in (sw, rcv):
+        for k in [k for k in d if "ahead" in k]:
+            del d[k]
+    assert "converted to after" not in emulation_timing({"emulation": e})
+    assert emulation_timing({}) is None

@@ -108,6 +108,11 @@ pub struct EmulatedSwitch {
     pub rx_read_late_10us: u64,
     /// Largest time from the kernel putting a frame into a ring to the switch reading it (ns).
     pub rx_read_late_max_ns: u64,
+    /// Frames whose kernel timestamp, converted to the switch's clock, fell after the switch
+    /// read them: the error of that conversion (the frame arrives when it was read).
+    pub rx_stamp_ahead: u64,
+    /// By how much such a timestamp was ahead of the read, at most (ns).
+    pub rx_stamp_ahead_max_ns: u64,
     /// Frames from another switch served by the same process, which arrived at the instant
     /// that switch's emulation made them due rather than when the kernel delivered them.
     pub rx_in_loop: u64,
@@ -148,6 +153,11 @@ pub struct EmulatedReceiver {
     pub read_late_100us: u64,
     /// Largest time from a stamp to the read (ns).
     pub read_late_max_ns: u64,
+    /// Packets whose stamp, converted to the receiver's clock, fell after their read: the
+    /// error of that conversion (their latency runs to the read).
+    pub stamp_ahead: u64,
+    /// By how much such a stamp was ahead of the read, at most (ns).
+    pub stamp_ahead_max_ns: u64,
 }
 
 /// One interval of one egress port's queue (`queues.csv`).
@@ -486,6 +496,7 @@ impl Results {
             for w in &mut e.switches {
                 w.tx_late_max_ns = ns(w.tx_late_max_ns);
                 w.rx_read_late_max_ns = ns(w.rx_read_late_max_ns);
+                w.rx_stamp_ahead_max_ns = ns(w.rx_stamp_ahead_max_ns);
                 w.rx_in_loop_absorbed_max_ns = ns(w.rx_in_loop_absorbed_max_ns);
             }
             for w in &mut e.senders {
@@ -493,6 +504,7 @@ impl Results {
             }
             for w in &mut e.receivers {
                 w.read_late_max_ns = ns(w.read_late_max_ns);
+                w.stamp_ahead_max_ns = ns(w.stamp_ahead_max_ns);
             }
         }
         if let Some(log) = &mut self.log {

@@ -35,7 +35,8 @@
 //! emulated nor after the read (the clock is read once the frame is found in its ring; frames
 //! waiting in several rings are taken in arrival order): a switch woken late gives the delay
 //! back to the emulated link (statistics `rx_read_late_10us`, `rx_read_late_max_ns`;
-//! docs/lbf.md measures the effect). A frame from another switch served by the same loop
+//! docs/lbf.md measures the effect; a timestamp the conversion put after the read counts in
+//! `rx_stamp_ahead`, `rx_stamp_ahead_max_ns`). A frame from another switch served by the same loop
 //! (`run --node A,B`) arrives at the instant that switch's core made it due, not when the kernel
 //! delivered it, so that the sender's late wake-ups do not add up along a path either
 //! (`rx_in_loop`, `rx_in_loop_absorbed_max_ns`; see `runner::in_flight`).

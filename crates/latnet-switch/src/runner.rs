@@ -290,6 +290,10 @@ impl Station {
             };
             let kernel = kernel.unwrap_or(read_ns);
             let read_late = read_ns.saturating_sub(kernel);
+            // (a stamp after the read: the clocks' offset was off by at least that much)
+            let ahead = kernel.saturating_sub(read_ns);
+            rc.rx_stamp_ahead += u64::from(ahead > 0);
+            rc.rx_stamp_ahead_max_ns = rc.rx_stamp_ahead_max_ns.max(ahead);
             rc.rx_read_late_max_ns = rc.rx_read_late_max_ns.max(read_late);
             rc.rx_read_late_10us += u64::from(read_late > 10_000);
             if let Some(d) = due {

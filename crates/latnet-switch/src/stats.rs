@@ -52,6 +52,13 @@ pub struct SwitchStats {
     /// Largest time between the kernel putting a frame into a ring and the switch reading it.
     #[serde(default)]
     pub rx_read_late_max_ns: u64,
+    /// Frames whose kernel stamp, converted to the switch's clock, fell after the switch read
+    /// the frame: the conversion's error (`KernelClock`; such a frame arrives when it was read).
+    #[serde(default)]
+    pub rx_stamp_ahead: u64,
+    /// By how much such a stamp was ahead of the read, at most (ns).
+    #[serde(default)]
+    pub rx_stamp_ahead_max_ns: u64,
     /// Frames from another switch served by the same loop (`run --node A,B`), stamped with
     /// the instant that switch's emulation made them due here rather than when the kernel put
     /// them into the ring (so that its late wake-ups do not add up along a path).
@@ -240,6 +247,10 @@ pub struct RunnerCounters {
     pub rx_read_late_10us: u64,
     /// Largest time from ring timestamp to reading (ns).
     pub rx_read_late_max_ns: u64,
+    /// Frames whose converted ring timestamp fell after the read.
+    pub rx_stamp_ahead: u64,
+    /// By how much, at most (ns).
+    pub rx_stamp_ahead_max_ns: u64,
     /// Frames from another switch of the loop, stamped with the instant it made them due.
     pub rx_in_loop: u64,
     /// Largest time by which such a frame's ring timestamp trailed that instant (ns).
@@ -314,6 +325,8 @@ impl SwitchStats {
             late_max_ns: r.late_max_ns,
             rx_read_late_10us: r.rx_read_late_10us,
             rx_read_late_max_ns: r.rx_read_late_max_ns,
+            rx_stamp_ahead: r.rx_stamp_ahead,
+            rx_stamp_ahead_max_ns: r.rx_stamp_ahead_max_ns,
             rx_in_loop: r.rx_in_loop,
             rx_in_loop_absorbed_max_ns: r.rx_in_loop_absorbed_max_ns,
             sleeps: r.sleeps,

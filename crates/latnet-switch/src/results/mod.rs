@@ -594,6 +594,8 @@ fn emulation_report(
             tx_late_max_ns: s.late_max_ns,
             rx_read_late_10us: s.rx_read_late_10us,
             rx_read_late_max_ns: s.rx_read_late_max_ns,
+            rx_stamp_ahead: s.rx_stamp_ahead,
+            rx_stamp_ahead_max_ns: s.rx_stamp_ahead_max_ns,
             rx_in_loop: s.rx_in_loop,
             rx_in_loop_absorbed_max_ns: s.rx_in_loop_absorbed_max_ns,
             ring_drops: s.ring_drops,
@@ -618,6 +620,8 @@ fn emulation_report(
             stamped: r.stamped,
             read_late_100us: r.read_late_100us,
             read_late_max_ns: r.read_late_max_ns,
+            stamp_ahead: r.stamp_ahead,
+            stamp_ahead_max_ns: r.stamp_ahead_max_ns,
         })
         .collect();
     EmulationReport { late_max_ns, switches, senders, receivers }

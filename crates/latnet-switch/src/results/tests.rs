@@ -97,6 +97,8 @@ fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
         late_max_ns: 4_500_000,
         rx_read_late_10us: 7,
         rx_read_late_max_ns: 20_000,
+        rx_stamp_ahead: 2,
+        rx_stamp_ahead_max_ns: 40_000,
         rx_in_loop: 5,
         rx_in_loop_absorbed_max_ns: 30_000,
         ring_drops: 1,
@@ -107,7 +109,8 @@ fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
     std::fs::write(dir.join("send-f.json"), send).unwrap();
     let recv = r#"{"host":"h2","flows":[{"flow":"f","received":6,"rx_bytes":7500,
         "corrupted":0,"reordered":0,"duplicates":0,"foreign":0,"stamped":6,
-        "read_late_100us":1,"read_late_max_ns":2500000}]}"#;
+        "read_late_100us":1,"read_late_max_ns":2500000,"stamp_ahead":3,
+        "stamp_ahead_max_ns":70000}]}"#;
     std::fs::write(dir.join("recv-h2.json"), recv).unwrap();
     let res = collect(&sc, &dir, 1_000_000_000);
     let old = r#"{"flow":"f","sent":7,"send_errors":0,"late_max_ns":30000}"#;
@@ -128,6 +131,8 @@ fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
         tx_late_max_ns: 450_000,
         rx_read_late_10us: 7,
         rx_read_late_max_ns: 2_000,
+        rx_stamp_ahead: 2,
+        rx_stamp_ahead_max_ns: 4_000,
         rx_in_loop: 5,
         rx_in_loop_absorbed_max_ns: 3_000,
         ring_drops: 1,
@@ -140,6 +145,8 @@ fn an_emulated_run_reports_its_lateness_in_the_scenarios_time() {
         stamped: 6,
         read_late_100us: 1,
         read_late_max_ns: 250_000,
+        stamp_ahead: 3,
+        stamp_ahead_max_ns: 7_000,
     };
     // (the receivers' reads are kept out of the latencies and out of `late_max_ns`)
     let want = EmulationReport {
