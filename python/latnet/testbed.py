@@ -355,12 +355,15 @@ class Testbed:
         packets must meet the scenario's queue of the host's link, which its switch emulates),
         ``{interface: (rate in bit/s, bucket in bytes)}``. The bucket holds two full frames, or
         100 us at the link's rate if more: a NIC sends back to back, and a bucket of a few
-        frames spares the kernel a timer per frame at gigabit rates."""
+        frames spares the kernel a timer per frame at gigabit rates. Not a host whose large flow
+        paces with HTB (``large_flow_pacing = "htb"``): its sender shapes the interface."""
         if self.host_nics != "shaped":
             return {}
         flows = self.plan["flows"]
         tcp = {f[end] for f in flows if f["tcp"] for end in ("src", "dst")}
         tcp -= {f["src"] for f in flows if not f["tcp"]}
+        # (its sender puts an HTB class at the host queue's rate there instead)
+        tcp -= {f["src"] for f in flows if f.get("htb")}
         links = {link["index"]: link for link in self.plan["links"]}
         out = {}
         for n in self.plan["nodes"]:

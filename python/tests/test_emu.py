@@ -984,6 +984,68 @@ def assert_paced(a: dict, b: dict, rx: dict, st: dict, payload: int) -> dict:
     return port
 
 
+HTB_HOST = 'queue_a = { kind = "htb", rate = "1Gbps", burst = 3004 }\n'
+
+
+def htb_pair() -> str:
+    """``paced_pair``'s two senders as a scenario: tcp-bulk large flows that pace with their
+    hosts' HTB queues (A 0-4 s, B 1.2-2.8 s) through the switch's 40 Mbit/s port."""
+    flows = "".join(
+        f"""[[flows]]
+name = "{n}"
+src = "{src}"
+dst = "h3"
+size = 1514
+start = "{start}"
+stop = "{stop}"
+traffic = {{ kind = "tcp-bulk", cc = "cubic", large_flow = true, large_flow_pacing = "htb" }}
+"""
+        for n, src, start, stop in [("A", "h1", "0s", "4s"), ("B", "h2", "1.2s", "2.8s")]
+    )
+    body = two_hosts("40Mbps", "1ms", FIFO, flows, duration="4s")
+    body = body.replace(
+        'name = "s1"\nkind = "switch"\n', 'name = "s1"\nkind = "switch"\nlarge_flows = {}\n'
+    )
+    return body.replace('b = "s1"\nrate = "10Gbps"\n', 'b = "s1"\nrate = "10Gbps"\n' + HTB_HOST)
+
+
+def test_large_flows_pace_with_their_hosts_htb_on_real_tcp_as_in_the_simulator(tmp_path):
+    """``large_flow_pacing = "htb"`` on the kernel's TCP: each sender puts an HTB class on its
+    host's interface and sets it, on every REPORT, to the share the simulator's host queue is
+    re-shaped to: the same changes (N = 1, 2, 1 for A, 2 for B, the same rates), and while
+    both send each gets about its share and the bottleneck queue stays short."""
+    from latnet.cli import main
+
+    sc = scenario(tmp_path, htb_pair())
+    out = tmp_path / "out"
+    assert main(["run", str(sc), "--mode", "both", "--quiet", "--out", str(out)]) == 0
+    sim, emu = (json.loads((out / m / "results.json").read_text()) for m in ("sim", "emu"))
+
+    def changes(res: dict) -> dict:
+        return {
+            f["name"]: [(c["count"], c["rate_bps"]) for c in f["tcp"]["large_flow"]["changes"]]
+            for f in res["flows"]
+        }
+
+    assert [f["tcp"]["large_flow"]["pacing"] for f in emu["flows"]] == ["htb", "htb"]
+    assert [c for c, _ in changes(sim)["A"]] == [1, 2, 1], changes(sim)
+    assert changes(emu) == changes(sim)
+    # when: A told N = 1 in the SYN-ACK, 2 when B's SYN passed, 1 after B's FIN (measured: 3,
+    # 4 and 33 ms after the simulator's; Linux sends B's FIN once the data it holds at the
+    # stop is out, the simulator's application stops at once)
+    for fs, fe in zip(sim["flows"], emu["flows"]):
+        ts, te = ([c["t_ns"] for c in f["tcp"]["large_flow"]["changes"]] for f in (fs, fe))
+        assert all(0 <= e - s < 150_000_000 for s, e in zip(ts, te)), (fs["name"], ts, te)
+    # half the port's 40 Mbit/s (these links count no per-frame overhead beside the frame)
+    assert changes(sim)["B"] == [(2, 20_000_000)], changes(sim)
+    emu_b = next(f for f in emu["flows"] if f["name"] == "B")
+    sim_b = next(f for f in sim["flows"] if f["name"] == "B")
+    got, want = emu_b["tcp"]["delivered_bytes"], sim_b["tcp"]["delivered_bytes"]
+    assert 0.85 * want <= got <= 1.1 * want, (got, want)
+    port = next(p for p in emu["ports"] if p["node"] == "s1" and p["peer"] == "h3")
+    assert port["queue"]["peak_packets"] <= 60, port
+
+
 def test_switch_assisted_pacing_with_real_tcp(tmp_path):
     """The host side of switch-assisted pacing on the kernel's TCP: the SYN's REGISTER option
     is counted by the emulated switch, the SYN-ACK and later ACKs bring N and the port rate,

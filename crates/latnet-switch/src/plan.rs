@@ -114,6 +114,10 @@ pub struct PlanFlow {
     /// Whether the flow is TCP traffic (`tcp-bulk`, `tcp-rr`): its sender runs Linux's TCP
     /// ([`crate::tcpflow`]).
     pub tcp: bool,
+    /// Whether the flow paces with an HTB class on its host's interface
+    /// (`large_flow_pacing = "htb"`, see [`crate::tcpflow::HostHtb`]): that interface gets no
+    /// NIC token bucket, the class at the host queue's rate standing in for it.
+    pub htb: bool,
 }
 
 /// A node: a namespace.
@@ -270,6 +274,8 @@ pub fn plan(sc: &Scenario) -> Result<Plan, PlanError> {
             priority: f.priority,
             size: f.size,
             tcp: f.traffic.tcp().is_some(),
+            htb: f.traffic.tcp().and_then(|t| t.large_flow_mode())
+                == Some(latnet_sim::tcp::app::LargeFlowPacing::Htb),
         })
         .collect();
     Ok(Plan {

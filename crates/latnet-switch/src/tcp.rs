@@ -109,10 +109,10 @@ pub(crate) fn run_tc(netns: Option<&std::path::Path>, args: &[String]) -> io::Re
     Err(io::Error::other(format!("tc {}: {}", args.join(" "), msg.trim())))
 }
 
-/// `tc` arguments that set the sender's HTB class on `dev` to `rate_bps` (`verb`: `replace` to
-/// create it, `change` to change it).
-fn htb_class_args(verb: &str, dev: &str, rate_bps: u64) -> Vec<String> {
-    let b = format!("{HTB_BURST}b");
+/// `tc` arguments that set the sender's HTB class on `dev` to `rate_bps` with bursts of `burst`
+/// bytes (`verb`: `replace` to create it, `change` to change it).
+fn htb_class_args(verb: &str, dev: &str, rate_bps: u64, burst: u32) -> Vec<String> {
+    let b = format!("{burst}b");
     let r = format!("{rate_bps}bit");
     ["class", verb, "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &r, "ceil", &r]
         .into_iter()
@@ -121,18 +121,20 @@ fn htb_class_args(verb: &str, dev: &str, rate_bps: u64) -> Vec<String> {
         .collect()
 }
 
-/// The sender's HTB qdisc on its interface: one class, unlimited until the first REPORT.
-/// Removed when dropped, so a sender that fails half-way leaves the interface as it was.
-struct HtbShaper {
+/// The sender's HTB qdisc on its interface: one class, every frame in it, at `rate_bps` until
+/// the first REPORT (`tcp-send`: 10 Gbit/s, unlimited; a scenario's flow: its host queue's
+/// rate, as the simulator's HTB shaper starts). Removed when dropped, so a sender that fails
+/// half-way leaves the interface as it was.
+pub(crate) struct HtbShaper {
     dev: String,
 }
 
 impl HtbShaper {
-    fn install(dev: &str) -> io::Result<HtbShaper> {
+    pub(crate) fn install(dev: &str, rate_bps: u64, burst: u32) -> io::Result<HtbShaper> {
         let root = ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"];
         tc(&root.map(str::to_owned))?;
         let shaper = HtbShaper { dev: dev.to_owned() };
-        tc(&htb_class_args("replace", dev, 10_000_000_000))?;
+        tc(&htb_class_args("replace", dev, rate_bps, burst))?;
         Ok(shaper)
     }
 }
@@ -268,8 +270,15 @@ fn report_in(frame: &[u8], peer: SocketAddr, port: u16) -> Option<Result<LargeFl
     }
 }
 
-/// Apply a reported share: returns the `SO_MAX_PACING_RATE` (bytes/s) or HTB rate (bit/s) set.
-fn apply_share(pace: &Pace, tcp: RawFd, v6: bool, share_bps: u64) -> io::Result<(u64, u64)> {
+/// Apply a reported share: returns the `SO_MAX_PACING_RATE` (bytes/s) or HTB rate (bit/s) set
+/// (`htb_of_share`: the HTB rate for a share; see [`Watch`]).
+fn apply_share(
+    pace: &Pace,
+    tcp: RawFd,
+    v6: bool,
+    share_bps: u64,
+    htb_of_share: (u64, u64, u32),
+) -> io::Result<(u64, u64)> {
     match pace {
         Pace::Socket => {
             let (mss, ts) = sys::tcp_info(tcp).map_or((0, true), |i| (i.snd_mss, i.timestamps));
@@ -280,7 +289,13 @@ fn apply_share(pace: &Pace, tcp: RawFd, v6: bool, share_bps: u64) -> io::Result<
             sys::setsockopt_bytes(tcp, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes)?;
             Ok((cap, 0))
         }
-        Pace::Htb { dev } => tc(&htb_class_args("change", dev, share_bps)).map(|()| (0, share_bps)),
+        Pace::Htb { dev } => {
+            let (num, den, burst) = htb_of_share;
+            let r = u64::try_from(u128::from(share_bps) * u128::from(num) / u128::from(den.max(1)))
+                .unwrap_or(u64::MAX)
+                .max(1);
+            tc(&htb_class_args("change", dev, r, burst)).map(|()| (0, r))
+        }
         Pace::Off => Ok((0, 0)),
     }
 }
@@ -292,6 +307,11 @@ pub(crate) struct Watch {
     pub(crate) peer: SocketAddr,
     pub(crate) port: u16,
     pub(crate) start: Instant,
+    /// HTB: the class's rate is the share times `.0 / .1`, with bursts of `.2` bytes
+    /// (`tcp-send`: the share itself, 1 / 1, two full frames, as the seed's hosts; a
+    /// scenario's flow: the share's frames without the link's per-frame overhead, as the
+    /// simulator re-shapes its host queue, and that queue's burst).
+    pub(crate) htb_of_share: (u64, u64, u32),
 }
 
 /// Watch frames from `w.peer` to local port `w.port`; apply every new REPORT.
@@ -312,7 +332,8 @@ pub(crate) fn watch_reports(pkt: OwnedFd, w: Watch, stop: Arc<AtomicBool>, out: 
             continue;
         }
         let Some(share) = o.share_bps() else { continue };
-        let Ok((cap, htb)) = apply_share(&w.pace, w.tcp, w.peer.is_ipv6(), share) else {
+        let Ok((cap, htb)) = apply_share(&w.pace, w.tcp, w.peer.is_ipv6(), share, w.htb_of_share)
+        else {
             g.pacing_errors += 1; // tried again on the next report
             continue;
         };
@@ -339,7 +360,8 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let _shaper = match (&cfg.pace, cfg.register) {
         (Pace::Htb { dev }, true) => {
-            Some(HtbShaper::install(dev).map_err(|e| named("HTB shaper on", dev, e))?)
+            let shaper = HtbShaper::install(dev, 10_000_000_000, HTB_BURST);
+            Some(shaper.map_err(|e| named("HTB shaper on", dev, e))?)
         }
         _ => None,
     };
@@ -350,7 +372,8 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         let pkt = sys::ip_packet_socket(dst.is_ipv6(), Duration::from_millis(50))
             .map_err(|e| named("packet socket watching", dst, e))?;
         let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
-        let w = Watch { pace: cfg.pace.clone(), tcp: fd, peer: dst, port, start };
+        let htb_of_share = (1, 1, HTB_BURST);
+        let w = Watch { pace: cfg.pace.clone(), tcp: fd, peer: dst, port, start, htb_of_share };
         // The watcher only sets options on `fd`; it is joined before the socket is closed.
         Some(std::thread::spawn(move || watch_reports(pkt, w, stop, seen)))
     } else {
@@ -664,7 +687,7 @@ mod tests {
             let e = Pace::parse(bad).unwrap_err();
             assert!(e.contains("socket, htb:DEV") && e.contains(&format!("{bad:?}")), "{e}");
         }
-        let a = htb_class_args("change", "eth1", 25_000_000).join(" ");
+        let a = htb_class_args("change", "eth1", 25_000_000, HTB_BURST).join(" ");
         assert_eq!(
             a,
             "class change dev eth1 parent 1: classid 1:1 htb rate 25000000bit ceil 25000000bit \

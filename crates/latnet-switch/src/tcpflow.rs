@@ -35,6 +35,7 @@
 
 use crate::sys;
 use crate::tcp::{self as ktcp, Applied, Pace};
+use latnet_dataplane::QueueSpec;
 use latnet_sim::lbf::flow_address;
 use latnet_sim::scenario::FlowSpec;
 use latnet_sim::tcp::app::{EctSpec, LargeFlowPacing};
@@ -209,12 +210,16 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
         None => None,
         Some(LargeFlowPacing::PerConnection) => Some(Pace::Socket),
         Some(LargeFlowPacing::None) => Some(Pace::Off),
-        Some(m @ (LargeFlowPacing::Htb | LargeFlowPacing::Fq)) => {
-            return refuse(format!(
-                "`large_flow_pacing = \"{}\"` paces in the simulator's host queue; an emulated \
-                 run paces per connection (\"per-connection\") or not at all (\"none\")",
-                m.as_str()
-            ))
+        // (the interface is the topology's: `send` names it, see `HostHtb`)
+        Some(LargeFlowPacing::Htb) => Some(Pace::Htb { dev: String::new() }),
+        Some(LargeFlowPacing::Fq) => {
+            return refuse(
+                "`large_flow_pacing = \"fq\"` sets a per-flow maxrate in the host's fq queue, \
+                 which an emulated run does not set up (the kernels it was built on lack \
+                 sch_fq); it paces with HTB (\"htb\"), per connection (\"per-connection\") \
+                 or not at all (\"none\")"
+                    .to_owned(),
+            )
         }
     };
     let cfg = t.config(f.size, 0);
@@ -240,14 +245,83 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
     }))
 }
 
+/// A large flow's HTB shaper (`large_flow_pacing = "htb"`): the sending host's egress
+/// interface gets an HTB qdisc with one class, as the simulator's host queue (a classless
+/// `kind = "htb"`, which the scenario requires there) at its rate and burst; every REPORT sets
+/// the class to the flow's share of frames (`C / N` less the link's per-frame overhead, as the
+/// simulator re-shapes its queue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostHtb {
+    /// The interface (`lk<link>`).
+    pub dev: String,
+    /// The class's rate until the first REPORT (bit/s): the host queue's.
+    pub rate_bps: u64,
+    /// Its bursts (bytes): the host queue's (default 1 ms at its rate, at least 3200).
+    pub burst: u32,
+    /// The flow's frame length and that plus the link's per-frame overhead: the class gets
+    /// `share * .0 / .1`.
+    pub frame: (u64, u64),
+}
+
+/// Flow `i`'s HTB shaper, or why it cannot have one (the host queue has classes: one class
+/// paces here).
+pub fn host_htb(sc: &Scenario, i: usize) -> Result<HostHtb, String> {
+    let f = &sc.flows[i];
+    let topo = latnet_sim::net::Topology::build(sc);
+    let port = topo.fib[f.src][f.dst];
+    let Some(p) = topo.ports.get(port as usize) else {
+        return Err(format!("flow {:?}: no route from its source", f.name));
+    };
+    let l = &sc.links[p.link];
+    let q = if l.a == f.src { &l.queue_ab } else { &l.queue_ba };
+    let QueueSpec::Htb { rate, burst, classes, .. } = q else {
+        return Err(format!(
+            "flow {:?}: large_flow_pacing = \"htb\" needs the host's queue on links[{}] to be \
+             kind = \"htb\"",
+            f.name, p.link
+        ));
+    };
+    if !classes.is_empty() {
+        return Err(format!(
+            "flow {:?}: large_flow_pacing = \"htb\": an emulated run shapes the host's \
+             interface with one HTB class; links[{}]'s host queue has {} classes (leave \
+             `classes` out)",
+            f.name,
+            p.link,
+            classes.len()
+        ));
+    }
+    let burst = burst.unwrap_or_else(|| latnet_dataplane::queue::htb::default_burst(*rate));
+    let frame = u64::from(f.size);
+    Ok(HostHtb {
+        dev: crate::plan::iface_name(p.link),
+        rate_bps: rate.bps(),
+        burst: u32::try_from(burst.get()).unwrap_or(u32::MAX),
+        frame: (frame, frame + u64::from(p.overhead)),
+    })
+}
+
 /// Whether every TCP flow of `sc` runs on Linux's TCP, and the flows from each host agree on
-/// the settings Linux takes per namespace; the first reason not.
+/// the settings Linux takes per namespace; the first reason not. A host sends at most one
+/// large flow that paces with HTB (its class is the host's: the simulator shapes its queue to
+/// `k` shares for `k` such flows, which one class per flow cannot follow).
 pub fn check(sc: &Scenario) -> Result<(), String> {
     // per host and setting: the value and the flow that set it
     let mut host: BTreeMap<(usize, &str), (String, &str)> = BTreeMap::new();
-    for f in &sc.flows {
+    let mut htb: BTreeMap<usize, &str> = BTreeMap::new();
+    for (i, f) in sc.flows.iter().enumerate() {
         // (a dilated scenario with TCP flows is refused at load: its timers keep real time)
         let Some(t) = linux_tcp(f)? else { continue };
+        if matches!(t.large_flow, Some(Pace::Htb { .. })) {
+            host_htb(sc, i)?;
+            if let Some(other) = htb.insert(f.src, &f.name) {
+                return Err(format!(
+                    "flows {other:?} and {:?} both pace host {:?} with HTB: an emulated run \
+                     shapes a host's interface for one large flow",
+                    f.name, sc.nodes[f.src].name
+                ));
+            }
+        }
         for (key, value) in t.sysctls() {
             match host.get(&(f.src, key)) {
                 Some((v, other)) if *v != value => {
@@ -294,15 +368,16 @@ pub struct TcpSample {
 /// What a large flow's sender learned (the simulator's `large_flow` result).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpLargeFlow {
-    /// `per-connection` or `none`.
+    /// `per-connection`, `htb` or `none`.
     pub pacing: String,
     /// Packets with a filled REPORT option.
     pub reports: u64,
     /// Packets with a malformed large-flow option (ignored).
     pub malformed: u64,
-    /// Reports whose pacing cap the kernel refused.
+    /// Reports whose pacing cap (or HTB class rate) the kernel refused.
     pub pacing_errors: u64,
-    /// Each change: `(t_ns from time zero, count, bottleneck bit/s, payload bit/s set)`.
+    /// Each change: `(t_ns from time zero, count, bottleneck bit/s, rate set)`, the rate set
+    /// being the cap (payload bit/s) or the HTB class's (frame bit/s).
     pub changes: Vec<(u64, u16, u64, u64)>,
 }
 
@@ -543,6 +618,19 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     let what = |w: &str| format!("flow {:?}: {w}", f.name);
     let sock = client_socket(f, &lt, src)?;
     let fd = sock.as_raw_fd();
+    let mut htb_of_share = (1, 1, 0);
+    let mut lt = lt;
+    // (removed when the sender ends, the interface left as it was)
+    let _shaper = match &mut lt.large_flow {
+        Some(Pace::Htb { dev }) => {
+            let h = host_htb(sc, i).map_err(invalid)?;
+            *dev = h.dev.clone();
+            htb_of_share = (h.frame.0, h.frame.1, h.burst);
+            let shaper = ktcp::HtbShaper::install(&h.dev, h.rate_bps, h.burst);
+            Some(shaper.map_err(|e| named(what(&format!("HTB shaper on {}", h.dev)), e))?)
+        }
+        _ => None,
+    };
     if lt.large_flow.is_some() {
         let (level, name, opt) = ktcp::register_option(&dst);
         sys::setsockopt_bytes(fd, level, name, &opt)
@@ -574,6 +662,7 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
                 peer: dst,
                 port: f.src_port,
                 start: watch_start,
+                htb_of_share,
             };
             Some(std::thread::spawn(move || ktcp::watch_reports(pkt, w, stop, seen)))
         }
@@ -607,9 +696,13 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     rep.ce_marks = u64::from(info.delivered_ce);
     if let Some(pace) = &lt.large_flow {
         let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
-        let from_t0 = watch_mono.saturating_sub(t0_ns);
         rep.large_flow = Some(TcpLargeFlow {
-            pacing: if *pace == Pace::Off { "none" } else { "per-connection" }.into(),
+            pacing: match pace {
+                Pace::Off => "none",
+                Pace::Socket => "per-connection",
+                Pace::Htb { .. } => "htb",
+            }
+            .into(),
             reports: seen.reports,
             malformed: seen.malformed,
             pacing_errors: seen.pacing_errors,
@@ -617,8 +710,11 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
                 .applied
                 .iter()
                 .map(|a: &Applied| {
-                    let t = from_t0 + a.t_ms * 1_000_000;
-                    (t, a.count, a.rate_bps, a.pacing_bytes_per_s * 8)
+                    // (the watcher started before time zero, as the sender does: its instants
+                    // are counted from its start, then moved to time zero's)
+                    let t = (watch_mono + a.t_ms * 1_000_000).saturating_sub(t0_ns);
+                    // (the rate set: the cap in bits, or the HTB class's; 0 in the other)
+                    (t, a.count, a.rate_bps, a.pacing_bytes_per_s * 8 + a.htb_rate_bps)
                 })
                 .collect(),
         });
@@ -891,6 +987,38 @@ mod tests {
         assert_eq!(linux_tcp(&scenario(udp, "").flows[0]), Ok(None));
     }
 
+    /// `large_flow_pacing = "htb"`: an HTB class on the host's interface toward the flow's
+    /// destination, at the host queue's rate and burst, set to the share of frames; a host
+    /// queue with classes, or a second such flow from one host, is refused by name.
+    #[test]
+    fn an_htb_paced_flow_shapes_its_hosts_interface() {
+        let keys = "large_flow = true, large_flow_pacing = \"htb\"";
+        let q = "queue_a = { kind = \"htb\", rate = \"1Gbps\", burst = 3004 }\n";
+        let sc = scenario(&flow("f", keys), q);
+        let t = linux_tcp(&sc.flows[0]).unwrap().unwrap();
+        assert_eq!(t.large_flow, Some(Pace::Htb { dev: String::new() }));
+        assert!(t.sysctls().iter().all(|(k, _)| !k.contains("pacing")), "not the kernel's pacing");
+        let overhead = u64::from(sc.links[0].overhead);
+        let want = HostHtb {
+            dev: "lk0".into(),
+            rate_bps: 1_000_000_000,
+            burst: 3004,
+            frame: (1514, 1514 + overhead),
+        };
+        assert_eq!(host_htb(&sc, 0), Ok(want));
+        assert_eq!(check(&sc), Ok(()));
+        // the default burst: 1 ms at the rate
+        let sc = scenario(&flow("f", keys), "queue_a = { kind = \"htb\", rate = \"1Gbps\" }\n");
+        assert_eq!(host_htb(&sc, 0).unwrap().burst, 125_000);
+        let classes =
+            "queue_a = { kind = \"htb\", rate = \"1Gbps\", classes = [{ rate = \"1Gbps\" }] }\n";
+        let e = check(&scenario(&flow("f", keys), classes)).unwrap_err();
+        assert!(e.contains("one HTB class; links[0]'s host queue has 1 classes"), "{e}");
+        let two = flow("f", keys) + &flow("g", keys);
+        let e = check(&scenario(&two, q)).unwrap_err();
+        assert!(e.contains("flows \"f\" and \"g\" both pace host \"h1\" with HTB"), "{e}");
+    }
+
     #[test]
     fn what_linux_cannot_be_told_is_refused_by_name() {
         for (keys, why) in [
@@ -913,11 +1041,12 @@ mod tests {
         }
         let f = flow("f", "cc = \"cubic\"").replace("size = 1514", "size = 154");
         assert_eq!(linux_tcp(&scenario(&f, "").flows[0]).unwrap().unwrap().mss, 88);
-        // the simulator's host queue paces these (the scenario has it on the host's link)
+        // fq's per-flow maxrate is not set up (the scenario has the queue on the host's link)
         let keys = "large_flow = true, large_flow_pacing = \"fq\"";
         let sc = scenario(&flow("f", keys), "queue_a = { kind = \"fq\" }\n");
         let e = linux_tcp(&sc.flows[0]).unwrap_err();
-        assert!(e.contains("`large_flow_pacing = \"fq\"` paces in the simulator's host queue"));
+        assert!(e.contains("`large_flow_pacing = \"fq\"` sets a per-flow maxrate"), "{e}");
+        assert!(e.contains("it paces with HTB (\"htb\")"), "{e}");
         // a tcp-rr flow's responses leave the server's namespace, which keeps Linux's RACK-TLP
         let rr = flow("f", "cc = \"cubic\"").replace(
             "kind = \"tcp-bulk\", cc = \"cubic\"",
