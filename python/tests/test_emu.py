@@ -1033,9 +1033,13 @@ def test_large_flows_pace_with_their_hosts_htb_on_real_tcp_as_in_the_simulator(t
     # when: A told N = 1 in the SYN-ACK, 2 when B's SYN passed, 1 after B's FIN (measured: 3,
     # 4 and 33 ms after the simulator's; Linux sends B's FIN once the data it holds at the
     # stop is out, the simulator's application stops at once)
-    for fs, fe in zip(sim["flows"], emu["flows"]):
+    for fs, fe in zip(sim["flows"], emu["flows"], strict=True):
         ts, te = ([c["t_ns"] for c in f["tcp"]["large_flow"]["changes"]] for f in (fs, fe))
-        assert all(0 <= e - s < 150_000_000 for s, e in zip(ts, te)), (fs["name"], ts, te)
+        assert all(0 <= e - s < 150_000_000 for s, e in zip(ts, te, strict=True)), (
+            fs["name"],
+            ts,
+            te,
+        )
     # half the port's 40 Mbit/s (these links count no per-frame overhead beside the frame)
     assert changes(sim)["B"] == [(2, 20_000_000)], changes(sim)
     emu_b = next(f for f in emu["flows"] if f["name"] == "B")
