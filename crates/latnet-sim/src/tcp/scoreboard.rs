@@ -75,6 +75,12 @@ impl Scoreboard {
         self.pipe
     }
 
+    /// The end of the highest segment ever SACKed (RFC 8985's `RACK.fack`, Linux's
+    /// `snd_fack` by SACK; 0: none yet).
+    pub fn highest_sacked(&self) -> u64 {
+        self.highest_sacked
+    }
+
     /// Bytes SACKed above the cumulative ACK.
     pub fn sacked_bytes(&self) -> u64 {
         self.sacked_bytes

@@ -19,8 +19,10 @@
 //!   the most recently sent segment the receiver has (cumulatively or by SACK) sets
 //!   `RACK.xmit_ts`, `RACK.end_seq` and `RACK.rtt`; any segment not SACKed that was sent
 //!   before it is lost once `now >= its send time + RACK.rtt + reo_wnd`, where `reo_wnd` is
-//!   `min(min_rtt / 4, srtt)`, or 0 in a loss reduction or once DupThresh segments are SACKed
-//!   (no reordering is ever seen here); a reordering timer fires for the rest and may start a
+//!   `min(min_rtt / 4, srtt)`, or, until reordering is seen (a segment sent once delivered
+//!   below the highest one SACKed before it, `RACK.reord`), 0 in a loss reduction or once
+//!   DupThresh segments are SACKed (no DSACK, so the window never grows as Linux's
+//!   `reo_wnd_steps` does); a reordering timer fires for the rest and may start a
 //!   recovery. Retransmissions are covered too (a retransmission's own send time counts), so
 //!   lost retransmissions are found without the timer. Every outstanding segment is
 //!   examined per ACK (Linux keeps them in send order and stops early).
@@ -208,6 +210,10 @@ pub struct Sender {
     // reordering timer
     rack: Option<(Time, u64, Duration)>,
     rack_at: Option<Time>,
+    /// Whether a segment never retransmitted was delivered below one SACKed before it (RFC
+    /// 8985 `RACK.reord`, Linux `reord_seen`): from then on RACK keeps its reordering window
+    /// in recovery and past DupThresh SACKed segments.
+    reord_seen: bool,
 }
 
 impl Sender {
@@ -246,6 +252,7 @@ impl Sender {
             tlp_high: None,
             rack: None,
             rack_at: None,
+            reord_seen: false,
         }
     }
 
@@ -454,6 +461,11 @@ impl Sender {
         }
     }
 
+    /// Whether reordering was seen (RFC 8985 `RACK.reord`; see [`Sender::on_ack`]).
+    pub fn reordering_seen(&self) -> bool {
+        self.reord_seen
+    }
+
     /// When RACK's reordering timer fires, if it runs.
     pub fn rack_deadline(&self) -> Option<Time> {
         self.rack_at
@@ -466,15 +478,16 @@ impl Sender {
         let Some((xmit, end, rtt)) = self.rack else { return 0 };
         let in_loss = matches!(self.reduction, Some(r) if r.kind != ReductionKind::Ecn);
         let sacked_segs = self.board.sacked_bytes() / u64::from(self.cfg.mss).max(1);
-        let reo_wnd = if in_loss || sacked_segs >= u64::from(self.cfg.dupthresh) {
-            Duration::ZERO
-        } else {
-            let quarter = self
-                .rtt
-                .min_rtt()
-                .map_or(Duration::ZERO, |m| Duration::from_nanos(m.as_nanos() / 4));
-            quarter.min(self.rtt.srtt().unwrap_or(Duration::ZERO))
-        };
+        let reo_wnd =
+            if !self.reord_seen && (in_loss || sacked_segs >= u64::from(self.cfg.dupthresh)) {
+                Duration::ZERO
+            } else {
+                let quarter = self
+                    .rtt
+                    .min_rtt()
+                    .map_or(Duration::ZERO, |m| Duration::from_nanos(m.as_nanos() / 4));
+                quarter.min(self.rtt.srtt().unwrap_or(Duration::ZERO))
+            };
         let (marked, wait) = self.board.rack_mark(now, xmit, end, rtt + reo_wnd);
         self.rack_at = wait.map(|w| now + w);
         marked
@@ -676,8 +689,13 @@ impl Sender {
         let mut newest_sent: Option<Time> = None;
         let (mut acked, mut delivered) = (0u64, 0u64);
         let mut rack_new: Option<SentSeg> = None;
+        // reordering (RFC 8985 6.2 step 3, Linux `tcp_check_sack_reordering`): a segment sent
+        // once delivered now, below the highest SACKed before this ACK
+        let prior_fack = self.board.highest_sacked();
+        let mut reordered = false;
         let mut note = |s: &SentSeg, was_sacked: bool| {
             if !was_sacked {
+                reordered |= !s.retx && s.end <= prior_fack;
                 if rack_new.is_none_or(|r| (s.sent_at, s.end) > (r.sent_at, r.end)) {
                     rack_new = Some(*s);
                 }
@@ -710,6 +728,7 @@ impl Sender {
         }
         self.una = ack;
         self.stats.acked_bytes += acked;
+        self.reord_seen |= reordered;
         // RACK (RFC 8985 6.2 steps 1-2): a retransmission's RTT counts only if it cannot be
         // the original's (at least min_rtt)
         if let Some(s) = rack_new.filter(|_| self.cfg.rack_tlp) {

@@ -21,7 +21,10 @@ pub struct Link {
     pub ce_threshold: Option<usize>,
     /// Drop the n-th data segment (1-based count of data segments offered to this link).
     pub drop_nth: Vec<u64>,
-    queue: VecDeque<(Vec<u8>, u32)>,
+    /// Delay the n-th data segment (same count) by this much more than the others: the ones
+    /// after it overtake it.
+    pub delay_nth: Vec<(u64, Duration)>,
+    queue: VecDeque<(Vec<u8>, u32, Duration)>,
     busy: bool,
     data_seen: u64,
     pub drops: u64,
@@ -37,6 +40,7 @@ impl Link {
             limit,
             ce_threshold: None,
             drop_nth: Vec::new(),
+            delay_nth: Vec::new(),
             queue: VecDeque::new(),
             busy: false,
             data_seen: 0,
@@ -111,11 +115,15 @@ impl Net {
         let mac = EthernetAddress([2, 0, 0, 0, 0, from as u8]);
         seg.emit(&mut f, mac, mac, ADDR[from], ADDR[1 - from], 0, 64).expect("emit");
         let link = &mut self.links[from];
+        let mut extra = Duration::ZERO;
         if seg.len > 0 {
             link.data_seen += 1;
             if link.drop_nth.contains(&link.data_seen) {
                 link.drops += 1;
                 return;
+            }
+            if let Some(&(_, d)) = link.delay_nth.iter().find(|(n, _)| *n == link.data_seen) {
+                extra = d;
             }
         }
         if link.queue.len() >= link.limit {
@@ -133,7 +141,7 @@ impl Net {
                 }
             }
         }
-        link.queue.push_back((f, seg.len));
+        link.queue.push_back((f, seg.len, extra));
         if !link.busy {
             self.start(from);
         }
@@ -141,7 +149,7 @@ impl Net {
 
     fn start(&mut self, dir: usize) {
         let link = &mut self.links[dir];
-        let Some((f, vlen)) = link.queue.pop_front() else { return };
+        let Some((f, vlen, extra)) = link.queue.pop_front() else { return };
         link.busy = true;
         let bytes = f.len() as u64 + u64::from(vlen);
         link.tx_bytes += bytes;
@@ -149,7 +157,7 @@ impl Net {
         let delay = link.delay;
         let now = self.now;
         self.push(now + tx, Ev::Free { dir });
-        self.push(now + tx + delay, Ev::Arrive { to: 1 - dir, frame: f });
+        self.push(now + tx + delay + extra, Ev::Arrive { to: 1 - dir, frame: f });
     }
 
     fn flush(&mut self, who: usize) {

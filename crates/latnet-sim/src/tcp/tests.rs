@@ -152,6 +152,40 @@ fn rack_tlp_repairs_a_lost_tail_two_rtts_after_the_last_ack() {
     assert!(n.ep[0].sender().cwnd() < before, "{} after {before}", n.ep[0].sender().cwnd());
 }
 
+/// RACK's reordering window in a recovery (RFC 8985 `RACK.reord`): segment 60 is lost and,
+/// while its recovery runs, segment 66 arrives 3 ms late, 1.8 ms after 67 (with two segments
+/// SACKed above it: DupThresh does not mark it). A sender that has seen no reordering keeps no
+/// window in a recovery, so 67's SACK marks 66 lost: a spurious retransmission. One that saw reordering before (segment 20 overtaken by 21, never
+/// retransmitted) keeps `min_rtt / 4` (5 ms here), and 66 arrives within it.
+#[test]
+fn rack_keeps_its_reordering_window_in_recovery_once_reordering_was_seen() {
+    let run = |early_reorder: bool| {
+        let (mut f, r) = path(10, 10, 1000);
+        f.drop_nth = vec![60];
+        f.delay_nth = vec![(66, ms(3))];
+        if early_reorder {
+            f.delay_nth.push((20, ms(2)));
+        }
+        let cfg = TcpConfig { rack_tlp: true, ..TcpConfig::default() };
+        let mut n = Net::new(cfg, f, r);
+        n.ep[0].write(150 * 1448);
+        n.run_until(Time::from_nanos(300_000_000));
+        let seen = n.ep[0].sender().reordering_seen();
+        n.ep[0].close();
+        n.run_until(secs(3));
+        (n, seen)
+    };
+    let (first, seen_first) = run(true);
+    let (none, seen_none) = run(false);
+    assert_eq!(first.delivered[1], 150 * 1448);
+    assert_eq!(none.delivered[1], 150 * 1448);
+    // (66 retransmitted before its original arrived: not counted as reordering, as Linux)
+    assert!(seen_first && !seen_none, "{seen_first} {seen_none}");
+    let (s, t) = (first.ep[0].sender_stats(), none.ep[0].sender_stats());
+    assert_eq!((s.rtos, s.recoveries, s.retransmits), (0, 1, 1), "only 60: {s:?}");
+    assert_eq!((t.rtos, t.recoveries, t.retransmits), (0, 1, 2), "60 and 66: {t:?}");
+}
+
 #[test]
 fn dctcp_keeps_the_queue_at_the_marking_threshold_without_loss() {
     let (mut f, r) = path(100, 1, 200);
