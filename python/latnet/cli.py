@@ -318,16 +318,8 @@ def parser() -> argparse.ArgumentParser:
 def emulates(args: argparse.Namespace) -> bool:
     """Whether the command parsed runs real-time emulation: ``--keep-cpus-awake`` acts only
     then (``run`` without ``--mode emu|both``, ``reproduce`` or ``chameleon verify`` without
-    ``--emulated`` only simulate, and the loops would burn the CPUs' idle time for nothing);
-    said on stderr when it does not."""
-    emu = getattr(args, "mode", "emu") != "sim" and getattr(args, "emulated", True)
-    if not emu and getattr(args, "keep_cpus_awake", False):
-        print(
-            f"latnet {args.command}: --keep-cpus-awake: nothing here is emulated "
-            "(no --mode emu|both or --emulated); no loops started",
-            file=sys.stderr,
-        )
-    return emu
+    ``--emulated`` only simulate, and the loops would burn the CPUs' idle time for nothing)."""
+    return getattr(args, "mode", "emu") != "sim" and getattr(args, "emulated", True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -345,7 +337,14 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "keep_cpus_awake", False):
         from .emu import cpus_kept_awake
 
-        awake = cpus_kept_awake(emulates(args))
+        if emulates(args):
+            awake = cpus_kept_awake()
+        else:
+            print(
+                f"latnet {args.command}: --keep-cpus-awake: nothing here is emulated "
+                "(no --mode emu|both or --emulated); no loops started",
+                file=sys.stderr,
+            )
     try:
         with awake:
             return args.func(args)

@@ -363,7 +363,7 @@ class Testbed:
         tcp = {f[end] for f in flows if f["tcp"] for end in ("src", "dst")}
         tcp -= {f["src"] for f in flows if not f["tcp"]}
         # (its sender puts an HTB class at the host queue's rate there instead)
-        tcp -= {f["src"] for f in flows if f.get("htb")}
+        tcp -= {f["src"] for f in flows if f["htb"]}
         links = {link["index"]: link for link in self.plan["links"]}
         out = {}
         for n in self.plan["nodes"]:

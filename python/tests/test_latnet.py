@@ -613,8 +613,11 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_cpus_are_kept_awake_by_idle_priority_loops_while_the_block_runs(capsys):
-    from latnet.cli import emulates, parser
+def test_cpus_are_kept_awake_by_idle_priority_loops_while_the_block_runs(
+    capsys, monkeypatch, tmp_path
+):
+    import latnet.emu
+    from latnet.cli import emulates, main, parser
     from latnet.emu import cpus_kept_awake, stall_report
 
     with cpus_kept_awake() as pids:
@@ -643,7 +646,16 @@ def test_cpus_are_kept_awake_by_idle_priority_loops_while_the_block_runs(capsys)
         ["chameleon", "verify"],
     ):
         assert not emulates(parser().parse_args([*argv, "--keep-cpus-awake"])), argv
-        assert "nothing here is emulated" in capsys.readouterr().err, argv
+
+    def no_loops(*_a, **_k):
+        raise AssertionError("loops started for a command that only simulates")
+
+    monkeypatch.setattr(latnet.emu, "cpus_kept_awake", no_loops)
+    missing = str(tmp_path / "missing.toml")
+    for argv in (["run", missing], ["run", missing, "--mode", "sim"]):
+        assert main([*argv, "--keep-cpus-awake"]) == 2, argv  # (the scenario is missing)
+        err = capsys.readouterr().err
+        assert "--keep-cpus-awake: nothing here is emulated" in err and "missing.toml" in err
 
 
 def test_the_loops_that_keep_cpus_awake_end_with_the_process_that_started_them():

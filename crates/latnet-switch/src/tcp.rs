@@ -270,14 +270,36 @@ fn report_in(frame: &[u8], peer: SocketAddr, port: u16) -> Option<Result<LargeFl
     }
 }
 
-/// Apply a reported share: returns the `SO_MAX_PACING_RATE` (bytes/s) or HTB rate (bit/s) set
-/// (`htb_of_share`: the HTB rate for a share; see [`Watch`]).
+/// What an HTB class is set to for a reported share: `share * frame / wire` bit/s with bursts
+/// of `burst` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HtbRate {
+    /// Numerator: a frame's bytes (`tcp-send`: 1, the share itself).
+    pub(crate) frame: u64,
+    /// Denominator: the frame plus the link's per-frame overhead, as the port counts it.
+    pub(crate) wire: u64,
+    /// Burst and ceiling burst (bytes).
+    pub(crate) burst: u32,
+}
+
+impl HtbRate {
+    /// `tcp-send`'s, as the seed's hosts: the share itself, bursts of two full frames.
+    pub(crate) const SHARE: HtbRate = HtbRate { frame: 1, wire: 1, burst: HTB_BURST };
+
+    /// The class's rate for a share of `share_bps` (at least 1 bit/s).
+    pub(crate) fn of(self, share_bps: u64) -> u64 {
+        let r = u128::from(share_bps) * u128::from(self.frame) / u128::from(self.wire.max(1));
+        u64::try_from(r).unwrap_or(u64::MAX).max(1)
+    }
+}
+
+/// Apply a reported share: returns the `SO_MAX_PACING_RATE` (bytes/s) or HTB rate (bit/s) set.
 fn apply_share(
     pace: &Pace,
     tcp: RawFd,
     v6: bool,
     share_bps: u64,
-    htb_of_share: (u64, u64, u32),
+    htb: HtbRate,
 ) -> io::Result<(u64, u64)> {
     match pace {
         Pace::Socket => {
@@ -290,11 +312,8 @@ fn apply_share(
             Ok((cap, 0))
         }
         Pace::Htb { dev } => {
-            let (num, den, burst) = htb_of_share;
-            let r = u64::try_from(u128::from(share_bps) * u128::from(num) / u128::from(den.max(1)))
-                .unwrap_or(u64::MAX)
-                .max(1);
-            tc(&htb_class_args("change", dev, r, burst)).map(|()| (0, r))
+            let r = htb.of(share_bps);
+            tc(&htb_class_args("change", dev, r, htb.burst)).map(|()| (0, r))
         }
         Pace::Off => Ok((0, 0)),
     }
@@ -307,11 +326,10 @@ pub(crate) struct Watch {
     pub(crate) peer: SocketAddr,
     pub(crate) port: u16,
     pub(crate) start: Instant,
-    /// HTB: the class's rate is the share times `.0 / .1`, with bursts of `.2` bytes
-    /// (`tcp-send`: the share itself, 1 / 1, two full frames, as the seed's hosts; a
+    /// HTB: what the class is set to for a share ([`HtbRate::SHARE`] for `tcp-send`; a
     /// scenario's flow: the share's frames without the link's per-frame overhead, as the
     /// simulator re-shapes its host queue, and that queue's burst).
-    pub(crate) htb_of_share: (u64, u64, u32),
+    pub(crate) htb: HtbRate,
 }
 
 /// Watch frames from `w.peer` to local port `w.port`; apply every new REPORT.
@@ -332,8 +350,7 @@ pub(crate) fn watch_reports(pkt: OwnedFd, w: Watch, stop: Arc<AtomicBool>, out: 
             continue;
         }
         let Some(share) = o.share_bps() else { continue };
-        let Ok((cap, htb)) = apply_share(&w.pace, w.tcp, w.peer.is_ipv6(), share, w.htb_of_share)
-        else {
+        let Ok((cap, htb)) = apply_share(&w.pace, w.tcp, w.peer.is_ipv6(), share, w.htb) else {
             g.pacing_errors += 1; // tried again on the next report
             continue;
         };
@@ -372,8 +389,8 @@ pub fn send(cfg: &SendConfig) -> io::Result<SendReport> {
         let pkt = sys::ip_packet_socket(dst.is_ipv6(), Duration::from_millis(50))
             .map_err(|e| named("packet socket watching", dst, e))?;
         let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
-        let htb_of_share = (1, 1, HTB_BURST);
-        let w = Watch { pace: cfg.pace.clone(), tcp: fd, peer: dst, port, start, htb_of_share };
+        let htb = HtbRate::SHARE;
+        let w = Watch { pace: cfg.pace.clone(), tcp: fd, peer: dst, port, start, htb };
         // The watcher only sets options on `fd`; it is joined before the socket is closed.
         Some(std::thread::spawn(move || watch_reports(pkt, w, stop, seen)))
     } else {

@@ -258,9 +258,17 @@ pub struct HostHtb {
     pub rate_bps: u64,
     /// Its bursts (bytes): the host queue's (default 1 ms at its rate, at least 3200).
     pub burst: u32,
-    /// The flow's frame length and that plus the link's per-frame overhead: the class gets
-    /// `share * .0 / .1`.
-    pub frame: (u64, u64),
+    /// The flow's frame length (bytes).
+    pub frame: u64,
+    /// That plus the link's per-frame overhead: the class gets `share * frame / wire`.
+    pub wire: u64,
+}
+
+impl HostHtb {
+    /// What the class is set to for each reported share.
+    fn rate(&self) -> ktcp::HtbRate {
+        ktcp::HtbRate { frame: self.frame, wire: self.wire, burst: self.burst }
+    }
 }
 
 /// Flow `i`'s HTB shaper, or why it cannot have one (the host queue has classes: one class
@@ -297,7 +305,8 @@ pub fn host_htb(sc: &Scenario, i: usize) -> Result<HostHtb, String> {
         dev: crate::plan::iface_name(p.link),
         rate_bps: rate.bps(),
         burst: u32::try_from(burst.get()).unwrap_or(u32::MAX),
-        frame: (frame, frame + u64::from(p.overhead)),
+        frame,
+        wire: frame + u64::from(p.overhead),
     })
 }
 
@@ -606,7 +615,7 @@ fn set_options(fd: RawFd, f: &FlowSpec, lt: &LinuxTcp) -> io::Result<()> {
 pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::SendReport> {
     check(sc).map_err(invalid)?;
     let f = &sc.flows[i];
-    let lt = linux_tcp(f).map_err(invalid)?.ok_or_else(|| invalid("not a TCP flow".into()))?;
+    let mut lt = linux_tcp(f).map_err(invalid)?.ok_or_else(|| invalid("not a TCP flow".into()))?;
     for (path, value) in lt.sysctls() {
         sysctl(path, &value)?;
     }
@@ -618,14 +627,13 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     let what = |w: &str| format!("flow {:?}: {w}", f.name);
     let sock = client_socket(f, &lt, src)?;
     let fd = sock.as_raw_fd();
-    let mut htb_of_share = (1, 1, 0);
-    let mut lt = lt;
+    let mut htb = ktcp::HtbRate::SHARE;
     // (removed when the sender ends, the interface left as it was)
     let _shaper = match &mut lt.large_flow {
         Some(Pace::Htb { dev }) => {
             let h = host_htb(sc, i).map_err(invalid)?;
-            *dev = h.dev.clone();
-            htb_of_share = (h.frame.0, h.frame.1, h.burst);
+            dev.clone_from(&h.dev);
+            htb = h.rate();
             let shaper = ktcp::HtbShaper::install(&h.dev, h.rate_bps, h.burst);
             Some(shaper.map_err(|e| named(what(&format!("HTB shaper on {}", h.dev)), e))?)
         }
@@ -662,7 +670,7 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
                 peer: dst,
                 port: f.src_port,
                 start: watch_start,
-                htb_of_share,
+                htb,
             };
             Some(std::thread::spawn(move || ktcp::watch_reports(pkt, w, stop, seen)))
         }
@@ -1003,9 +1011,13 @@ mod tests {
             dev: "lk0".into(),
             rate_bps: 1_000_000_000,
             burst: 3004,
-            frame: (1514, 1514 + overhead),
+            frame: 1514,
+            wire: 1514 + overhead,
         };
-        assert_eq!(host_htb(&sc, 0), Ok(want));
+        assert_eq!(host_htb(&sc, 0), Ok(want.clone()));
+        // the simulator's rate for a share: its frames, less the link's overhead
+        assert_eq!(want.rate().of(20_000_000), 20_000_000 * 1514 / (1514 + overhead));
+        assert_eq!(ktcp::HtbRate::SHARE.of(20_000_000), 20_000_000);
         assert_eq!(check(&sc), Ok(()));
         // the default burst: 1 ms at the rate
         let sc = scenario(&flow("f", keys), "queue_a = { kind = \"htb\", rate = \"1Gbps\" }\n");
