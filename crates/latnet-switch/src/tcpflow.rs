@@ -88,8 +88,10 @@ pub struct LinuxTcp {
     pub pacing_cap: Option<u64>,
     /// `bytes` to send (`None`: until the stop).
     pub bytes: Option<u64>,
-    /// Switch-assisted pacing: how the sender applies the reported share.
-    pub large_flow: Option<Pace>,
+    /// Switch-assisted pacing: how the sender applies the reported share (never `Fq`:
+    /// refused; `send` makes the [`Pace`], naming an HTB class's interface from the
+    /// topology, see [`HostHtb`]).
+    pub large_flow: Option<LargeFlowPacing>,
     /// `TCP_MAXSEG`: a full segment's frame is the flow's `size`.
     pub mss: u32,
     /// tcp-rr: request and response sizes (bytes).
@@ -115,7 +117,8 @@ impl LinuxTcp {
             ("net/ipv4/tcp_early_retrans", early.to_owned()),
             ("net/ipv4/tcp_recovery", recovery.to_owned()),
         ];
-        let paced = self.pacing_cap.is_some() || self.large_flow == Some(Pace::Socket);
+        let paced =
+            self.pacing_cap.is_some() || self.large_flow == Some(LargeFlowPacing::PerConnection);
         if paced && self.cc != "bbr" {
             v.push(("net/ipv4/tcp_pacing_ss_ratio", self.pacing_ratios.0.to_string()));
             v.push(("net/ipv4/tcp_pacing_ca_ratio", self.pacing_ratios.1.to_string()));
@@ -206,22 +209,16 @@ pub fn linux_tcp(f: &FlowSpec) -> Result<Option<LinuxTcp>, String> {
             ));
         }
     }
-    let large_flow = match t.large_flow_mode() {
-        None => None,
-        Some(LargeFlowPacing::PerConnection) => Some(Pace::Socket),
-        Some(LargeFlowPacing::None) => Some(Pace::Off),
-        // (the interface is the topology's: `send` names it, see `HostHtb`)
-        Some(LargeFlowPacing::Htb) => Some(Pace::Htb { dev: String::new() }),
-        Some(LargeFlowPacing::Fq) => {
-            return refuse(
-                "`large_flow_pacing = \"fq\"` sets a per-flow maxrate in the host's fq queue, \
-                 which an emulated run does not set up (the kernels it was built on lack \
-                 sch_fq); it paces with HTB (\"htb\"), per connection (\"per-connection\") \
-                 or not at all (\"none\")"
-                    .to_owned(),
-            )
-        }
-    };
+    let large_flow = t.large_flow_mode();
+    if large_flow == Some(LargeFlowPacing::Fq) {
+        return refuse(
+            "`large_flow_pacing = \"fq\"` sets a per-flow maxrate in the host's fq queue, \
+             which an emulated run does not set up (the kernels it was built on lack sch_fq); \
+             it paces with HTB (\"htb\"), per connection (\"per-connection\") or not at all \
+             (\"none\")"
+                .to_owned(),
+        );
+    }
     let cfg = t.config(f.size, 0);
     let pacing_cap = match (cfg.pacing.max_rate, cfg.pacing.enabled && t.cc != CcKind::Bbr) {
         (Some(r), _) => Some(r.bps() / 8),
@@ -321,7 +318,7 @@ pub fn check(sc: &Scenario) -> Result<(), String> {
     for (i, f) in sc.flows.iter().enumerate() {
         // (a dilated scenario with TCP flows is refused at load: its timers keep real time)
         let Some(t) = linux_tcp(f)? else { continue };
-        if matches!(t.large_flow, Some(Pace::Htb { .. })) {
+        if t.large_flow == Some(LargeFlowPacing::Htb) {
             host_htb(sc, i)?;
             if let Some(other) = htb.insert(f.src, &f.name) {
                 return Err(format!(
@@ -615,7 +612,7 @@ fn set_options(fd: RawFd, f: &FlowSpec, lt: &LinuxTcp) -> io::Result<()> {
 pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::SendReport> {
     check(sc).map_err(invalid)?;
     let f = &sc.flows[i];
-    let mut lt = linux_tcp(f).map_err(invalid)?.ok_or_else(|| invalid("not a TCP flow".into()))?;
+    let lt = linux_tcp(f).map_err(invalid)?.ok_or_else(|| invalid("not a TCP flow".into()))?;
     for (path, value) in lt.sysctls() {
         sysctl(path, &value)?;
     }
@@ -627,17 +624,19 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     let what = |w: &str| format!("flow {:?}: {w}", f.name);
     let sock = client_socket(f, &lt, src)?;
     let fd = sock.as_raw_fd();
-    let mut htb = ktcp::HtbRate::SHARE;
-    // (removed when the sender ends, the interface left as it was)
-    let _shaper = match &mut lt.large_flow {
-        Some(Pace::Htb { dev }) => {
+    // (the shaper is removed when the sender ends, the interface left as it was)
+    let (pace, htb, _shaper) = match lt.large_flow {
+        None => (None, ktcp::HtbRate::SHARE, None),
+        Some(LargeFlowPacing::PerConnection) => (Some(Pace::Socket), ktcp::HtbRate::SHARE, None),
+        Some(LargeFlowPacing::None) => (Some(Pace::Off), ktcp::HtbRate::SHARE, None),
+        Some(LargeFlowPacing::Htb) => {
             let h = host_htb(sc, i).map_err(invalid)?;
-            dev.clone_from(&h.dev);
-            htb = h.rate();
-            let shaper = ktcp::HtbShaper::install(&h.dev, h.rate_bps, h.burst);
-            Some(shaper.map_err(|e| named(what(&format!("HTB shaper on {}", h.dev)), e))?)
+            let shaper = ktcp::HtbShaper::install(&h.dev, h.rate_bps, h.burst)
+                .map_err(|e| named(what(&format!("HTB shaper on {}", h.dev)), e))?;
+            (Some(Pace::Htb { dev: h.dev.clone() }), h.rate(), Some(shaper))
         }
-        _ => None,
+        // (refused by `linux_tcp`)
+        Some(LargeFlowPacing::Fq) => return Err(invalid("large_flow_pacing = \"fq\"".into())),
     };
     if lt.large_flow.is_some() {
         let (level, name, opt) = ktcp::register_option(&dst);
@@ -648,7 +647,7 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     let start_ns = t0_ns + f.start.as_nanos();
     let stop_ns = t0_ns + f.stop.as_nanos().min(sc.sim.duration.as_nanos());
     let end_ns = t0_ns + sc.sim.duration.as_nanos() + sc.sim.drain.as_nanos();
-    let paced = lt.pacing_cap.is_some() || lt.large_flow == Some(Pace::Socket) || lt.cc == "bbr";
+    let paced = lt.pacing_cap.is_some() || pace == Some(Pace::Socket) || lt.cc == "bbr";
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(ktcp::Seen::default()));
     let every = sample_interval(sc);
@@ -659,7 +658,7 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     };
     let watch_start = Instant::now();
     let watch_mono = sys::mono_ns();
-    let watcher = match &lt.large_flow {
+    let watcher = match &pace {
         Some(pace) => {
             let pkt = sys::ip_packet_socket(false, Duration::from_millis(50))
                 .map_err(|e| named(what("packet socket watching for reports"), e))?;
@@ -702,15 +701,10 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     rep.retransmits = u64::from(info.total_retrans);
     rep.rtos = info.total_rto.map(u64::from);
     rep.ce_marks = u64::from(info.delivered_ce);
-    if let Some(pace) = &lt.large_flow {
+    if let Some(pacing) = lt.large_flow {
         let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
         rep.large_flow = Some(TcpLargeFlow {
-            pacing: match pace {
-                Pace::Off => "none",
-                Pace::Socket => "per-connection",
-                Pace::Htb { .. } => "htb",
-            }
-            .into(),
+            pacing: pacing.as_str().into(),
             reports: seen.reports,
             malformed: seen.malformed,
             pacing_errors: seen.pacing_errors,
@@ -987,8 +981,9 @@ mod tests {
         assert_eq!((t.cc, t.ecn, t.sack, t.bytes), ("dctcp", true, false, Some(1_000_000)));
         assert_eq!(t.sysctls()[1], ("net/ipv4/tcp_sack", "0".to_owned()));
         let lf = |p: &str| linux(&format!("large_flow = true, large_flow_pacing = \"{p}\""));
-        assert_eq!(lf("per-connection").unwrap().unwrap().large_flow, Some(Pace::Socket));
-        assert_eq!(lf("none").unwrap().unwrap().large_flow, Some(Pace::Off));
+        let on = |p: &str| lf(p).unwrap().unwrap().large_flow;
+        assert_eq!(on("per-connection"), Some(LargeFlowPacing::PerConnection));
+        assert_eq!(on("none"), Some(LargeFlowPacing::None));
         // not TCP: nothing to map
         let udp = "[[flows]]\nname = \"u\"\nsrc = \"h1\"\ndst = \"h2\"\nsize = 200\n\
                    traffic = { kind = \"cbr\", rate = \"1Mbps\" }\n";
@@ -1004,7 +999,7 @@ mod tests {
         let q = "queue_a = { kind = \"htb\", rate = \"1Gbps\", burst = 3004 }\n";
         let sc = scenario(&flow("f", keys), q);
         let t = linux_tcp(&sc.flows[0]).unwrap().unwrap();
-        assert_eq!(t.large_flow, Some(Pace::Htb { dev: String::new() }));
+        assert_eq!(t.large_flow, Some(LargeFlowPacing::Htb));
         assert!(t.sysctls().iter().all(|(k, _)| !k.contains("pacing")), "not the kernel's pacing");
         let overhead = u64::from(sc.links[0].overhead);
         let want = HostHtb {
