@@ -477,6 +477,11 @@ pub struct TcpRecv {
     /// See `conns`.
     #[serde(default)]
     pub retransmits: u64,
+    /// tcp-rr with a time series: the server's connections that have sent data, added up at
+    /// the end of every interval (as [`TcpSent::samples`]; the flow's series adds them to the
+    /// clients').
+    #[serde(default)]
+    pub samples: Vec<TcpSample>,
 }
 
 fn invalid(e: String) -> io::Error {
@@ -536,13 +541,17 @@ fn sample_interval(sc: &Scenario) -> u64 {
 }
 
 fn sample(fd: RawFd, t_ns: u64, paced: bool) -> Option<TcpSample> {
-    let i = sys::tcp_info(fd).ok()?;
+    Some(sample_of(&sys::tcp_info(fd).ok()?, t_ns, paced))
+}
+
+/// [`sample`] of `i`, read at `t_ns`.
+fn sample_of(i: &sys::TcpInfo, t_ns: u64, paced: bool) -> TcpSample {
     if matches!(i.state, 2 | 7) {
         // not connected yet (`TCP_SYN_SENT`, `TCP_CLOSE`): nothing sent, nothing in flight
-        return Some(TcpSample { t_ns, ..TcpSample::default() });
+        return TcpSample { t_ns, ..TcpSample::default() };
     }
     let mss = u64::from(i.snd_mss);
-    Some(TcpSample {
+    TcpSample {
         t_ns,
         cwnd: u64::from(i.snd_cwnd) * mss,
         in_flight: u64::from(i.in_flight()) * mss,
@@ -551,7 +560,7 @@ fn sample(fd: RawFd, t_ns: u64, paced: bool) -> Option<TcpSample> {
         ce_marks: u64::from(i.delivered_ce),
         pacing_bps: if paced { i.pacing_rate.saturating_mul(8) } else { 0 },
         ssthresh: (i.snd_ssthresh < INFINITE_SSTHRESH).then(|| u64::from(i.snd_ssthresh) * mss),
-    })
+    }
 }
 
 /// `take(t)` at `t0_ns + t` for `t = k * every`, `k` from 1, until `stop`.
@@ -825,8 +834,10 @@ impl TcpRx {
         // connections take the listener's
         set_options(listener.as_raw_fd(), f, &lt)?;
         let bins = t0_ns.zip(sc.output.timeseries.map(|d| d.as_nanos().max(1)));
-        let rr =
-            lt.rr.map(|(request, response)| rr::Server::new(request, response, until_ns, bins));
+        let paced = lt.pacing_cap.is_some() || lt.cc == "bbr";
+        let rr = lt
+            .rr
+            .map(|(request, response)| rr::Server::new((request, response), until_ns, bins, paced));
         Ok(TcpRx { flow: i, listener, conn: None, stats: TcpRecv::default(), bins, rr })
     }
 

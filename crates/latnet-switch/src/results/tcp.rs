@@ -1,7 +1,7 @@
 //! A TCP flow's results from its sender's and receiver's accounts
 //! ([`crate::tcpflow::TcpSent`], [`crate::tcpflow::TcpRecv`]), in the simulator's terms.
 
-use crate::tcpflow::{TcpRecv, TcpSent};
+use crate::tcpflow::{TcpRecv, TcpSample, TcpSent};
 use latnet_sim::scenario::FlowSpec;
 use latnet_sim::stats::LatencyStats;
 use latnet_sim::tcp::report::{
@@ -106,7 +106,8 @@ fn slow_start(sent: &TcpSent) -> Option<SlowStartReport> {
 
 /// The time-series rows of flow `index`, one per sample of its sender at the end of an
 /// interval of `interval_ns`: the bytes read in the interval from the receiver's bins (and a
-/// tcp-rr client's), the rest from `TCP_INFO`.
+/// tcp-rr client's), the rest from `TCP_INFO` (a tcp-rr flow's server's connections added to
+/// its clients', as the simulator adds up both ends; the clients' smoothed RTT first).
 pub(super) fn series(
     index: usize,
     interval_ns: u64,
@@ -114,10 +115,25 @@ pub(super) fn series(
     recv: Option<&TcpRecv>,
 ) -> Vec<SeriesRow> {
     let bins = recv.map_or(&[][..], |r| &r.bins[..]);
+    let served = recv.map_or(&[][..], |r| &r.samples[..]);
     let mut before = (0, 0);
     sent.samples
         .iter()
         .filter(|s| s.t_ns % interval_ns == 0)
+        .map(|s| match served.binary_search_by_key(&s.t_ns, |r| r.t_ns) {
+            Ok(k) => both(s, &served[k]),
+            // (none at this instant, as after the server's last: its counts so far, nothing
+            // open)
+            Err(k) => k.checked_sub(1).map_or(*s, |k| {
+                let r = &served[k];
+                let so_far = TcpSample {
+                    retransmits: r.retransmits,
+                    ce_marks: r.ce_marks,
+                    ..TcpSample::default()
+                };
+                both(s, &so_far)
+            }),
+        })
         .map(|s| {
             // the bin that ends at the sample
             let k = (s.t_ns / interval_ns).checked_sub(1).map(|k| k as usize);
@@ -145,6 +161,20 @@ pub(super) fn series(
             row
         })
         .collect()
+}
+
+/// Two ends' samples at one instant, added up.
+fn both(a: &TcpSample, b: &TcpSample) -> TcpSample {
+    TcpSample {
+        t_ns: a.t_ns,
+        cwnd: a.cwnd + b.cwnd,
+        in_flight: a.in_flight + b.in_flight,
+        srtt_ns: if a.srtt_ns > 0 { a.srtt_ns } else { b.srtt_ns },
+        retransmits: a.retransmits + b.retransmits,
+        ce_marks: a.ce_marks + b.ce_marks,
+        pacing_bps: a.pacing_bps + b.pacing_bps,
+        ssthresh: a.ssthresh,
+    }
 }
 
 #[cfg(test)]
@@ -180,5 +210,58 @@ mod tests {
         let quiet = vec![s(10, Some(100_000), 0, 0)];
         assert_eq!(slow_start(&sent(None, quiet)).unwrap().cause, None, "not told");
         assert_eq!(slow_start(&sent(Some((0, 0)), vec![s(10, None, 0, 0)])), None);
+    }
+
+    /// A tcp-rr flow's rows add its server's samples to its clients' at the same instant:
+    /// windows, bytes in flight, pacing rates and the retransmissions of the interval (from
+    /// both ends' counts so far); the clients' smoothed RTT, the server's when they have none.
+    /// Samples between rows are left out; a row after the server's last sample keeps its
+    /// counts so far.
+    #[test]
+    fn a_request_response_flows_rows_add_up_both_ends() {
+        let ms = 1_000_000;
+        let s = |t: u64, cwnd: u64, srtt_ns: u64, retransmits: u64| TcpSample {
+            t_ns: t * ms,
+            cwnd,
+            in_flight: cwnd / 2,
+            srtt_ns,
+            retransmits,
+            pacing_bps: cwnd * 8,
+            ..TcpSample::default()
+        };
+        let sent = TcpSent {
+            samples: vec![
+                s(10, 1, 5, 0),
+                s(100, 14_480, 0, 1),
+                s(200, 2_896, 7, 2),
+                s(300, 0, 0, 4),
+            ],
+            bins: vec![1_000, 0, 30_000],
+            ..TcpSent::default()
+        };
+        let recv = TcpRecv {
+            bins: vec![2_000, 1_000],
+            samples: vec![s(100, 28_960, 9, 3), s(200, 0, 0, 3)],
+            ..TcpRecv::default()
+        };
+        let rows = series(4, 100 * ms, &sent, Some(&recv));
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (r.t_ns / ms, r.delivered_bytes, r.cwnd, r.in_flight, r.srtt_ns, r.retransmits)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (100, 3_000, 43_440, 21_720, 9, 4),
+                (200, 1_000, 2_896, 1_448, 7, 1),
+                (300, 30_000, 0, 0, 0, 2),
+            ]
+        );
+        assert_eq!(rows[0].pacing_bps, 43_440 * 8);
+        // without the server's samples (a bulk flow's receiver takes none): the clients' alone
+        let alone = series(4, 100 * ms, &sent, None);
+        assert_eq!(alone.iter().map(|r| r.cwnd).collect::<Vec<_>>(), [14_480, 2_896, 0]);
     }
 }

@@ -33,7 +33,8 @@ pub fn rr_instants(sc: &Scenario, i: usize) -> Vec<u64> {
     RrArrivals::new(t, f.start, stop, sc.sim.seed, i).map(|at| at.as_nanos()).collect()
 }
 
-/// The client's open connections, for the samples of the time series.
+/// One end's open connections (the clients' or the server's), for the samples of the time
+/// series.
 #[derive(Debug, Default)]
 struct Live {
     /// Sockets of the connections not yet closed (a worker closes its socket only after
@@ -45,12 +46,17 @@ struct Live {
 
 impl Live {
     /// The flow's sample at `t_ns`: windows, bytes in flight and pacing rates added up over the
-    /// open connections, the first one's smoothed RTT, retransmissions and CE echoes so far.
+    /// open connections that have sent data (as the simulator's), the first one's smoothed RTT,
+    /// retransmissions and CE echoes so far.
     fn sample(&self, t_ns: u64, paced: bool) -> TcpSample {
         let mut out = TcpSample { t_ns, ..TcpSample::default() };
         (out.retransmits, out.ce_marks) = self.closed;
         for &fd in &self.open {
-            let Some(s) = super::sample(fd, t_ns, paced) else { continue };
+            let Ok(i) = sys::tcp_info(fd) else { continue };
+            if i.data_segs_out == 0 {
+                continue;
+            }
+            let s = super::sample_of(&i, t_ns, paced);
             out.cwnd += s.cwnd;
             out.in_flight += s.in_flight;
             out.pacing_bps += s.pacing_bps;
@@ -61,6 +67,37 @@ impl Live {
             }
         }
         out
+    }
+
+    /// A connection `fd` opened.
+    fn open(live: &Mutex<Live>, fd: RawFd) {
+        live.lock().unwrap_or_else(|p| p.into_inner()).open.push(fd);
+    }
+
+    /// Connection `fd`, whose last `TCP_INFO` is `info`, closes: it leaves `open` before its
+    /// socket is closed (after this returns), so that a sample never reads a descriptor reused
+    /// meanwhile.
+    fn close(live: &Mutex<Live>, fd: RawFd, info: &sys::TcpInfo) {
+        let mut l = live.lock().unwrap_or_else(|p| p.into_inner());
+        l.open.retain(|&x| x != fd);
+        l.closed.0 += u64::from(info.total_retrans);
+        l.closed.1 += u64::from(info.delivered_ce);
+    }
+
+    /// Sample `live` every `every` ns from `t0_ns` until `stop`, in a thread of its own.
+    fn sampler(
+        live: &Arc<Mutex<Live>>,
+        t0_ns: u64,
+        every: u64,
+        stop: &Arc<AtomicBool>,
+        paced: bool,
+    ) -> JoinHandle<Vec<TcpSample>> {
+        let (live, stop) = (Arc::clone(live), Arc::clone(stop));
+        std::thread::spawn(move || {
+            sampler(t0_ns, every, &stop, |t| {
+                Some(live.lock().unwrap_or_else(|p| p.into_inner()).sample(t, paced))
+            })
+        })
     }
 }
 
@@ -98,14 +135,7 @@ pub(super) fn send(
     let live = Arc::new(Mutex::new(Live::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let paced = lt.pacing_cap.is_some() || lt.cc == "bbr";
-    let samples = {
-        let (live, stop) = (Arc::clone(&live), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            sampler(t0_ns, every, &stop, |t| {
-                Some(live.lock().unwrap_or_else(|p| p.into_inner()).sample(t, paced))
-            })
-        })
-    };
+    let samples = Live::sampler(&live, t0_ns, every, &stop, paced);
     let series = sc.output.timeseries.map(|d| d.as_nanos().max(1));
     let bins = Arc::new(Mutex::new(Vec::new()));
     let mut workers: Vec<JoinHandle<(RrConn, sys::TcpInfo)>> = Vec::new();
@@ -122,7 +152,7 @@ pub(super) fn send(
         // (a setting refused is the flow's error, not one connection's)
         let sock = client_socket(f, lt, src)?;
         let fd = sock.as_raw_fd();
-        live.lock().unwrap_or_else(|p| p.into_inner()).open.push(fd);
+        Live::open(&live, fd);
         let (live, bins) = (Arc::clone(&live), Arc::clone(&bins));
         workers.push(std::thread::spawn(move || {
             let mut c = RrConn { start_ns: at, ..RrConn::default() };
@@ -139,11 +169,7 @@ pub(super) fn send(
             c.fct_ns = c.fct_ns.map(|done| done - started);
             let info = sys::tcp_info(fd).unwrap_or_default();
             c.srtt_ns = u64::from(info.rtt_us) * 1000;
-            let mut l = live.lock().unwrap_or_else(|p| p.into_inner());
-            l.open.retain(|&x| x != fd);
-            l.closed.0 += u64::from(info.total_retrans);
-            l.closed.1 += u64::from(info.delivered_ce);
-            drop(l);
+            Live::close(&live, fd, &info);
             drop(sock); // (after it left `open`)
             (c, info)
         }));
@@ -222,7 +248,9 @@ fn write_bytes(s: &mut TcpStream, n: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// The server of a tcp-rr flow: a thread per accepted connection.
+/// The server of a tcp-rr flow: a thread per accepted connection; with a time series, one
+/// more samples the open connections at the end of each interval (the simulator's series adds
+/// up both ends' connections).
 #[derive(Debug)]
 pub(super) struct Server {
     request: u64,
@@ -231,26 +259,37 @@ pub(super) struct Server {
     bins: Option<(u64, u64)>,
     stats: Arc<Mutex<TcpRecv>>,
     workers: Vec<JoinHandle<()>>,
+    live: Arc<Mutex<Live>>,
+    stop: Arc<AtomicBool>,
+    samples: Option<JoinHandle<Vec<TcpSample>>>,
 }
 
 impl Server {
+    /// Serve `(request, response)` bytes until `until_ns`; `bins`: the scenario's time zero
+    /// and series interval (ns), for its bins and samples; `paced`: the kernel paces the
+    /// connections (their pacing rates are sampled).
     pub(super) fn new(
-        request: u64,
-        response: u64,
+        (request, response): (u64, u64),
         until_ns: u64,
         bins: Option<(u64, u64)>,
+        paced: bool,
     ) -> Self {
         let stats = Arc::new(Mutex::new(TcpRecv::default()));
-        Server { request, response, until_ns, bins, stats, workers: Vec::new() }
+        let live = Arc::new(Mutex::new(Live::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples = bins.map(|(t0, every)| Live::sampler(&live, t0, every, &stop, paced));
+        let workers = Vec::new();
+        Server { request, response, until_ns, bins, stats, workers, live, stop, samples }
     }
 
     /// Serve connection `c`.
     pub(super) fn serve(&mut self, c: TcpStream) {
         let (request, response, until, bins) =
             (self.request, self.response, self.until_ns, self.bins);
-        let stats = Arc::clone(&self.stats);
+        let (stats, live) = (Arc::clone(&self.stats), Arc::clone(&self.live));
+        Live::open(&live, c.as_raw_fd());
         self.workers.push(std::thread::spawn(move || {
-            let _ = answer(c, request, response, until, bins, &stats);
+            let _ = answer(c, (request, response), until, bins, &stats, &live);
         }));
     }
 
@@ -259,18 +298,22 @@ impl Server {
         for w in self.workers {
             let _ = w.join();
         }
+        self.stop.store(true, Ordering::Relaxed);
+        let samples = self.samples.and_then(|s| s.join().ok()).unwrap_or_default();
         *out = std::mem::take(&mut *self.stats.lock().unwrap_or_else(|p| p.into_inner()));
+        out.samples = samples;
     }
 }
 
-/// Read the request, write the response, wait for the client to close; count into `stats`.
+/// Read the request, write the response, wait for the client to close; count into `stats`;
+/// take the connection out of `live` before its socket closes.
 fn answer(
     mut c: TcpStream,
-    request: u64,
-    response: u64,
+    (request, response): (u64, u64),
     until_ns: u64,
     bins: Option<(u64, u64)>,
     stats: &Mutex<TcpRecv>,
+    live: &Mutex<Live>,
 ) -> io::Result<()> {
     c.set_nonblocking(false)?;
     let mut buf = vec![0u8; 64 * 1024];
@@ -319,6 +362,7 @@ fn answer(
         }
     })();
     let info = sys::tcp_info(c.as_raw_fd()).unwrap_or_default();
+    Live::close(live, c.as_raw_fd(), &info);
     let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
     s.conns += 1;
     s.data_segs_in += u64::from(info.data_segs_in);
