@@ -63,7 +63,12 @@ pub const SAMPLE_NS: u64 = 10_000_000;
 
 /// Octets a frame adds to a segment's payload over IPv4: Ethernet, IPv4, TCP, and the
 /// timestamp option Linux puts in every segment.
-pub const FRAME_OVERHEAD: u32 = 14 + 20 + 20 + 12;
+pub const FRAME_OVERHEAD: u32 = 14 + 20 + 20 + TIMESTAMP_OPTION;
+
+/// The TCP timestamp option as Linux sends it (10 bytes and two no-ops). `TCP_MAXSEG` sets
+/// the MSS the connection announces and is clamped to, which Linux then lessens by the options
+/// it puts in every segment: a full segment's payload is the value set less this.
+const TIMESTAMP_OPTION: u32 = 12;
 
 /// The least MSS Linux takes (`TCP_MIN_MSS`; a smaller `TCP_MAXSEG` is refused).
 const TCP_MIN_MSS: u32 = 88;
@@ -92,7 +97,8 @@ pub struct LinuxTcp {
     /// refused; `send` makes the [`Pace`], naming an HTB class's interface from the
     /// topology, see [`HostHtb`]).
     pub large_flow: Option<LargeFlowPacing>,
-    /// `TCP_MAXSEG`: a full segment's frame is the flow's `size`.
+    /// A full segment's payload: its frame is the flow's `size` (`TCP_MAXSEG` is this plus
+    /// the timestamp option).
     pub mss: u32,
     /// tcp-rr: request and response sizes (bytes).
     pub rr: Option<(u64, u64)>,
@@ -605,7 +611,8 @@ fn set_options(fd: RawFd, f: &FlowSpec, lt: &LinuxTcp) -> io::Result<()> {
     let dscp = latnet_dataplane::packet::dscp_from_priority(f.priority);
     sys::set_tos(fd, dscp << 2).map_err(|e| named(what("IP_TOS"), e))?;
     let int = |v: u32| (v as libc::c_int).to_ne_bytes();
-    sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, &int(lt.mss))
+    let maxseg = int(lt.mss + TIMESTAMP_OPTION);
+    sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, &maxseg)
         .map_err(|e| named(what("TCP_MAXSEG"), e))?;
     sys::setsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &int(UNSENT_LOW))
         .map_err(|e| named(what("TCP_NOTSENT_LOWAT"), e))?;
