@@ -1487,22 +1487,26 @@ def test_hystart_leaves_slow_start_where_linux_does_beside_request_response_traf
     assert st.loc["bulk", "ss_exit_cause"] == "hystart-train", st.loc["bulk"]
     assert st.loc["rr", "completed"] == 100 and st.loc["rr", "rtos"] == 0, st.loc["rr"]
     assert st.loc["rr", "fct_p99_ns"] < 200e6, st.loc["rr"]
-    # Linux's exit varies from run to run: of 28 runs on one machine (2026-11-28), 25 left by
-    # the train at 46-52 kB, 3 later (70-90 kB, one by the delay rule); over the bare veth
-    # 11 of 12 at 39-52 kB. The simulator's exit must be Linux's typical one: 3 of up to 5
-    # runs leave by the train within a factor 4/3 of it; a run that misses while the machine
-    # measurably stalled it does not count.
+    # Linux's exit varies from run to run: of 27 runs on one stalling machine (2026-11-30,
+    # full frames), 13 left by the train within 4/3 of the simulator's, 14 later (71-96 kB,
+    # some by the delay rule; with frames 12 bytes short, as the emulation sent them before,
+    # 21 of 27). The simulator's exit must be Linux's typical one: 3 of up to 5 runs leave by
+    # the train within a factor 4/3 of it; a run that misses while the machine measurably
+    # stalled it does not count. Every exchange is done, unless the machine stalled the run:
+    # a late exit overshoots, and a request's SYN lost then waits 1 s (VALIDATION.md).
     hits, misses, stalls = 0, [], []
     for attempt in range(5):
         emu = run_emu(path, tmp_path / f"emu{attempt}")
         t = emu.tcp.set_index("flow")
-        assert t.loc["rr", "completed"] == 100, t.loc["rr"]
+        why = stalled(emu.summary["emulation"])
+        done = t.loc["rr", "completed"]
+        assert done == 100 or why is not None, ("the machine kept time", t.loc["rr"])
         b = t.loc["bulk"]
         ratio = st.loc["bulk", "ss_exit_ssthresh_bytes"] / b["ss_exit_ssthresh_bytes"]
-        miss = (b["ss_exit_cause"], b["ss_exit_ssthresh_bytes"])
-        if b["ss_exit_cause"] == "hystart-train" and 0.75 < ratio < 1.33:
+        miss = (b["ss_exit_cause"], b["ss_exit_ssthresh_bytes"], done)
+        if done == 100 and b["ss_exit_cause"] == "hystart-train" and 0.75 < ratio < 1.33:
             hits += 1
-        elif (why := stalled(emu.summary["emulation"])) is None:
+        elif why is None:
             misses.append(miss)
         else:
             stalls.append((why, miss))
