@@ -1428,8 +1428,8 @@ def test_tcp_rr_flows_open_a_connection_per_request_on_linux_tcp(tmp_path):
     assert 10e6 < t.loc["rr", "fct_p50_ns"] < 100e6
     # the time series adds up the open connections of both ends, as the simulator's: in flight
     # at the end of an interval are mostly a response (30 kB, the server's) and a request (the
-    # clients' 1 kB; measured medians 31,592 bytes emulated, 31,800 simulated); its bytes are
-    # both ends' reads
+    # clients' 1 kB; measured medians 31,592 and 32,580 bytes emulated, 31,800 simulated); its
+    # bytes are both ends' reads
     ts = emu.timeseries[emu.timeseries["flow"] == "rr"]
     assert len(ts) >= 20 and (ts["cwnd"] > 0).mean() > 0.5, ts
     sts = sim.timeseries[(sim.timeseries["flow"] == "rr") & (sim.timeseries["t_s"] <= 2)]
