@@ -1487,10 +1487,10 @@ def test_hystart_leaves_slow_start_where_linux_does_beside_request_response_traf
     assert st.loc["bulk", "ss_exit_cause"] == "hystart-train", st.loc["bulk"]
     assert st.loc["rr", "completed"] == 100 and st.loc["rr", "rtos"] == 0, st.loc["rr"]
     assert st.loc["rr", "fct_p99_ns"] < 200e6, st.loc["rr"]
-    # Linux's exit varies from run to run: of 27 runs on one stalling machine (2026-11-30,
-    # full frames), 13 left by the train within 4/3 of the simulator's, 14 later (71-96 kB,
+    # Linux's exit varies from run to run: of 23 runs on one stalling machine (2026-11-30,
+    # full frames), 10 left by the train within 4/3 of the simulator's, 13 later (71-96 kB,
     # some by the delay rule; with frames 12 bytes short, as the emulation sent them before,
-    # 21 of 27). The simulator's exit must be Linux's typical one: 3 of up to 5 runs leave by
+    # 17 of 23). The simulator's exit must be Linux's typical one: 3 of up to 5 runs leave by
     # the train within a factor 4/3 of it; a run that misses while the machine measurably
     # stalled it does not count. Every exchange is done, unless the machine stalled the run:
     # a late exit overshoots, and a request's SYN lost then waits 1 s (VALIDATION.md).
