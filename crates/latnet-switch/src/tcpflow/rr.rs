@@ -294,14 +294,21 @@ impl Server {
     }
 
     /// Wait for every connection (they end by the run's end) and add them up into `out`.
-    pub(super) fn finish(self, out: &mut TcpRecv) {
-        for w in self.workers {
+    pub(super) fn finish(mut self, out: &mut TcpRecv) {
+        for w in std::mem::take(&mut self.workers) {
             let _ = w.join();
         }
         self.stop.store(true, Ordering::Relaxed);
-        let samples = self.samples.and_then(|s| s.join().ok()).unwrap_or_default();
+        let samples = self.samples.take().and_then(|s| s.join().ok()).unwrap_or_default();
         *out = std::mem::take(&mut *self.stats.lock().unwrap_or_else(|p| p.into_inner()));
         out.samples = samples;
+    }
+}
+
+impl Drop for Server {
+    /// A server dropped unfinished (its receiver failed) stops sampling.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
