@@ -322,7 +322,6 @@ fn answer(
     stats: &Mutex<TcpRecv>,
     live: &Mutex<Live>,
 ) -> io::Result<()> {
-    c.set_nonblocking(false)?;
     let mut buf = vec![0u8; 64 * 1024];
     let mut got = 0u64;
     let record = |n: u64| {
@@ -341,7 +340,9 @@ fn answer(
             s.bins[k] += n;
         }
     };
+    // (every way out passes `Live::close` below, before the socket closes)
     let result = (|| {
+        c.set_nonblocking(false)?;
         while got < request {
             c.set_read_timeout(Some(left(until_ns)))?;
             match c.read(&mut buf) {
