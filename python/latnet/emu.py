@@ -245,10 +245,10 @@ _AWAKE_LOOP = 'while kill -0 "$1" 2>/dev/null; do :; done'
 
 
 @contextmanager
-def cpus_kept_awake(enabled: bool = True) -> Iterator[list[int]]:
+def cpus_kept_awake() -> Iterator[list[int]]:
     """While the block runs, one busy loop per CPU at the lowest priority (``SCHED_IDLE``)
-    keeps the machine's CPUs from going idle; yields the loops' process ids (none when not
-    ``enabled``, or where ``SCHED_IDLE`` is refused: said on stderr).
+    keeps the machine's CPUs from going idle; yields the loops' process ids (none where
+    ``SCHED_IDLE`` is refused: said on stderr).
 
     On a virtual machine, waking an idle vCPU is where most of the emulation's stalls come
     from: a ``SCHED_FIFO`` 1 ms sleep overshot by up to 1.8-11.6 ms on an idle 2-vCPU machine,
@@ -256,9 +256,6 @@ def cpus_kept_awake(enabled: bool = True) -> Iterator[list[int]]:
     ``SCHED_IDLE`` task gives way to any other at once: the loops take only the time nothing
     else wants, and burn it (``make test`` runs them for its real-time tests)."""
     global _awake_loops
-    if not enabled:
-        yield []
-        return
     loops: list[subprocess.Popen] = []
     try:
         try:

@@ -109,6 +109,14 @@ pub struct LinuxTcp {
 }
 
 impl LinuxTcp {
+    /// Whether the kernel paces the connection: a cap or `pacing = true`, a per-connection
+    /// large flow (its cap comes with each REPORT), or BBR (which paces by itself).
+    pub fn kernel_paces(&self) -> bool {
+        self.pacing_cap.is_some()
+            || self.large_flow == Some(LargeFlowPacing::PerConnection)
+            || self.cc == "bbr"
+    }
+
     /// The settings of the sender's namespace this flow needs (`/proc/sys` path and value):
     /// ECN, SACK and RACK-TLP (Linux's defaults, 3 and 1, unless the flow turns it off: so a
     /// namespace that served an earlier run without it, on a testbed kept up, runs it again,
@@ -123,9 +131,7 @@ impl LinuxTcp {
             ("net/ipv4/tcp_early_retrans", early.to_owned()),
             ("net/ipv4/tcp_recovery", recovery.to_owned()),
         ];
-        let paced =
-            self.pacing_cap.is_some() || self.large_flow == Some(LargeFlowPacing::PerConnection);
-        if paced && self.cc != "bbr" {
+        if self.kernel_paces() && self.cc != "bbr" {
             v.push(("net/ipv4/tcp_pacing_ss_ratio", self.pacing_ratios.0.to_string()));
             v.push(("net/ipv4/tcp_pacing_ca_ratio", self.pacing_ratios.1.to_string()));
         }
@@ -663,7 +669,7 @@ pub fn send(sc: &Scenario, i: usize, t0_ns: u64) -> io::Result<crate::traffic::S
     let start_ns = t0_ns + f.start.as_nanos();
     let stop_ns = t0_ns + f.stop.as_nanos().min(sc.sim.duration.as_nanos());
     let end_ns = t0_ns + sc.sim.duration.as_nanos() + sc.sim.drain.as_nanos();
-    let paced = lt.pacing_cap.is_some() || pace == Some(Pace::Socket) || lt.cc == "bbr";
+    let paced = lt.kernel_paces();
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(ktcp::Seen::default()));
     let every = sample_interval(sc);
@@ -841,7 +847,7 @@ impl TcpRx {
         // connections take the listener's
         set_options(listener.as_raw_fd(), f, &lt)?;
         let bins = t0_ns.zip(sc.output.timeseries.map(|d| d.as_nanos().max(1)));
-        let paced = lt.pacing_cap.is_some() || lt.cc == "bbr";
+        let paced = lt.kernel_paces();
         let rr = lt
             .rr
             .map(|(request, response)| rr::Server::new((request, response), until_ns, bins, paced));

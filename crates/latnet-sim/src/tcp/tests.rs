@@ -155,8 +155,9 @@ fn rack_tlp_repairs_a_lost_tail_two_rtts_after_the_last_ack() {
 /// RACK's reordering window in a recovery (RFC 8985 `RACK.reord`): segment 60 is lost and,
 /// while its recovery runs, segment 66 arrives 3 ms late, 1.8 ms after 67 (with two segments
 /// SACKed above it: DupThresh does not mark it). A sender that has seen no reordering keeps no
-/// window in a recovery, so 67's SACK marks 66 lost: a spurious retransmission. One that saw reordering before (segment 20 overtaken by 21, never
-/// retransmitted) keeps `min_rtt / 4` (5 ms here), and 66 arrives within it.
+/// window in a recovery, so 67's SACK marks 66 lost: a spurious retransmission. One that saw
+/// reordering before (segment 20 overtaken by 21, never retransmitted) keeps `min_rtt / 4`
+/// (5 ms here), and 66 arrives within it.
 #[test]
 fn rack_keeps_its_reordering_window_in_recovery_once_reordering_was_seen() {
     let run = |early_reorder: bool| {

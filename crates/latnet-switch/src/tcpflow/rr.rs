@@ -134,7 +134,7 @@ pub(super) fn send(
     let every = sample_interval(sc);
     let live = Arc::new(Mutex::new(Live::default()));
     let stop = Arc::new(AtomicBool::new(false));
-    let paced = lt.pacing_cap.is_some() || lt.cc == "bbr";
+    let paced = lt.kernel_paces();
     let samples = Live::sampler(&live, t0_ns, every, &stop, paced);
     let series = sc.output.timeseries.map(|d| d.as_nanos().max(1));
     let bins = Arc::new(Mutex::new(Vec::new()));
